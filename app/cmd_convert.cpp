@@ -1,0 +1,111 @@
+// `ddgnn convert in.extxyz... out.h5`: streams extended XYZ files into one dataset file,
+// atomically (temporary name, then rename), optionally appending to an existing one.
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "loader/dataset.h"
+#include "loader/extxyz.h"
+
+namespace fs = std::filesystem;
+
+namespace ddgnn {
+
+namespace {
+
+struct ConvertArgs {
+  std::vector<std::string> files;  // inputs..., output
+  bool append = false, overwrite = false, require_forces = false;
+  ExtxyzKeys keys;
+  std::vector<std::string> extra_columns;
+};
+
+bool looks_like_extxyz(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  return ext == ".xyz" || ext == ".extxyz";
+}
+
+int run_convert(const ConvertArgs& a) {
+  std::vector<std::string> inputs(a.files.begin(), a.files.end() - 1);
+  const std::string output = a.files.back();
+  if (looks_like_extxyz(output))
+    throw ConfigError("convert: the last argument '" + output + "' looks like an input file",
+                      "the last argument is the output dataset, e.g. `ddgnn convert in.xyz "
+                      "out.h5`");
+  if (!a.append && !a.overwrite && fs::exists(output))
+    throw ConfigError("convert: output '" + output + "' already exists",
+                      "pass --append to add to it, or --overwrite to replace it");
+  for (const auto& in : inputs)
+    if (in != "-" && !fs::exists(in))
+      throw DataError(in + ": no such input file", "check the path");
+
+  ExtxyzKeys keys = a.keys;
+  keys.extra_columns = a.extra_columns;
+  WriterOptions wopt;
+  wopt.append = a.append;
+  wopt.extra_columns = a.extra_columns;
+  wopt.energy_key = keys.energy;
+  wopt.forces_key = keys.forces;
+  DatasetWriter writer(output, wopt);
+  const int64_t graphs_before = writer.n_graphs();
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t total_bytes = 0;
+  Frame frame;
+  for (const auto& in : inputs) {
+    const auto t_file = std::chrono::steady_clock::now();
+    ExtxyzReader reader(in, keys);
+    int64_t n = 0;
+    while (reader.next(frame)) {
+      writer.add(frame, at(in, frame.line));
+      ++n;
+    }
+    writer.note_source(in, n);
+    total_bytes += reader.bytes_read();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_file).count();
+    spdlog::info("{}: {} structures, {:.1f} MB in {:.2f} s ({:.0f} MB/s)", in, n,
+                 reader.bytes_read() / 1e6, s, reader.bytes_read() / 1e6 / std::max(s, 1e-9));
+  }
+  const int64_t n_graphs = writer.n_graphs(), n_atoms = writer.n_atoms();
+  writer.commit();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("wrote {}: {} graphs ({} new), {} atoms, {:.1f} MB of extxyz in {:.2f} s", output,
+               n_graphs, n_graphs - graphs_before, n_atoms, total_bytes / 1e6, s);
+  return 0;
+}
+
+}  // namespace
+
+Command add_convert_command(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  CLI::App* sub =
+      app.add_subcommand("convert", "Convert extended XYZ files into one ddgnn dataset (HDF5)");
+  sub->add_option("files", args->files,
+                  "input .extxyz/.xyz files ('-' = stdin), then the output .h5")
+      ->required()
+      ->expected(2, -1);
+  sub->add_flag("--append", args->append, "add the structures to an existing dataset");
+  sub->add_flag("--overwrite", args->overwrite, "replace an existing output file");
+  sub->add_option("--energy-key", args->keys.energy, "info key of the total energy (eV)")
+      ->capture_default_str();
+  sub->add_option("--forces-key", args->keys.forces, "per-atom column of the forces (eV/Å)")
+      ->capture_default_str();
+  sub->add_option("--stress-key", args->keys.stress, "info key of the stress (eV/Å^3)")
+      ->capture_default_str();
+  sub->add_option("--config-type-key", args->keys.config_type, "info key of the config type")
+      ->capture_default_str();
+  sub->add_flag("--require-forces", args->require_forces,
+                "fail on a structure without forces (default: all or none)");
+  sub->add_option("--extra-columns", args->extra_columns,
+                  "other per-atom real columns to keep, e.g. charges")
+      ->delimiter(',');
+  return {sub, [args] {
+            args->keys.require_forces = args->require_forces;
+            return run_convert(*args);
+          }};
+}
+
+}  // namespace ddgnn

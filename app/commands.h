@@ -1,0 +1,22 @@
+// The `ddgnn` subcommands. Each adds itself to the CLI11 app and returns what to run when the
+// user chose it; `main` parses, runs the chosen one, and turns any ddgnn::Error into one line.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace ddgnn {
+
+struct Command {
+  CLI::App* sub = nullptr;
+  std::function<int()> run;  // returns the process exit code
+};
+
+Command add_convert_command(CLI::App& app);  // ddgnn convert in.extxyz... out.h5
+Command add_info_command(CLI::App& app);     // ddgnn info data.h5
+Command add_config_command(CLI::App& app);   // ddgnn config --config c.json [--set k=v]...
+
+}  // namespace ddgnn

@@ -1,0 +1,45 @@
+// MPI as RAII: the process environment (init with MPI_THREAD_MULTIPLE, finalize), MPI_CHECK with
+// file:line, and the abort path that stops every rank when one fails (so no job hangs).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace ddgnn {
+
+// Throws CommError "MPI call `<expr>` failed at file:line: <MPI error string>".
+[[noreturn]] void mpi_fail(const char* expr, const char* file, int line, int code);
+
+#define MPI_CHECK(expr)                                                                            \
+  do {                                                                                             \
+    int mpi_check_rc_ = (expr);                                                                    \
+    if (mpi_check_rc_ != MPI_SUCCESS) ::ddgnn::mpi_fail(#expr, __FILE__, __LINE__, mpi_check_rc_); \
+  } while (0)
+
+// Initialises MPI (thread level MULTIPLE: the prefetch thread talks MPI) and finalises it.
+// Errors on MPI_COMM_WORLD return codes instead of aborting, so MPI_CHECK can report them.
+class MpiEnvironment {
+ public:
+  MpiEnvironment(int* argc, char*** argv);
+  ~MpiEnvironment();
+  MpiEnvironment(const MpiEnvironment&) = delete;
+  MpiEnvironment& operator=(const MpiEnvironment&) = delete;
+  int rank() const { return m_rank; }
+  int size() const { return m_size; }
+  int thread_level() const { return m_thread_level; }
+
+ private:
+  int m_rank = 0, m_size = 1, m_thread_level = 0;
+};
+
+// True between MPI_Init and MPI_Finalize.
+bool mpi_active();
+// Rank in MPI_COMM_WORLD, or -1 when MPI is not active.
+int world_rank_or_none();
+// World size, or 1 when MPI is not active.
+int world_size_or_one();
+// Stops every rank of the job (MPI_Abort) when MPI is active with more than one rank.
+void abort_job(int code);
+
+}  // namespace ddgnn

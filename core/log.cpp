@@ -1,0 +1,27 @@
+// spdlog set-up: one stderr sink, a short pattern, rank prefix when several ranks speak.
+#include "core/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+
+namespace ddgnn {
+
+void init_logging(const LogOptions& options) {
+  auto level = spdlog::level::from_str(options.level);
+  if (level == spdlog::level::off && options.level != "off")
+    throw ConfigError("unknown log level '" + options.level + "'",
+                      "use one of trace, debug, info, warn, error, off");
+  auto logger = spdlog::stderr_color_mt("ddgnn");
+  if (options.all_ranks)
+    logger->set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(options.rank) + "] [%^%l%$] %v");
+  else
+    logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  if (options.rank != 0 && !options.all_ranks && level < spdlog::level::err)
+    level = spdlog::level::err;
+  logger->set_level(level);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace ddgnn

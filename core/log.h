@@ -1,0 +1,17 @@
+// Logging through spdlog: rank 0 speaks, other ranks stay quiet unless asked (or for errors).
+#pragma once
+
+#include <string>
+
+namespace ddgnn {
+
+struct LogOptions {
+  int rank = 0;
+  bool all_ranks = false;      // every rank logs, each line prefixed with its rank
+  std::string level = "info";  // trace, debug, info, warn, error, off
+};
+
+// Sets up the default spdlog logger. Ranks other than 0 log only errors unless `all_ranks`.
+void init_logging(const LogOptions& options);
+
+}  // namespace ddgnn

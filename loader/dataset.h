@@ -1,0 +1,107 @@
+// The ddgnn dataset file (HDF5): the writer used by `ddgnn convert`, and the reader that loads any
+// contiguous range of graphs with per-block checksum verification. Layout: loader/FORMAT.md.
+// Shapes: n_graphs graphs, n_atoms atoms in all; per-atom arrays row-major [n_atoms, k].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/frame.h"
+
+namespace ddgnn {
+
+constexpr const char* kFormatName = "ddgnn-dataset";
+constexpr int64_t kFormatVersion = 1;
+
+// A contiguous range of graphs [first, first + n_graphs()) read from a dataset.
+struct GraphBlock {
+  int64_t first = 0;                 // global index of the first graph
+  std::vector<int64_t> atom_start;   // [n_graphs] first atom of each graph, relative to the block
+  std::vector<int32_t> n_atoms;      // [n_graphs]
+  std::vector<double> energy;        // [n_graphs] eV
+  std::vector<double> cell;          // [n_graphs, 9] Å, rows are lattice vectors (zero: no cell)
+  std::vector<uint8_t> pbc;          // [n_graphs, 3]
+  std::vector<double> stress;        // [n_graphs, 9] eV/Å^3, NaN where the input had none
+  std::vector<int32_t> config_type;  // [n_graphs] index into Dataset::config_types()
+  std::vector<uint8_t> z;            // [n_atoms_block] atomic numbers
+  std::vector<double> pos;           // [n_atoms_block, 3] Å
+  std::vector<double> forces;        // [n_atoms_block, 3] eV/Å, empty if the dataset has none
+  std::vector<std::vector<double>> extra;  // one per Dataset::extra_columns(), [n_atoms_block, k]
+
+  size_t n_graphs() const { return n_atoms.size(); }
+  // Graph i of the block as a Frame (config_type left as its index; names are in the Dataset).
+  void frame(size_t i, Frame& out) const;
+};
+
+struct ColumnInfo {
+  std::string name;
+  int n_cols = 1;
+};
+
+// Read-only view of a dataset file. Opening checks the format name and version; reads verify
+// the CRC-32 of every checksum block they touch (a corrupted block is a DataError naming it).
+class Dataset {
+ public:
+  explicit Dataset(const std::string& path);
+  ~Dataset();
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+
+  const std::string& path() const;
+  int64_t n_graphs() const;
+  int64_t n_atoms() const;
+  int64_t format_version() const;
+  const std::string& producer() const;
+  bool has_forces() const;
+  const std::vector<uint8_t>& species() const;           // sorted atomic numbers present
+  const std::vector<std::string>& config_types() const;  // names, index = GraphBlock::config_type
+  const std::vector<ColumnInfo>& extra_columns() const;
+  const std::string& sources() const;  // JSON list of the input files and their frame counts
+
+  // Reads graphs [first, first + count). Throws DataError past the end or on a checksum mismatch.
+  GraphBlock read(int64_t first, int64_t count, bool verify = true) const;
+
+  // Verifies every checksum block of every array; throws DataError on the first mismatch.
+  void verify_all() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// Options of `ddgnn convert`.
+struct WriterOptions {
+  bool append = false;                     // add to an existing dataset instead of creating one
+  std::vector<std::string> extra_columns;  // per-atom columns to keep (must be in every frame)
+  std::string energy_key = "energy";       // recorded as provenance
+  std::string forces_key = "forces";
+};
+
+// Writes a dataset to a temporary file next to `path`; commit() renames it into place. If the
+// writer is destroyed without commit() (an exception), the temporary file is removed, so a failed
+// conversion never leaves a file that looks valid. With append, the existing file is copied first.
+class DatasetWriter {
+ public:
+  DatasetWriter(const std::string& path, const WriterOptions& options);
+  ~DatasetWriter();
+  DatasetWriter(const DatasetWriter&) = delete;
+  DatasetWriter& operator=(const DatasetWriter&) = delete;
+
+  // Adds one structure. `where` names its origin for messages ("in.xyz:1234").
+  void add(const Frame& frame, const std::string& where);
+  // Records an input file and how many frames it gave (stored in the `sources` attribute).
+  void note_source(const std::string& input, int64_t n_frames);
+  // Flushes, writes checksums and metadata, closes, fsyncs and renames into place.
+  void commit();
+
+  int64_t n_graphs() const;  // graphs in the file so far (existing ones too when appending)
+  int64_t n_atoms() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace ddgnn

@@ -1,0 +1,54 @@
+// The arrays of a dataset file (format version 1), shared by the writer and the reader so that
+// the two can never disagree. Loader-internal; the page for people is loader/FORMAT.md.
+#pragma once
+
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+#include "loader/dataset.h"
+
+namespace ddgnn::layout {
+
+constexpr hsize_t kGraphChunkRows = 8192;  // rows per chunk and per checksum block, graph arrays
+constexpr hsize_t kAtomChunkRows = 65536;  // the same for per-atom arrays
+
+struct ArraySpec {
+  std::string path;  // e.g. "atoms/pos"
+  hid_t type;        // HDF5 native memory type (file type is the same, little-endian)
+  int n_cols;        // 0 for 1-D arrays
+  hsize_t chunk_rows;
+  bool per_atom;
+  size_t elem_size;  // bytes of one element
+  size_t row_bytes() const { return elem_size * size_t(n_cols > 0 ? n_cols : 1); }
+};
+
+inline std::vector<ArraySpec> array_specs(bool has_forces, const std::vector<ColumnInfo>& extra) {
+  std::vector<ArraySpec> specs = {
+      {"graphs/atom_start", H5T_NATIVE_INT64, 0, kGraphChunkRows, false, 8},
+      {"graphs/n_atoms", H5T_NATIVE_INT32, 0, kGraphChunkRows, false, 4},
+      {"graphs/energy", H5T_NATIVE_DOUBLE, 0, kGraphChunkRows, false, 8},
+      {"graphs/cell", H5T_NATIVE_DOUBLE, 9, kGraphChunkRows, false, 8},
+      {"graphs/pbc", H5T_NATIVE_UINT8, 3, kGraphChunkRows, false, 1},
+      {"graphs/stress", H5T_NATIVE_DOUBLE, 9, kGraphChunkRows, false, 8},
+      {"graphs/config_type", H5T_NATIVE_INT32, 0, kGraphChunkRows, false, 4},
+      {"atoms/z", H5T_NATIVE_UINT8, 0, kAtomChunkRows, true, 1},
+      {"atoms/pos", H5T_NATIVE_DOUBLE, 3, kAtomChunkRows, true, 8},
+  };
+  if (has_forces) specs.push_back({"atoms/forces", H5T_NATIVE_DOUBLE, 3, kAtomChunkRows, true, 8});
+  for (const auto& c : extra)
+    specs.push_back(
+        {"atoms/extra/" + c.name, H5T_NATIVE_DOUBLE, c.n_cols, kAtomChunkRows, true, 8});
+  return specs;
+}
+
+// Where the CRC-32 table of an array lives: "checksums/atoms.pos" for "atoms/pos".
+inline std::string checksum_path(const std::string& array_path) {
+  std::string s = array_path;
+  for (char& c : s)
+    if (c == '/') c = '.';
+  return "checksums/" + s;
+}
+
+}  // namespace ddgnn::layout

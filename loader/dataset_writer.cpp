@@ -1,0 +1,332 @@
+// DatasetWriter: buffers frames into chunked HDF5 arrays, keeps a running CRC-32 per checksum
+// block, and commits atomically (temporary file, fsync, rename). Appending copies the file first.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/checksum.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "loader/dataset.h"
+#include "loader/dataset_layout.h"
+#include "loader/h5.h"
+
+namespace fs = std::filesystem;
+
+namespace ddgnn {
+
+namespace {
+
+// One array of the file: pending rows in memory, the running CRC of the current block, and the
+// checksums of the blocks finished since the file was opened.
+struct ArrayWriter {
+  layout::ArraySpec spec;
+  h5::Handle dset, crc_dset;
+  hsize_t rows = 0;  // rows in the file plus pending
+  std::vector<char> pending;
+  hsize_t pending_rows = 0;
+  uint32_t block_crc = 0;
+  hsize_t first_block = 0;  // index of the first checksum entry that will be (re)written
+  std::vector<uint32_t> finished;
+
+  void push(const void* data, hsize_t n) {
+    const auto* p = static_cast<const char*>(data);
+    const size_t rb = spec.row_bytes();
+    pending.insert(pending.end(), p, p + n * rb);
+    pending_rows += n;
+    while (n > 0) {
+      const hsize_t in_block = rows % spec.chunk_rows;
+      const hsize_t k = std::min<hsize_t>(n, spec.chunk_rows - in_block);
+      block_crc = crc32(p, k * rb, block_crc);
+      rows += k;
+      n -= k;
+      p += k * rb;
+      if (rows % spec.chunk_rows == 0) {
+        finished.push_back(block_crc);
+        block_crc = 0;
+      }
+    }
+    if (pending_rows >= spec.chunk_rows) flush();
+  }
+
+  void flush() {
+    h5::append_rows(dset, spec.type, pending.data(), pending_rows);
+    pending.clear();
+    pending_rows = 0;
+  }
+
+  void finish() {
+    flush();
+    std::vector<uint32_t> table = finished;
+    if (rows % spec.chunk_rows != 0) table.push_back(block_crc);
+    const hsize_t n_blocks = first_block + table.size();
+    hsize_t dims[1] = {n_blocks};
+    H5_CHECK(H5Dset_extent(crc_dset, dims), "writing checksums of " + spec.path);
+    h5::write_rows(crc_dset, H5T_NATIVE_UINT32, first_block, table.size(), table.data());
+  }
+};
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+struct DatasetWriter::Impl {
+  std::string path, tmp_path;
+  WriterOptions options;
+  h5::Handle file;
+  std::vector<ArrayWriter> arrays;  // empty until the layout is known
+  bool has_forces = false;
+  std::vector<ColumnInfo> extra;
+  std::vector<bool> species = std::vector<bool>(kMaxZ + 1, false);
+  std::vector<std::string> config_types;
+  std::map<std::string, int32_t> config_index;
+  nlohmann::json sources = nlohmann::json::array();
+  int64_t n_graphs = 0, n_atoms = 0;
+  bool committed = false;
+  static constexpr int kMaxZ = 118;
+
+  ArrayWriter& array(const std::string& p) {
+    for (auto& a : arrays)
+      if (a.spec.path == p) return a;
+    throw Error("internal: no array " + p);
+  }
+
+  void create_arrays() {
+    for (const auto& spec : layout::array_specs(has_forces, extra)) {
+      ArrayWriter a;
+      a.spec = spec;
+      a.dset = h5::create_rows(file, spec.path, spec.type, spec.n_cols, spec.chunk_rows);
+      a.crc_dset =
+          h5::create_rows(file, layout::checksum_path(spec.path), H5T_NATIVE_UINT32, 0, 1024);
+      h5::write_attr_int(a.dset, "checksum_block_rows", int64_t(spec.chunk_rows));
+      arrays.push_back(std::move(a));
+    }
+  }
+
+  void open_existing();
+  void check_and_add(const Frame& f, const std::string& where);
+};
+
+void DatasetWriter::Impl::open_existing() {
+  // Reuse the reader's checks (format name, version, checksums are verified by the caller).
+  Dataset existing(path);
+  has_forces = existing.has_forces();
+  if (!options.extra_columns.empty()) {
+    std::vector<std::string> names;
+    for (const auto& c : existing.extra_columns()) names.push_back(c.name);
+    if (names != options.extra_columns)
+      throw DataError(path + ": cannot append with extra columns that differ from the file's",
+                      "pass the same --extra-columns as the original conversion");
+  }
+  extra = existing.extra_columns();
+  for (uint8_t z : existing.species()) species[z] = true;
+  config_types = existing.config_types();
+  for (size_t i = 0; i < config_types.size(); ++i) config_index[config_types[i]] = int32_t(i);
+  sources = nlohmann::json::parse(existing.sources().empty() ? "[]" : existing.sources());
+  n_graphs = existing.n_graphs();
+  n_atoms = existing.n_atoms();
+
+  fs::copy_file(path, tmp_path, fs::copy_options::overwrite_existing);
+  file = h5::Handle(H5_CHECK(H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
+                             "opening " + tmp_path + " to append"));
+  for (const auto& spec : layout::array_specs(has_forces, extra)) {
+    const std::string ctx = path + ": opening " + spec.path;
+    ArrayWriter a;
+    a.spec = spec;
+    a.dset = h5::Handle(H5_CHECK(H5Dopen2(file, spec.path.c_str(), H5P_DEFAULT), ctx));
+    a.crc_dset = h5::Handle(
+        H5_CHECK(H5Dopen2(file, layout::checksum_path(spec.path).c_str(), H5P_DEFAULT), ctx));
+    a.rows = h5::n_rows(a.dset);
+    a.first_block = a.rows / spec.chunk_rows;
+    if (a.rows % spec.chunk_rows != 0)
+      h5::read_rows(a.crc_dset, H5T_NATIVE_UINT32, a.first_block, 1, &a.block_crc, ctx);
+    arrays.push_back(std::move(a));
+  }
+}
+
+void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where) {
+  const size_t n = f.n_atoms();
+  if (n == 0) throw DataError(where + ": structure has no atoms");
+  if (!f.has_energy)
+    throw DataError(where + ": structure has no energy",
+                    "every structure needs a total energy; use --energy-key to name its key");
+  if (!std::isfinite(f.energy)) throw DataError(where + ": energy is not a finite number");
+  for (size_t i = 0; i < 3 * n; ++i)
+    if (!std::isfinite(f.pos[i]))
+      throw DataError(where + ": position of atom " + std::to_string(i / 3 + 1) + " is not finite");
+  for (uint8_t z : f.z)
+    if (z < 1 || z > kMaxZ)
+      throw DataError(where + ": atomic number " + std::to_string(int(z)) + " is out of 1..118");
+
+  const bool frame_forces = !f.forces.empty();
+  if (arrays.empty()) {
+    has_forces = frame_forces;
+    for (const auto& name : options.extra_columns) {
+      auto it = std::find_if(f.extra.begin(), f.extra.end(),
+                             [&](const ExtraColumn& c) { return c.name == name; });
+      if (it == f.extra.end())
+        throw DataError(where + ": per-atom column '" + name + "' is missing",
+                        "check --extra-columns against the Properties= of the file");
+      extra.push_back({name, it->n_cols});
+    }
+    create_arrays();
+  }
+  if (frame_forces != has_forces)
+    throw DataError(where + (frame_forces ? ": structure has forces but earlier ones have none"
+                                          : ": structure has no forces but earlier ones have them"),
+                    "every structure of a dataset must carry forces, or none");
+  if (frame_forces && f.forces.size() != 3 * n)
+    throw DataError(where + ": forces have the wrong length");
+  for (size_t i = 0; i < f.forces.size(); ++i)
+    if (!std::isfinite(f.forces[i]))
+      throw DataError(where + ": force on atom " + std::to_string(i / 3 + 1) + " is not finite");
+
+  int32_t ct = 0;
+  auto it = config_index.find(f.config_type);
+  if (it == config_index.end()) {
+    ct = int32_t(config_types.size());
+    config_types.push_back(f.config_type);
+    config_index.emplace(f.config_type, ct);
+  } else {
+    ct = it->second;
+  }
+
+  const int64_t start = n_atoms;
+  const int32_t na = int32_t(n);
+  std::array<double, 9> stress;
+  stress.fill(std::nan(""));
+  if (f.has_stress) stress = f.stress;
+  std::array<uint8_t, 3> pbc = {uint8_t(f.pbc[0]), uint8_t(f.pbc[1]), uint8_t(f.pbc[2])};
+  std::array<double, 9> cell{};
+  if (f.has_cell) cell = f.cell;
+
+  array("graphs/atom_start").push(&start, 1);
+  array("graphs/n_atoms").push(&na, 1);
+  array("graphs/energy").push(&f.energy, 1);
+  array("graphs/cell").push(cell.data(), 1);
+  array("graphs/pbc").push(pbc.data(), 1);
+  array("graphs/stress").push(stress.data(), 1);
+  array("graphs/config_type").push(&ct, 1);
+  array("atoms/z").push(f.z.data(), n);
+  array("atoms/pos").push(f.pos.data(), n);
+  if (has_forces) array("atoms/forces").push(f.forces.data(), n);
+  for (const auto& c : extra) {
+    auto col = std::find_if(f.extra.begin(), f.extra.end(),
+                            [&](const ExtraColumn& e) { return e.name == c.name; });
+    if (col == f.extra.end() || col->n_cols != c.n_cols)
+      throw DataError(where + ": per-atom column '" + c.name + "' is missing or has another width");
+    array("atoms/extra/" + c.name).push(col->values.data(), n);
+  }
+  for (uint8_t z : f.z) species[z] = true;
+  n_graphs += 1;
+  n_atoms += int64_t(n);
+}
+
+DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& options)
+    : m_impl(std::make_unique<Impl>()) {
+  h5::silence_errors();
+  m_impl->path = path;
+  m_impl->tmp_path = path + ".tmp." + std::to_string(::getpid());
+  m_impl->options = options;
+  if (options.append) {
+    if (!fs::exists(path))
+      throw DataError(path + ": cannot append, the file does not exist",
+                      "leave out --append to create it");
+    m_impl->open_existing();
+  } else {
+    m_impl->file = h5::Handle(
+        H5_CHECK(H5Fcreate(m_impl->tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                 "creating " + m_impl->tmp_path));
+  }
+}
+
+DatasetWriter::~DatasetWriter() {
+  if (!m_impl->committed) {
+    m_impl->arrays.clear();
+    m_impl->file.reset();
+    std::error_code ec;
+    fs::remove(m_impl->tmp_path, ec);  // never leave a half-written file behind
+  }
+}
+
+void DatasetWriter::add(const Frame& frame, const std::string& where) {
+  m_impl->check_and_add(frame, where);
+}
+
+void DatasetWriter::note_source(const std::string& input, int64_t n_frames) {
+  m_impl->sources.push_back({{"file", input}, {"frames", n_frames}, {"added", now_iso8601()}});
+}
+
+void DatasetWriter::commit() {
+  Impl& m = *m_impl;
+  if (m.n_graphs == 0)
+    throw DataError(m.path + ": no structures to write", "check the input files");
+  for (auto& a : m.arrays) a.finish();
+  std::vector<uint8_t> species;
+  for (int z = 1; z <= Impl::kMaxZ; ++z)
+    if (m.species[z]) species.push_back(uint8_t(z));
+  const std::string ctx = "writing metadata of " + m.path;
+  if (h5::exists(m.file, "species")) H5_CHECK(H5Ldelete(m.file, "species", H5P_DEFAULT), ctx);
+  {
+    h5::Handle sp = h5::create_rows(m.file, "species", H5T_NATIVE_UINT8, 0, 128);
+    h5::append_rows(sp, H5T_NATIVE_UINT8, species.data(), species.size());
+  }
+  h5::write_strings(m.file, "config_types", m.config_types);
+  h5::write_attr_string(m.file, "format", kFormatName);
+  h5::write_attr_int(m.file, "format_version", kFormatVersion);
+  h5::write_attr_string(m.file, "producer",
+                        std::string("ddgnn ") + DDGNN_VERSION + " (" + DDGNN_GIT_DESCRIBE + ")");
+  if (!h5::has_attr(m.file, "created")) h5::write_attr_string(m.file, "created", now_iso8601());
+  h5::write_attr_string(m.file, "modified", now_iso8601());
+  h5::write_attr_string(m.file, "units_energy", "eV");
+  h5::write_attr_string(m.file, "units_length", "angstrom");
+  h5::write_attr_string(m.file, "units_forces", "eV/angstrom");
+  h5::write_attr_string(m.file, "units_stress", "eV/angstrom^3");
+  h5::write_attr_string(m.file, "energy_key", m.options.energy_key);
+  h5::write_attr_string(m.file, "forces_key", m.options.forces_key);
+  h5::write_attr_string(m.file, "sources", m.sources.dump());
+  h5::write_attr_int(m.file, "has_forces", m.has_forces ? 1 : 0);
+  h5::write_attr_int(m.file, "n_graphs", m.n_graphs);
+  h5::write_attr_int(m.file, "n_atoms", m.n_atoms);
+  m.arrays.clear();
+  H5_CHECK(H5Fflush(m.file, H5F_SCOPE_GLOBAL), ctx);
+  m.file.reset();
+  fsync_path(m.tmp_path);
+  std::error_code ec;
+  fs::rename(m.tmp_path, m.path, ec);
+  if (ec)
+    throw DataError("cannot rename " + m.tmp_path + " to " + m.path + ": " + ec.message(),
+                    "check permissions of the output directory");
+  fsync_path(fs::path(m.path).parent_path().empty() ? "."
+                                                    : fs::path(m.path).parent_path().string());
+  m.committed = true;
+}
+
+int64_t DatasetWriter::n_graphs() const {
+  return m_impl->n_graphs;
+}
+int64_t DatasetWriter::n_atoms() const {
+  return m_impl->n_atoms;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,48 @@
+// core/: the error line that main prints, and CRC-32 with its combine rule.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/checksum.h"
+#include "core/error.h"
+
+namespace ddgnn {
+
+TEST(ErrorLine, NamesKindRankMessageAndHint) {
+  const DataError e("data.xyz:12: expected 9 columns, found 7", "check Properties=");
+  const std::string line = error_line(e, 3);
+  EXPECT_EQ(line,
+            "ddgnn: data error [rank 3]: data.xyz:12: expected 9 columns, found 7 — hint: check "
+            "Properties=");
+}
+
+TEST(ErrorLine, SingleProcessOmitsRankAndFoldsNewlines) {
+  const ConfigError e("bad\nvalue");
+  EXPECT_EQ(error_line(e, -1), "ddgnn: config error: bad value");
+}
+
+TEST(ErrorLine, ForeignExceptionIsCalledABug) {
+  const std::runtime_error e("boom");
+  EXPECT_NE(error_line(e, -1).find("internal error: boom"), std::string::npos);
+  EXPECT_NE(error_line(e, -1).find("bug in ddgnn"), std::string::npos);
+}
+
+TEST(Checksum, KnownValueOfCheckString) {
+  // The standard CRC-32 check value of "123456789".
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+}
+
+TEST(Checksum, IncrementalAndCombineAgreeWithWhole) {
+  std::vector<unsigned char> data(100000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 131 + 7);
+  const uint32_t whole = crc32(data.data(), data.size());
+  const uint32_t a = crc32(data.data(), 40000);
+  EXPECT_EQ(crc32(data.data() + 40000, 60000, a), whole);
+  const uint32_t b = crc32(data.data() + 40000, 60000);
+  EXPECT_EQ(crc32_combine(a, b, 60000), whole);
+  data[500] ^= 1;
+  EXPECT_NE(crc32(data.data(), data.size()), whole);
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,250 @@
+// The dataset file: round trip of every field, ranges across checksum blocks, append, atomic
+// writes, and the bad files (not HDF5, HDF5 not by ddgnn, newer version, corrupted block).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../common/temp_dir.h"
+#include "core/error.h"
+#include "loader/dataset.h"
+
+namespace ddgnn {
+namespace {
+
+using testing::TempDir;
+
+// A structure with n atoms; periodic when `periodic`, with stress on even seeds.
+Frame make_frame(int n, unsigned seed, bool periodic, bool forces = true) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Frame f;
+  for (int i = 0; i < n; ++i) {
+    f.z.push_back(uint8_t(i % 3 == 0 ? 29 : (i % 3 == 1 ? 28 : 1)));
+    for (int d = 0; d < 3; ++d) f.pos.push_back(5.0 * u(rng));
+    if (forces)
+      for (int d = 0; d < 3; ++d) f.forces.push_back(u(rng));
+  }
+  f.has_energy = true;
+  f.energy = -3.5 * n + 0.01 * u(rng);
+  if (periodic) {
+    f.has_cell = true;
+    f.cell = {10.0, 0, 0, 0.5, 10.0, 0, 0, 0, 10.0};
+    f.pbc = {true, true, true};
+  }
+  if (seed % 2 == 0) {
+    f.has_stress = true;
+    for (int k = 0; k < 9; ++k) f.stress[k] = 0.001 * u(rng);
+  }
+  f.config_type = seed % 3 == 0 ? "bulk" : "";
+  ExtraColumn q{"charges", 1, {}};
+  for (int i = 0; i < n; ++i) q.values.push_back(0.1 * i);
+  f.extra.push_back(q);
+  return f;
+}
+
+void write(const std::string& path, const std::vector<Frame>& frames, bool append = false,
+           std::vector<std::string> extra = {}) {
+  WriterOptions opt;
+  opt.append = append;
+  opt.extra_columns = std::move(extra);
+  DatasetWriter w(path, opt);
+  for (size_t i = 0; i < frames.size(); ++i) w.add(frames[i], "test:" + std::to_string(i));
+  w.note_source("test", int64_t(frames.size()));
+  w.commit();
+}
+
+void expect_same(const Frame& a, const Frame& b) {
+  EXPECT_EQ(a.z, b.z);
+  EXPECT_EQ(a.pos, b.pos);
+  EXPECT_EQ(a.forces, b.forces);
+  EXPECT_EQ(a.energy, b.energy);
+  EXPECT_EQ(a.has_cell, b.has_cell);
+  if (a.has_cell) {
+    EXPECT_EQ(a.cell, b.cell);
+  }
+  EXPECT_EQ(a.pbc, b.pbc);
+  EXPECT_EQ(a.has_stress, b.has_stress);
+  if (a.has_stress) {
+    EXPECT_EQ(a.stress, b.stress);
+  }
+}
+
+TEST(Dataset, RoundTripsEveryField) {
+  TempDir dir;
+  std::vector<Frame> frames;
+  for (unsigned s = 0; s < 50; ++s) frames.push_back(make_frame(3 + int(s % 7), s, s % 2 == 0));
+  write(dir.file("d.h5"), frames, false, {"charges"});
+  Dataset ds(dir.file("d.h5"));
+  EXPECT_EQ(ds.n_graphs(), 50);
+  EXPECT_TRUE(ds.has_forces());
+  EXPECT_EQ(ds.species(), (std::vector<uint8_t>{1, 28, 29}));
+  ASSERT_EQ(ds.extra_columns().size(), 1u);
+  EXPECT_EQ(ds.extra_columns()[0].name, "charges");
+  EXPECT_EQ(ds.format_version(), kFormatVersion);
+  EXPECT_NE(ds.producer().find("ddgnn"), std::string::npos);
+  const GraphBlock b = ds.read(0, 50);
+  Frame got;
+  int64_t atoms = 0;
+  for (size_t i = 0; i < 50; ++i) {
+    b.frame(i, got);
+    expect_same(frames[i], got);
+    EXPECT_EQ(ds.config_types()[size_t(std::stoi(got.config_type))], frames[i].config_type);
+    for (int a = 0; a < b.n_atoms[i]; ++a)
+      EXPECT_EQ(b.extra[0][size_t(b.atom_start[i] + a)], frames[i].extra[0].values[size_t(a)]);
+    atoms += b.n_atoms[i];
+  }
+  EXPECT_EQ(atoms, ds.n_atoms());
+}
+
+TEST(Dataset, ReadsAnyRangeAcrossChecksumBlocks) {
+  // 12,000 graphs of 11 atoms: 132,000 atoms span three per-atom blocks and two graph blocks.
+  TempDir dir;
+  std::vector<Frame> frames;
+  for (unsigned s = 0; s < 12000; ++s) frames.push_back(make_frame(11, s, true));
+  write(dir.file("big.h5"), frames);
+  Dataset ds(dir.file("big.h5"));
+  Frame got;
+  for (auto [first, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1}, {5957, 20}, {8190, 5}, {11999, 1}, {3000, 6000}}) {
+    const GraphBlock b = ds.read(first, count);
+    ASSERT_EQ(int64_t(b.n_graphs()), count);
+    for (int64_t i = 0; i < count; i += 97) {
+      b.frame(size_t(i), got);
+      expect_same(frames[size_t(first + i)], got);
+    }
+  }
+  EXPECT_THROW(ds.read(11990, 20), DataError);
+  EXPECT_NO_THROW(ds.verify_all());
+}
+
+TEST(Dataset, AppendAddsGraphsAndKeepsChecksumsValid) {
+  TempDir dir;
+  std::vector<Frame> a, b;
+  for (unsigned s = 0; s < 30; ++s) a.push_back(make_frame(5, s, true));
+  for (unsigned s = 100; s < 140; ++s) b.push_back(make_frame(7, s, false));
+  write(dir.file("d.h5"), a);
+  write(dir.file("d.h5"), b, /*append=*/true);
+  Dataset ds(dir.file("d.h5"));
+  EXPECT_EQ(ds.n_graphs(), 70);
+  EXPECT_EQ(ds.n_atoms(), 30 * 5 + 40 * 7);
+  EXPECT_NO_THROW(ds.verify_all());
+  Frame got;
+  const GraphBlock blk = ds.read(25, 10);
+  blk.frame(4, got);
+  expect_same(a[29], got);
+  blk.frame(5, got);
+  expect_same(b[0], got);
+  EXPECT_NE(ds.sources().find("\"frames\":40"), std::string::npos);
+}
+
+TEST(Dataset, FailedWriteLeavesNoFile) {
+  TempDir dir;
+  {
+    DatasetWriter w(dir.file("d.h5"), {});
+    w.add(make_frame(4, 1, true), "a.xyz:1");
+    Frame bad = make_frame(4, 2, true, /*forces=*/false);
+    EXPECT_THROW(
+        {
+          try {
+            w.add(bad, "a.xyz:7");
+          } catch (const DataError& e) {
+            EXPECT_NE(std::string(e.what()).find("a.xyz:7: structure has no forces"),
+                      std::string::npos);
+            throw;
+          }
+        },
+        DataError);
+  }  // destroyed without commit
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a temporary or partial file was left";
+}
+
+TEST(Dataset, MissingEnergyAndNonFiniteValuesAreRefused) {
+  TempDir dir;
+  DatasetWriter w(dir.file("d.h5"), {});
+  Frame f = make_frame(4, 1, true);
+  f.has_energy = false;
+  EXPECT_THROW(w.add(f, "x:1"), DataError);
+  f = make_frame(4, 1, true);
+  f.pos[4] = std::nan("");
+  EXPECT_THROW(w.add(f, "x:1"), DataError);
+}
+
+TEST(Dataset, RefusesFileThatIsNotHdf5) {
+  TempDir dir;
+  std::ofstream(dir.file("x.h5")) << "3\nnot hdf5\n";
+  try {
+    Dataset ds(dir.file("x.h5"));
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("not an HDF5 file"), std::string::npos);
+    EXPECT_NE(e.hint().find("ddgnn convert"), std::string::npos);
+  }
+}
+
+TEST(Dataset, RefusesHdf5NotWrittenByDdgnn) {
+  TempDir dir;
+  hid_t f = H5Fcreate(dir.file("other.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(f);
+  try {
+    Dataset ds(dir.file("other.h5"));
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a ddgnn dataset"), std::string::npos);
+  }
+}
+
+TEST(Dataset, RefusesNewerFormatVersion) {
+  TempDir dir;
+  write(dir.file("d.h5"), {make_frame(3, 1, true)});
+  hid_t f = H5Fopen(dir.file("d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+  const int64_t v = kFormatVersion + 1;
+  H5Awrite(a, H5T_NATIVE_INT64, &v);
+  H5Aclose(a);
+  H5Fclose(f);
+  try {
+    Dataset ds(dir.file("d.h5"));
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 2 is newer"), std::string::npos);
+    EXPECT_NE(e.hint().find("update ddgnn"), std::string::npos);
+  }
+}
+
+TEST(Dataset, CorruptedArrayIsReportedWithBlockAndRows) {
+  TempDir dir;
+  std::vector<Frame> frames;
+  for (unsigned s = 0; s < 20; ++s) frames.push_back(make_frame(6, s, true));
+  write(dir.file("d.h5"), frames);
+  {  // flip one position value behind the writer's back
+    hid_t f = H5Fopen(dir.file("d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "atoms/pos", H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    hsize_t start[2] = {50, 1}, count[2] = {1, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(2, count, nullptr);
+    const double v = 123.0;
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, &v);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  Dataset ds(dir.file("d.h5"));
+  try {
+    ds.read(0, 20);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch in array 'atoms/pos', rows 0..119"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(ds.read(0, 20, /*verify=*/false));
+}
+
+}  // namespace
+}  // namespace ddgnn
