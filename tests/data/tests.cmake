@@ -1,0 +1,126 @@
+# tests/data/tests.cmake: ctest tests (label `data`) of the dataset generators in jobs/data/: small
+# generation runs, finite-difference label checks, byte-identical reruns and bad inputs. Included
+# from tests/CMakeLists.txt; LAMMPS tests need `lmp`, xtb tests the ddgnn-xtb-md target.
+set(DDGNN_DATA_DIR ${CMAKE_SOURCE_DIR}/jobs/data)
+set(DDGNN_DATA_OUT ${CMAKE_CURRENT_BINARY_DIR}/data_tests)
+set(DDGNN_DATA_FRAMES 60)
+
+find_program(DDGNN_BASH bash)
+find_program(DDGNN_PYTHON3 python3)
+find_program(LMP lmp)
+
+function(ddgnn_data_test name)
+  cmake_parse_arguments(T "" "SETUP;REQUIRES" "COMMAND" ${ARGN})
+  add_test(NAME data.${name} COMMAND ${T_COMMAND})
+  set_tests_properties(data.${name} PROPERTIES LABELS data TIMEOUT 180)
+  if(T_SETUP)
+    set_tests_properties(data.${name} PROPERTIES FIXTURES_SETUP ${T_SETUP})
+  endif()
+  if(T_REQUIRES)
+    set_tests_properties(data.${name} PROPERTIES FIXTURES_REQUIRED ${T_REQUIRES})
+  endif()
+endfunction()
+
+if(NOT DDGNN_BASH OR NOT DDGNN_PYTHON3)
+  message(WARNING "bash or python3 not found: the `data` tests (jobs/data) are not registered")
+  return()
+endif()
+
+# `ddgnn convert` then `ddgnn info` on a generated set, with the figures it must show.
+function(ddgnn_convert_test name atoms species neighbours)
+  ddgnn_data_test(convert.${name} REQUIRES data_${name}
+                  COMMAND ${DDGNN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/convert_check.py
+                          $<TARGET_FILE:ddgnn> ${DDGNN_DATA_OUT}/a/${name}.extxyz
+                          ${DDGNN_DATA_OUT}/a/${name}.h5 --graphs ${DDGNN_DATA_FRAMES}
+                          --atoms ${atoms} --species ${species} --neighbours ${neighbours})
+endfunction()
+
+set(gen ${DDGNN_DATA_DIR}/generate.sh)
+set(helpers ${DDGNN_DATA_DIR}/test_helpers.sh)
+set(run_a ${DDGNN_DATA_OUT}/a)
+set(run_b ${DDGNN_DATA_OUT}/b)
+
+# Bad inputs of the scripts: non-zero exit and a message that says what is wrong.
+ddgnn_data_test(bad.unknown_dataset COMMAND ${DDGNN_BASH} ${helpers} fail
+                "unknown dataset 'nope'.*known datasets: cu_eam" ${gen} --only nope
+                --out ${DDGNN_DATA_OUT}/bad)
+ddgnn_data_test(bad.frames COMMAND ${DDGNN_BASH} ${helpers} fail
+                "--frames expects a positive integer, got 'ten'" ${gen} --frames ten
+                --out ${DDGNN_DATA_OUT}/bad)
+ddgnn_data_test(bad.xtb_driver COMMAND ${DDGNN_BASH} ${helpers} fail
+                "xtb driver '.*/no-such-binary' not found" ${gen} --only ethanol
+                --xtb-md ${DDGNN_DATA_OUT}/no-such-binary --out ${DDGNN_DATA_OUT}/bad)
+ddgnn_data_test(bad.fd_check_file COMMAND ${DDGNN_BASH} ${helpers} fail
+                "cannot|No such file" ${DDGNN_PYTHON3} ${DDGNN_DATA_DIR}/fd_check_lammps.py
+                ${DDGNN_DATA_OUT}/no-such-file.extxyz)
+
+# ---- LAMMPS datasets ----
+if(LMP)
+  foreach(name cu_eam cuni_eam si_sw)
+    ddgnn_data_test(gen.${name} SETUP data_${name}
+                    COMMAND ${DDGNN_BASH} ${gen} --out ${run_a} --frames ${DDGNN_DATA_FRAMES}
+                            --only ${name} --lmp ${LMP})
+    ddgnn_data_test(fd.${name} REQUIRES data_${name}
+                    COMMAND ${DDGNN_PYTHON3} ${DDGNN_DATA_DIR}/fd_check_lammps.py
+                            ${run_a}/${name}.extxyz --lmp ${LMP})
+  endforeach()
+  foreach(name cu_eam cuni_eam)
+    ddgnn_data_test(rerun.${name} REQUIRES data_${name}
+                    COMMAND ${DDGNN_BASH} ${helpers} rerun ${run_a} ${run_b} ${name}
+                            --frames ${DDGNN_DATA_FRAMES} --lmp ${LMP})
+  endforeach()
+  # Convert with ddgnn and check what `ddgnn info` reports. Bulk fcc at 5 A: 42 neighbours
+  # (12+6+24) at 0 K; at 800-900 K the 4th shell (5.0-5.1 A) starts to enter; diamond Si at 5 A: 28 at 0 K.
+  ddgnn_convert_test(cu_eam 108 Cu 40,50)
+  ddgnn_convert_test(cuni_eam 108 Cu,Ni 40,50)
+  ddgnn_convert_test(si_sw 64 Si 25,31)
+  # The check must catch wrong labels: forces off by 1e-4 eV/A.
+  ddgnn_data_test(fd_catches_bad_forces.cu_eam REQUIRES data_cu_eam
+                  COMMAND ${DDGNN_BASH} ${helpers} fd-rejects ${run_a}/cu_eam.extxyz
+                          ${DDGNN_DATA_OUT}/cu_eam.bad.extxyz 1e-4 "FAIL: forces"
+                          ${DDGNN_PYTHON3} ${DDGNN_DATA_DIR}/fd_check_lammps.py {} --lmp ${LMP})
+  ddgnn_data_test(bad.fd_check_xtb_set REQUIRES data_cu_eam
+                  COMMAND ${DDGNN_BASH} ${helpers} fail "not a LAMMPS dataset"
+                          ${DDGNN_PYTHON3} ${DDGNN_DATA_DIR}/fd_check_lammps.py
+                          ${run_a}/cu_eam.extxyz --dataset ethanol --lmp ${LMP})
+else()
+  message(WARNING "lmp (LAMMPS) not found: the `data` tests of cu_eam, cuni_eam and si_sw are "
+                  "NOT registered. Install it (Debian: apt-get install lammps) as the README says.")
+  # A missing tool is a failure, not a silently smaller suite.
+  add_test(NAME data.lammps_missing COMMAND ${CMAKE_COMMAND} -E false)
+  set_tests_properties(data.lammps_missing PROPERTIES LABELS data)
+endif()
+
+# ---- xtb datasets ----
+if(TARGET ddgnn-xtb-md)
+  set(xtb_md $<TARGET_FILE:ddgnn-xtb-md>)
+  foreach(name ethanol aspirin)
+    ddgnn_data_test(gen.${name} SETUP data_${name}
+                    COMMAND ${DDGNN_BASH} ${gen} --out ${run_a} --frames ${DDGNN_DATA_FRAMES}
+                            --only ${name} --xtb-md ${xtb_md})
+    ddgnn_data_test(fd.${name} REQUIRES data_${name}
+                    COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+                            ${xtb_md} --fd-check ${run_a}/${name}.extxyz)
+  endforeach()
+  # Molecules: every atom of ethanol (9) or aspirin (21) lies within 5 A of most others.
+  ddgnn_convert_test(ethanol 9 C,H,O 5,8)
+  ddgnn_convert_test(aspirin 21 C,H,O 9,18)
+  ddgnn_data_test(rerun.ethanol REQUIRES data_ethanol
+                  COMMAND ${DDGNN_BASH} ${helpers} rerun ${run_a} ${run_b} ethanol
+                          --frames ${DDGNN_DATA_FRAMES} --xtb-md ${xtb_md})
+  ddgnn_data_test(fd_catches_bad_forces.ethanol REQUIRES data_ethanol
+                  COMMAND ${DDGNN_BASH} ${helpers} fd-rejects ${run_a}/ethanol.extxyz
+                          ${DDGNN_DATA_OUT}/ethanol.bad.extxyz 1e-4 "FAIL: stored forces"
+                          ${xtb_md} --fd-check {})
+  ddgnn_data_test(bad.xtb_geometry COMMAND ${DDGNN_BASH} ${helpers} fail
+                  "cannot open geometry file '.*/missing.xyz'" ${xtb_md}
+                  --in ${DDGNN_DATA_OUT}/missing.xyz --out ${DDGNN_DATA_OUT}/never.extxyz)
+  ddgnn_data_test(bad.xtb_option COMMAND ${DDGNN_BASH} ${helpers} fail
+                  "--frames expects an integer >= 1, got '0'" ${xtb_md} --frames 0)
+else()
+  message(WARNING "ddgnn-xtb-md is not built (libxtb-dev / pkg-config `xtb` not found): the `data` "
+                  "tests of ethanol and aspirin are NOT registered. Install it (Debian: apt-get "
+                  "install libxtb-dev xtb) as the README says.")
+  add_test(NAME data.xtb_missing COMMAND ${CMAKE_COMMAND} -E false)
+  set_tests_properties(data.xtb_missing PROPERTIES LABELS data)
+endif()
