@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash jobs/install_deps.sh
-bash jobs/build.sh
+bash jobs/build.sh ddgnn ddgnn-xtb-md
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1
 bash jobs/data/generate.sh --out data --xtb-md build/jobs/data/ddgnn-xtb-md "$@"
 for name in cu_eam cuni_eam si_sw ethanol aspirin; do
