@@ -132,9 +132,11 @@ void DatasetWriter::Impl::open_existing() {
   Dataset existing(path);
   has_forces = existing.has_forces();
   if (!options.extra_columns.empty()) {
-    std::vector<std::string> names;
+    std::vector<std::string> names, wanted = options.extra_columns;
     for (const auto& c : existing.extra_columns()) names.push_back(c.name);
-    if (names != options.extra_columns)
+    std::sort(names.begin(), names.end());
+    std::sort(wanted.begin(), wanted.end());
+    if (names != wanted)
       throw DataError(path + ": cannot append with extra columns that differ from the file's",
                       "pass the same --extra-columns as the original conversion");
   }

@@ -170,14 +170,10 @@ int n_cols(hid_t dset) {
 
 void append_rows(hid_t dset, hid_t type, const void* data, hsize_t n) {
   if (n == 0) return;
-  const std::string ctx = "appending rows";
   const hsize_t old_rows = n_rows(dset);
-  const int cols = n_cols(dset);
-  const int rank = cols > 0 ? 2 : 1;
-  hsize_t new_dims[2] = {old_rows + n, hsize_t(cols)};
-  H5_CHECK(H5Dset_extent(dset, new_dims), ctx);
+  hsize_t new_dims[2] = {old_rows + n, hsize_t(n_cols(dset))};
+  H5_CHECK(H5Dset_extent(dset, new_dims), "appending rows");
   write_rows(dset, type, old_rows, n, data);
-  (void)rank;
 }
 
 static void select_rows(hid_t dset, hsize_t first, hsize_t n, Handle& file_space, Handle& mem_space,
