@@ -1,0 +1,503 @@
+// Optimizers by name with torch.optim's defaults, lr access through param groups,
+// ReduceLROnPlateau and EarlyStopping (PyTorch / HydraGNN semantics), gradient-norm clipping, and
+// optimizer-state checkpoints through torch::serialize archives.
+#include "model/optim.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+#include <torch/types.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <istream>
+#include <limits>
+#include <ostream>
+#include <tuple>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ddgnn {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string join_names() {
+  std::string out;
+  for (const auto& name : known_optimizer_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+template <typename From, typename To>
+using same_const_t = std::conditional_t<std::is_const_v<From>, const To, To>;
+
+// Calls fn with the options of one param group downcast to the concrete options type of a known
+// optimizer (the way that compiles on LibTorch 1.13 and 2.x alike).
+template <typename Options, typename Fn>
+void visit_options(Options& options, Fn&& fn) {
+  namespace optim = torch::optim;
+  if (auto* o = dynamic_cast<same_const_t<Options, optim::SGDOptions>*>(&options)) return fn(*o);
+  if (auto* o = dynamic_cast<same_const_t<Options, optim::AdamOptions>*>(&options)) return fn(*o);
+  if (auto* o = dynamic_cast<same_const_t<Options, optim::AdamWOptions>*>(&options)) return fn(*o);
+  if (auto* o = dynamic_cast<same_const_t<Options, optim::RMSpropOptions>*>(&options)) {
+    return fn(*o);
+  }
+  throw Error("optimizer options of an unknown type: cannot reach the learning rate",
+              "use an optimizer made by make_optimizer (" + join_names() + ")");
+}
+
+double group_lr(const torch::optim::OptimizerParamGroup& group) {
+  double lr = 0.0;
+  visit_options(group.options(), [&](const auto& o) { lr = o.lr(); });
+  return lr;
+}
+
+// Bitwise equality of doubles (nan equals nan, 0.0 differs from -0.0).
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// JSON numbers cannot hold ±inf or nan: those travel as the strings "inf", "-inf", "nan".
+nlohmann::json number_to_json(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+// `what` names the value in the error ("scheduler state: best").
+double number_from_json(const nlohmann::json& v, const std::string& what) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto s = v.get<std::string>();
+    if (s == "inf") return kInf;
+    if (s == "-inf") return -kInf;
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  throw DataError(what + " is not a number: " + v.dump(), "was this checkpoint written by ddgnn?");
+}
+
+std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+// 2-norm of all gradients together, as a 0-d tensor on the first gradient's device and dtype.
+torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
+  std::vector<torch::Tensor> norms;
+  norms.reserve(grads.size());
+  const auto options = grads.front().options();
+  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(options));
+  return norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
+}
+
+}  // namespace
+
+// ---- optimizers ----
+
+const std::vector<std::string>& known_optimizer_names() {
+  static const std::vector<std::string> names = {"SGD", "Adam", "AdamW", "RMSprop"};
+  return names;
+}
+
+OptimizerType parse_optimizer_type(const std::string& name) {
+  if (name == "SGD") return OptimizerType::kSGD;
+  if (name == "Adam") return OptimizerType::kAdam;
+  if (name == "AdamW") return OptimizerType::kAdamW;
+  if (name == "RMSprop") return OptimizerType::kRMSprop;
+  throw ConfigError("NeuralNetwork.Training.Optimizer.type: unknown optimizer '" + name + "'",
+                    "known optimizers: " + join_names());
+}
+
+std::string to_string(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kSGD:
+      return "SGD";
+    case OptimizerType::kAdam:
+      return "Adam";
+    case OptimizerType::kAdamW:
+      return "AdamW";
+    case OptimizerType::kRMSprop:
+      return "RMSprop";
+  }
+  return "unknown";
+}
+
+OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<const torch::optim::SGD*>(&optimizer)) return OptimizerType::kSGD;
+  if (dynamic_cast<const torch::optim::Adam*>(&optimizer)) return OptimizerType::kAdam;
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer)) return OptimizerType::kAdamW;
+  if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer)) return OptimizerType::kRMSprop;
+  throw Error("optimizer of an unknown type", "known optimizers: " + join_names());
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::string& type_name, const std::vector<torch::Tensor>& parameters,
+    double learning_rate, double weight_decay) {
+  return make_optimizer(parse_optimizer_type(type_name), parameters, learning_rate, weight_decay);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    OptimizerType type, const std::vector<torch::Tensor>& parameters, double learning_rate,
+    double weight_decay) {
+  if (!(learning_rate > 0.0)) {
+    throw ConfigError("NeuralNetwork.Training.Optimizer.learning_rate must be > 0, got " +
+                      std::to_string(learning_rate));
+  }
+  if (!(weight_decay >= 0.0)) {
+    throw ConfigError("NeuralNetwork.Training.Optimizer.weight_decay must be >= 0, got " +
+                      std::to_string(weight_decay));
+  }
+  namespace optim = torch::optim;
+  switch (type) {
+    case OptimizerType::kSGD:
+      return std::make_unique<optim::SGD>(parameters, optim::SGDOptions(learning_rate)
+                                                          .momentum(/*momentum=*/0.0)
+                                                          .dampening(/*dampening=*/0.0)
+                                                          .nesterov(false)
+                                                          .weight_decay(weight_decay));
+    case OptimizerType::kAdam:
+      return std::make_unique<optim::Adam>(parameters, optim::AdamOptions(learning_rate)
+                                                           .betas(std::make_tuple(0.9, 0.999))
+                                                           .eps(/*eps=*/1e-8)
+                                                           .amsgrad(false)
+                                                           .weight_decay(weight_decay));
+    case OptimizerType::kAdamW:
+      return std::make_unique<optim::AdamW>(parameters, optim::AdamWOptions(learning_rate)
+                                                            .betas(std::make_tuple(0.9, 0.999))
+                                                            .eps(/*eps=*/1e-8)
+                                                            .amsgrad(false)
+                                                            .weight_decay(weight_decay));
+    case OptimizerType::kRMSprop:
+      return std::make_unique<optim::RMSprop>(parameters, optim::RMSpropOptions(learning_rate)
+                                                              .alpha(/*alpha=*/0.99)
+                                                              .eps(/*eps=*/1e-8)
+                                                              .momentum(/*momentum=*/0.0)
+                                                              .centered(false)
+                                                              .weight_decay(weight_decay));
+  }
+  throw ConfigError("unknown optimizer type", "known optimizers: " + join_names());
+}
+
+double get_lr(const torch::optim::Optimizer& optimizer) {
+  if (optimizer.param_groups().empty()) throw Error("get_lr: the optimizer has no param group");
+  return group_lr(optimizer.param_groups().front());
+}
+
+std::vector<double> get_lrs(const torch::optim::Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (const auto& group : optimizer.param_groups()) lrs.push_back(group_lr(group));
+  return lrs;
+}
+
+void set_lr(torch::optim::Optimizer& optimizer, double learning_rate) {
+  for (auto& group : optimizer.param_groups()) {
+    visit_options(group.options(), [&](auto& o) { o.lr(learning_rate); });
+  }
+}
+
+// ---- ReduceLROnPlateau ----
+
+bool operator==(const PlateauState& a, const PlateauState& b) {
+  if (a.last_lr.size() != b.last_lr.size()) return false;
+  for (size_t i = 0; i < a.last_lr.size(); ++i) {
+    if (!same_bits(a.last_lr[i], b.last_lr[i])) return false;
+  }
+  return same_bits(a.best, b.best) && a.num_bad_epochs == b.num_bad_epochs &&
+         a.cooldown_counter == b.cooldown_counter && a.last_epoch == b.last_epoch;
+}
+
+void to_json(nlohmann::json& j, const PlateauState& state) {
+  auto lrs = nlohmann::json::array();
+  for (double lr : state.last_lr) lrs.push_back(number_to_json(lr));
+  j = nlohmann::json{{"best", number_to_json(state.best)},
+                     {"num_bad_epochs", state.num_bad_epochs},
+                     {"cooldown_counter", state.cooldown_counter},
+                     {"last_epoch", state.last_epoch},
+                     {"last_lr", lrs}};
+}
+
+void from_json(const nlohmann::json& j, PlateauState& state) {
+  try {
+    state.best = number_from_json(j.at("best"), "scheduler state: best");
+    state.num_bad_epochs = j.at("num_bad_epochs").get<std::int64_t>();
+    state.cooldown_counter = j.at("cooldown_counter").get<std::int64_t>();
+    state.last_epoch = j.at("last_epoch").get<std::int64_t>();
+    state.last_lr.clear();
+    for (const auto& lr : j.at("last_lr")) {
+      state.last_lr.push_back(number_from_json(lr, "scheduler state: last_lr"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("scheduler state: ") + e.what(),
+                    "was this checkpoint written by ddgnn?");
+  }
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(torch::optim::Optimizer& optimizer,
+                                     const PlateauOptions& options)
+    : m_optimizer(&optimizer), m_options(options) {
+  const std::string where = "NeuralNetwork.Training.Scheduler: ";
+  if (!(options.factor > 0.0 && options.factor < 1.0)) {
+    throw ConfigError(where + "factor must be > 0 and < 1, got " + std::to_string(options.factor));
+  }
+  if (options.patience < 0) throw ConfigError(where + "patience must be >= 0");
+  if (options.cooldown < 0) throw ConfigError(where + "cooldown must be >= 0");
+  if (!(options.min_lr >= 0.0)) throw ConfigError(where + "min_lr must be >= 0");
+  if (!(options.threshold >= 0.0)) throw ConfigError(where + "threshold must be >= 0");
+  if (!(options.eps >= 0.0)) throw ConfigError(where + "eps must be >= 0");
+  m_state.best = kInf;
+  m_state.last_lr = get_lrs(optimizer);
+}
+
+bool ReduceLROnPlateau::step(double metric) {
+  m_state.last_epoch += 1;
+  // mode 'min', threshold_mode 'rel' (PyTorch's is_better); a nan metric compares false.
+  if (metric < m_state.best * (1.0 - m_options.threshold)) {
+    m_state.best = metric;
+    m_state.num_bad_epochs = 0;
+  } else {
+    m_state.num_bad_epochs += 1;
+  }
+  if (m_state.cooldown_counter > 0) {
+    m_state.cooldown_counter -= 1;
+    m_state.num_bad_epochs = 0;
+  }
+  bool reduced = false;
+  if (m_state.num_bad_epochs > m_options.patience) {
+    for (auto& group : m_optimizer->param_groups()) {
+      visit_options(group.options(), [&](auto& o) {
+        const double old_lr = o.lr();
+        const double new_lr = std::max(old_lr * m_options.factor, m_options.min_lr);
+        if (old_lr - new_lr > m_options.eps) {
+          o.lr(new_lr);
+          reduced = true;
+        }
+      });
+    }
+    m_state.cooldown_counter = m_options.cooldown;
+    m_state.num_bad_epochs = 0;
+  }
+  m_state.last_lr = get_lrs(*m_optimizer);
+  return reduced;
+}
+
+void ReduceLROnPlateau::load_state(const PlateauState& state) {
+  if (state.last_lr.size() != m_optimizer->param_groups().size()) {
+    throw DataError("scheduler state has " + std::to_string(state.last_lr.size()) +
+                        " param groups, the optimizer " +
+                        std::to_string(m_optimizer->param_groups().size()),
+                    "resume with the same model and optimizer as the checkpoint");
+  }
+  m_state = state;
+}
+
+// ---- EarlyStopping ----
+
+bool operator==(const EarlyStoppingState& a, const EarlyStoppingState& b) {
+  return same_bits(a.best, b.best) && a.num_bad_epochs == b.num_bad_epochs &&
+         a.stopped == b.stopped;
+}
+
+void to_json(nlohmann::json& j, const EarlyStoppingState& state) {
+  j = nlohmann::json{{"best", number_to_json(state.best)},
+                     {"num_bad_epochs", state.num_bad_epochs},
+                     {"stopped", state.stopped}};
+}
+
+void from_json(const nlohmann::json& j, EarlyStoppingState& state) {
+  try {
+    state.best = number_from_json(j.at("best"), "early-stopping state: best");
+    state.num_bad_epochs = j.at("num_bad_epochs").get<std::int64_t>();
+    state.stopped = j.at("stopped").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("early-stopping state: ") + e.what(),
+                    "was this checkpoint written by ddgnn?");
+  }
+}
+
+EarlyStopping::EarlyStopping(int patience) : m_patience(patience) {
+  if (patience < 1) {
+    throw ConfigError("NeuralNetwork.Training.patience must be >= 1, got " +
+                      std::to_string(patience));
+  }
+  m_state.best = kInf;
+}
+
+bool EarlyStopping::step(double validation_loss) {
+  if (validation_loss <= m_state.best) {  // false for nan
+    m_state.best = validation_loss;
+    m_state.num_bad_epochs = 0;
+  } else {
+    m_state.num_bad_epochs += 1;
+    if (m_state.num_bad_epochs >= m_patience) m_state.stopped = true;
+  }
+  return m_state.stopped;
+}
+
+// ---- gradient clipping ----
+
+double grad_norm(const std::vector<torch::Tensor>& parameters) {
+  const auto grads = grads_of(parameters);
+  if (grads.empty()) return 0.0;
+  return total_norm(grads).item<double>();
+}
+
+double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  if (!(max_norm > 0.0)) return 0.0;
+  const auto grads = grads_of(parameters);
+  if (grads.empty()) return 0.0;
+  torch::NoGradGuard no_grad;
+  const auto norm = total_norm(grads);
+  // As torch.nn.utils.clip_grad_norm_: always multiply by the clamped coefficient (≤ 1), which
+  // avoids a device sync before the decision.
+  const auto coefficient = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
+  for (const auto& g : grads) g.detach().mul_(coefficient.to(g.device(), g.scalar_type()));
+  return norm.item<double>();
+}
+
+// ---- optimizer state in checkpoints ----
+
+namespace {
+
+// Keys ddgnn adds next to torch's own in an optimizer archive.
+constexpr const char* kTypeKey = "ddgnn_optimizer_type";
+constexpr const char* kShapesKey = "ddgnn_param_shapes";
+
+// The shapes of all parameters, group after group, flattened: [n, ndim_0, sizes_0..., ...].
+torch::Tensor parameter_shapes(const torch::optim::Optimizer& optimizer) {
+  std::vector<std::int64_t> flat = {0};
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      flat[0] += 1;
+      flat.push_back(p.dim());
+      for (auto size : p.sizes()) flat.push_back(size);
+    }
+  }
+  return torch::tensor(flat, torch::kLong);
+}
+
+std::string describe_shapes(const torch::Tensor& shapes) {
+  const auto flat = shapes.contiguous();
+  const auto* v = flat.data_ptr<std::int64_t>();
+  const std::int64_t n = flat.numel();
+  std::string out = std::to_string(n > 0 ? v[0] : 0) + " parameters [";
+  for (std::int64_t k = 1; k < n;) {
+    const std::int64_t ndim = v[k++];
+    out += k > 2 ? " (" : "(";
+    for (std::int64_t d = 0; d < ndim && k < n; ++d) out += (d ? "," : "") + std::to_string(v[k++]);
+    out += ")";
+  }
+  return out + "]";
+}
+
+// LibTorch before 2.4 loads the moments but not the options of the param groups (lr, weight
+// decay, ...; pytorch/pytorch#125215). Read them from the archive into the existing options.
+void load_group_options(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& in) {
+  torch::serialize::InputArchive groups;
+  in.read("param_groups", groups);
+  for (size_t i = 0; i < optimizer.param_groups().size(); ++i) {
+    torch::serialize::InputArchive group;
+    groups.read("param_groups/" + std::to_string(i), group);
+    torch::serialize::InputArchive options;
+    group.read("options", options);
+    optimizer.param_groups()[i].options().serialize(options);
+  }
+}
+
+}  // namespace
+
+void save_optimizer(const torch::optim::Optimizer& optimizer,
+                    torch::serialize::OutputArchive& out) {
+  out.write(kTypeKey, c10::IValue(to_string(optimizer_type(optimizer))));
+  out.write(kShapesKey, parameter_shapes(optimizer));
+  optimizer.save(out);
+}
+
+void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& in,
+                    const std::string& where) {
+  const std::string expected = to_string(optimizer_type(optimizer));
+  try {
+    c10::IValue saved_type;
+    torch::Tensor saved_shapes;
+    if (!in.try_read(kTypeKey, saved_type) || !saved_type.isString() ||
+        !in.try_read(kShapesKey, saved_shapes)) {
+      throw DataError(where + ": no optimizer state in it (keys of ddgnn's optimizer missing)",
+                      "was it written by ddgnn's save_optimizer?");
+    }
+    if (saved_type.toStringRef() != expected) {
+      throw DataError(where + ": holds " + saved_type.toStringRef() +
+                          " state, but the optimizer is " + expected,
+                      "resume with the optimizer type of the checkpoint, or start afresh");
+    }
+    const auto shapes = parameter_shapes(optimizer);
+    if (!saved_shapes.sizes().equals(shapes.sizes()) || !torch::equal(saved_shapes, shapes)) {
+      throw DataError(where + ": holds optimizer state for " + describe_shapes(saved_shapes) +
+                          ", but the optimizer has " + describe_shapes(shapes),
+                      "resume with the same model (parameter shapes and order) as the checkpoint");
+    }
+    optimizer.load(in);
+    load_group_options(optimizer, in);
+  } catch (const c10::Error& e) {
+    throw DataError(
+        where + ": cannot load the " + expected + " state: " + e.what_without_backtrace(),
+        "resume with the same model (parameter shapes and order) as the checkpoint");
+  }
+}
+
+void save_optimizer(const torch::optim::Optimizer& optimizer, const std::string& path) {
+  torch::serialize::OutputArchive out;
+  save_optimizer(optimizer, out);
+  const std::string temporary = path + ".tmp";
+  try {
+    out.save_to(temporary);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": cannot write the optimizer state: " + e.what_without_backtrace(),
+                    "is the checkpoint directory writable, with space left?");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw DataError(path + ": cannot rename " + temporary + " to it: " + std::strerror(errno));
+  }
+}
+
+void load_optimizer(torch::optim::Optimizer& optimizer, const std::string& path) {
+  torch::serialize::InputArchive in;
+  try {
+    in.load_from(path);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": not an optimizer archive: " + e.what_without_backtrace(),
+                    "was it written by ddgnn's save_optimizer?");
+  }
+  load_optimizer(optimizer, in, path);
+}
+
+void save_optimizer(const torch::optim::Optimizer& optimizer, std::ostream& stream) {
+  torch::serialize::OutputArchive out;
+  save_optimizer(optimizer, out);
+  out.save_to(stream);
+}
+
+void load_optimizer(torch::optim::Optimizer& optimizer, std::istream& stream) {
+  torch::serialize::InputArchive in;
+  try {
+    in.load_from(stream);
+  } catch (const c10::Error& e) {
+    throw DataError(
+        std::string("optimizer stream: not an optimizer archive: ") + e.what_without_backtrace(),
+        "was it written by ddgnn's save_optimizer?");
+  }
+  load_optimizer(optimizer, in, "optimizer stream");
+}
+
+}  // namespace ddgnn

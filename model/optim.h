@@ -1,0 +1,170 @@
+// Optimizers by name (SGD, Adam, AdamW, RMSprop) with PyTorch's defaults, learning-rate access
+// through param groups, ReduceLROnPlateau, early stopping, gradient-norm clipping, and the
+// checkpoint helpers that save and load optimizer state. Header free of torch (declarations only).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace at {
+class Tensor;
+}
+namespace torch {
+using at::Tensor;
+namespace optim {
+class Optimizer;
+}
+namespace serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace serialize
+}  // namespace torch
+
+namespace ddgnn {
+
+// ---- optimizers (`NeuralNetwork.Training.Optimizer`) ----
+
+enum class OptimizerType { kSGD, kAdam, kAdamW, kRMSprop };
+
+// "SGD", "Adam", "AdamW", "RMSprop" (exact spelling, as in torch.optim); anything else is a
+// ConfigError whose hint lists the known names.
+OptimizerType parse_optimizer_type(const std::string& name);
+std::string to_string(OptimizerType type);
+const std::vector<std::string>& known_optimizer_names();
+
+// The type of an optimizer made by make_optimizer (found by downcast); an Error for other types.
+OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
+
+// One optimizer over `parameters` (any shapes, fp32 or fp64) with torch.optim's defaults:
+// SGD momentum 0; Adam and AdamW betas (0.9, 0.999), eps 1e-8, no amsgrad; RMSprop alpha 0.99,
+// eps 1e-8, momentum 0, not centered. `weight_decay` is used as given (the config supplies
+// AdamW's 0.01 default). learning_rate must be > 0 and weight_decay ≥ 0 (else ConfigError).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::string& type_name, const std::vector<torch::Tensor>& parameters,
+    double learning_rate, double weight_decay);
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    OptimizerType type, const std::vector<torch::Tensor>& parameters, double learning_rate,
+    double weight_decay);
+
+// Learning rate of the first param group / of every group, and set_lr for every group.
+// Work for every OptimizerType (the options of each group are downcast to their concrete type).
+double get_lr(const torch::optim::Optimizer& optimizer);
+std::vector<double> get_lrs(const torch::optim::Optimizer& optimizer);
+void set_lr(torch::optim::Optimizer& optimizer, double learning_rate);
+
+// ---- learning-rate schedule (`NeuralNetwork.Training.Scheduler`) ----
+
+// torch.optim.lr_scheduler.ReduceLROnPlateau's arguments; mode is always 'min' and
+// threshold_mode always 'rel'. Defaults are PyTorch's (the config has its own defaults).
+struct PlateauOptions {
+  double factor = 0.1;      // new lr = lr × factor, in (0, 1)
+  int patience = 10;        // non-improving epochs tolerated; the next one reduces
+  double threshold = 1e-4;  // improvement means metric < best × (1 − threshold)
+  int cooldown = 0;         // epochs after a reduction during which bad epochs are not counted
+  double min_lr = 0.0;      // lower bound of every group's lr
+  double eps = 1e-8;        // reductions smaller than this are skipped
+};
+
+// Everything ReduceLROnPlateau carries between epochs; restoring it (and the optimizer's own
+// state, which holds the lr) continues a run bit-identically.
+struct PlateauState {
+  double best = 0.0;  // best metric so far (+inf before the first step)
+  std::int64_t num_bad_epochs = 0;
+  std::int64_t cooldown_counter = 0;
+  std::int64_t last_epoch = 0;  // number of step() calls
+  std::vector<double> last_lr;  // lr of each param group after the last step
+};
+bool operator==(const PlateauState& a, const PlateauState& b);  // bitwise on the doubles
+
+// JSON for checkpoints: doubles round-trip exactly; ±inf and nan are written as strings.
+void to_json(nlohmann::json& j, const PlateauState& state);
+void from_json(const nlohmann::json& j, PlateauState& state);
+
+// Reduces the lr of every param group by `factor` once the metric (validation loss) has not
+// improved for more than `patience` epochs, like PyTorch's scheduler with mode 'min'.
+// Keeps a reference to the optimizer, which must outlive it.
+class ReduceLROnPlateau {
+ public:
+  // A ConfigError when factor ∉ (0, 1), patience < 0, cooldown < 0, min_lr < 0 or eps < 0.
+  ReduceLROnPlateau(torch::optim::Optimizer& optimizer, const PlateauOptions& options);
+
+  // One epoch's metric (a loss, any units); true when it reduced the lr of some group.
+  // A nan metric never improves on the best.
+  bool step(double metric);
+
+  const PlateauOptions& options() const { return m_options; }
+  const PlateauState& state() const { return m_state; }
+  // Restores a saved state. The lr lives in the optimizer: restore the optimizer's state too
+  // (load_optimizer). A DataError when the number of param groups differs.
+  void load_state(const PlateauState& state);
+
+ private:
+  torch::optim::Optimizer* m_optimizer;
+  PlateauOptions m_options;
+  PlateauState m_state;
+};
+
+// ---- early stopping (`NeuralNetwork.Training.EarlyStopping`, `patience`) ----
+
+struct EarlyStoppingState {
+  double best = 0.0;  // lowest validation loss so far (+inf before the first step)
+  std::int64_t num_bad_epochs = 0;
+  bool stopped = false;
+};
+bool operator==(const EarlyStoppingState& a, const EarlyStoppingState& b);
+void to_json(nlohmann::json& j, const EarlyStoppingState& state);
+void from_json(const nlohmann::json& j, EarlyStoppingState& state);
+
+// HydraGNN's EarlyStopping: a loss ≤ the best so far is an improvement (ties count) and resets
+// the count; `patience` consecutive epochs without one stop the run. A nan loss is no
+// improvement (HydraGNN would take it as the new best and never stop).
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(int patience);  // patience ≥ 1, else ConfigError
+
+  // One epoch's validation loss; true when training should stop (and from then on).
+  bool step(double validation_loss);
+  bool should_stop() const { return m_state.stopped; }
+  int patience() const { return m_patience; }
+
+  const EarlyStoppingState& state() const { return m_state; }
+  void load_state(const EarlyStoppingState& state) { m_state = state; }
+
+ private:
+  int m_patience;
+  EarlyStoppingState m_state;
+};
+
+// ---- gradient clipping (`NeuralNetwork.Training.grad_clip`) ----
+
+// torch.nn.utils.clip_grad_norm_ with norm type 2: the 2-norm of all gradients together (params
+// without a gradient are skipped), and when it exceeds max_norm every gradient is scaled by
+// max_norm / (norm + 1e-6). Returns the norm before clipping (one device sync).
+// max_norm ≤ 0 means off: nothing is computed or changed, and it returns 0. A non-finite norm is
+// returned as it is (the gradients then become nan, as in PyTorch): the caller decides.
+double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
+
+// The same 2-norm without clipping (0 when no parameter has a gradient).
+double grad_norm(const std::vector<torch::Tensor>& parameters);
+
+// ---- optimizer state in checkpoints ----
+
+// Writes the state (moments, step counts) and param groups (lr and other options) with
+// torch::serialize, plus the optimizer's type name. Loading into an optimizer of the same type
+// over parameters of the same shapes, in the same order, makes its next step bitwise equal to
+// that of the saved one. Loading a different type, or a file that is not such an archive, is a
+// DataError that names the file.
+void save_optimizer(const torch::optim::Optimizer& optimizer, torch::serialize::OutputArchive& out);
+void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& in,
+                    const std::string& where = "optimizer archive");
+void save_optimizer(const torch::optim::Optimizer& optimizer, const std::string& path);
+void load_optimizer(torch::optim::Optimizer& optimizer, const std::string& path);
+void save_optimizer(const torch::optim::Optimizer& optimizer, std::ostream& stream);
+void load_optimizer(torch::optim::Optimizer& optimizer, std::istream& stream);
+
+}  // namespace ddgnn
