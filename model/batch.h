@@ -1,0 +1,73 @@
+// A batch of graphs as tensors, the input of every model: concatenated atoms, the radius graph
+// (built here, never stored), segment maps for sums over receivers / senders / graphs, and the
+// per-step edge geometry (distances and radial expansions computed once per step, not per layer).
+// Shapes: n_atoms, n_edges, n_graphs (= B); F features. Units: Å, eV, eV/Å.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/radius_graph.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+struct GraphBatch {
+  at::Tensor z;              // [n_atoms] int64 atomic numbers
+  at::Tensor pos;            // [n_atoms, 3] model dtype, Å (leaf; the trainer sets requires_grad)
+  at::Tensor edge_index;     // [2, n_edges] int64: row 0 sender j, row 1 receiver i, by receiver
+  at::Tensor edge_shift;     // [n_edges, 3] model dtype, Å: r_ij = pos[j] - pos[i] + shift
+  at::Tensor graph_of_atom;  // [n_atoms] int64, non-decreasing
+  at::Tensor atoms_per_graph;  // [n_graphs] int64
+  int64_t n_graphs = 0;
+  // Segment maps (edge -> receiver, edge -> sender, atom -> graph). Held by shared_ptr: the
+  // autograd graph refers to them, so they must live as long as the batch's tensors are used.
+  std::shared_ptr<const SegmentIndex> receivers, senders, graphs;
+  // Targets (undefined when absent).
+  at::Tensor energy;  // [n_graphs] eV
+  at::Tensor forces;  // [n_atoms, 3] eV/Å
+
+  int64_t n_atoms() const { return z.size(0); }
+  int64_t n_edges() const { return edge_index.size(1); }
+};
+
+// Builds a batch from concatenated plain arrays: z [n_atoms] uint8; pos [n_atoms, 3] float64 Å;
+// atom_offsets [n_graphs + 1]; cells [n_graphs, 9] float64 Å (rows = lattice vectors); pbc
+// [n_graphs, 3]; energy [n_graphs] eV or nullptr; forces [n_atoms, 3] eV/Å or nullptr.
+// `dtype` is the model's floating type (Float or Double). On the CPU.
+GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_offsets,
+                      int64_t n_graphs, const double* cells, const uint8_t* pbc,
+                      const double* energy, const double* forces,
+                      const RadiusGraphOptions& graph_options, c10::ScalarType dtype);
+
+// Edge geometry of one step, from the batch and the positions it is differentiated against.
+// Radial expansions are memoised by name, so several layers share one computation per step.
+class EdgeGeometry {
+ public:
+  // pos [n_atoms, 3] Å (usually batch.pos with requires_grad for conservative forces).
+  EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff);
+
+  const at::Tensor& vec() const { return m_vec; }    // [n_edges, 3] r_ij, Å
+  const at::Tensor& len() const { return m_len; }    // [n_edges] |r_ij|, Å
+  const at::Tensor& unit() const { return m_unit; }  // [n_edges, 3] r_ij / |r_ij|
+  double cutoff() const { return m_cutoff; }
+
+  // [n_edges, n] Gaussians exp(-(d - mu_k)^2 / (2 sigma^2)), mu evenly spaced on [0, cutoff],
+  // sigma = spacing (SchNet's expansion); exponents clamped so exp never underflows.
+  const at::Tensor& gaussians(int64_t n) const;
+  // [n_edges] cosine cutoff 0.5 (cos(pi d / cutoff) + 1), zero at the cutoff.
+  const at::Tensor& cosine_cutoff() const;
+  // [n_edges, n] sin(k pi d / cutoff) / d, k = 1..n (DimeNet/PaiNN radial basis).
+  const at::Tensor& bessel(int64_t n) const;
+
+ private:
+  at::Tensor m_vec, m_len, m_unit;
+  double m_cutoff;
+  mutable std::map<std::string, at::Tensor> m_cache;
+};
+
+}  // namespace ddgnn

@@ -1,0 +1,61 @@
+// The registry of message-passing layers: built-in factories plus any registered at run time.
+#include "model/layer.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "model/layers.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::map<std::string, LayerFactory>& registry() {
+  static std::map<std::string, LayerFactory> r = [] {
+    std::map<std::string, LayerFactory> builtin;
+    // Built-in layers, by HydraGNN `mpnn_type` name (each entry: {"Name", make_name}).
+    return builtin;
+  }();
+  return r;
+}
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+void register_layer(const std::string& name, LayerFactory factory) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  if (!registry().emplace(name, std::move(factory)).second)
+    throw Error("a message-passing layer named '" + name + "' is already registered");
+}
+
+std::vector<std::string> known_layers() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> names;
+  for (const auto& [name, f] : registry()) names.push_back(name);
+  return names;
+}
+
+std::shared_ptr<MessagePassing> make_layer(const std::string& name, const LayerSpec& spec) {
+  LayerFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(name);
+    if (it != registry().end()) factory = it->second;
+  }
+  if (!factory) {
+    std::string known;
+    for (const auto& n : known_layers()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError(
+        "unknown mpnn_type '" + name + "'",
+        known.empty() ? "no layers are built into this ddgnn" : "known types: " + known);
+  }
+  return factory(spec);
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,58 @@
+// The one message-passing layer contract and the registry keyed by HydraGNN's `mpnn_type` names.
+// A layer maps node state (invariant features, optional equivariant vectors) to new node state,
+// given the batch (graph, segment maps) and the step's edge geometry. New layer types (DimeNet,
+// MACE) register a factory and touch nothing else.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/batch.h"
+
+namespace ddgnn {
+
+struct NodeState {
+  at::Tensor inv;    // [n_atoms, F] invariant features
+  at::Tensor equiv;  // [n_atoms, 3, F] equivariant vectors, or undefined for invariant models
+};
+
+// What a layer is built from: the Architecture keys of the config that layers use.
+struct LayerSpec {
+  int64_t hidden_dim = 64;  // F, input and output width
+  double radius = 5.0;      // Å, cutoff of the radius graph
+  std::string activation = "ssp";
+  int64_t num_gaussians = 50;    // SchNet radial expansion
+  int64_t num_filters = 128;     // SchNet filter width
+  int64_t num_radial = 6;        // PaiNN / DimeNet radial basis size
+  bool equivariance = false;     // EGNN: update positions-like vectors
+  std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
+  int64_t layer_index = 0;       // position in the trunk (0-based)
+};
+
+class MessagePassing : public torch::nn::Module {
+ public:
+  // in.inv [n_atoms, F]; in.equiv [n_atoms, 3, F] when equivariant(), else undefined.
+  virtual NodeState forward(const NodeState& in, const GraphBatch& batch,
+                            const EdgeGeometry& geometry) = 0;
+  // True when the layer reads and writes NodeState::equiv (the trunk then starts it at zero).
+  virtual bool equivariant() const { return false; }
+};
+
+using LayerFactory = std::function<std::shared_ptr<MessagePassing>(const LayerSpec&)>;
+
+// Registers a factory under a name (for layers outside ddgnn; the built-in ones are listed in
+// model/layer.cpp — not static registrars, which a static library's linker would drop).
+// A duplicate name is an error.
+void register_layer(const std::string& name, LayerFactory factory);
+
+// Builds a layer by name; an unknown name is a ConfigError listing the known ones.
+std::shared_ptr<MessagePassing> make_layer(const std::string& name, const LayerSpec& spec);
+
+// Registered names, sorted.
+std::vector<std::string> known_layers();
+
+}  // namespace ddgnn
