@@ -16,6 +16,12 @@ std::map<std::string, LayerFactory>& registry() {
   static std::map<std::string, LayerFactory> r = [] {
     std::map<std::string, LayerFactory> builtin;
     // Built-in layers, by HydraGNN `mpnn_type` name (each entry: {"Name", make_name}).
+    builtin.emplace("SchNet", make_schnet);
+    builtin.emplace("EGNN", make_egnn);
+    builtin.emplace("CGCNN", make_cgcnn);
+    builtin.emplace("PAINN", make_painn);
+    builtin.emplace("GIN", make_gin);
+    builtin.emplace("PNA", make_pna);
     return builtin;
   }();
   return r;

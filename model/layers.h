@@ -11,4 +11,17 @@ namespace ddgnn {
 // (Each layer's file adds its factory here, e.g.
 //  std::shared_ptr<MessagePassing> make_schnet(const LayerSpec& spec);)
 
+// model/layers/schnet.cpp: SchNet interaction block (continuous-filter convolution).
+std::shared_ptr<MessagePassing> make_schnet(const LayerSpec& spec);
+// model/layers/egnn.cpp: EGNN (invariant, or equivariant with spec.equivariance).
+std::shared_ptr<MessagePassing> make_egnn(const LayerSpec& spec);
+// model/layers/cgcnn.cpp: CGCNN (CGConv).
+std::shared_ptr<MessagePassing> make_cgcnn(const LayerSpec& spec);
+// model/layers/painn.cpp: PaiNN (equivariant).
+std::shared_ptr<MessagePassing> make_painn(const LayerSpec& spec);
+// model/layers/gin.cpp: GIN.
+std::shared_ptr<MessagePassing> make_gin(const LayerSpec& spec);
+// model/layers/pna.cpp: PNA.
+std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec);
+
 }  // namespace ddgnn

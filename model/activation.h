@@ -1,0 +1,23 @@
+// Activation functions chosen by config name (HydraGNN's `activation_function` values): relu, selu,
+// prelu, elu, lrelu_01, lrelu_025, lrelu_05, silu, gelu, tanh, sigmoid, softplus, and ssp (shifted
+// softplus log(0.5 e^x + 0.5), SchNet's). Stateless, elementwise, differentiable to any order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace ddgnn {
+
+// x [any shape] -> same shape and dtype. prelu uses the fixed slope 0.25 (PyTorch's initial
+// value; not learned). An unknown name is a ConfigError listing the known ones.
+at::Tensor apply_activation(const std::string& name, const at::Tensor& x);
+
+// Throws ConfigError (listing the known names) when `name` is not a known activation.
+void check_activation(const std::string& name);
+
+// Known names, sorted.
+std::vector<std::string> known_activations();
+
+}  // namespace ddgnn

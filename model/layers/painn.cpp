@@ -1,0 +1,80 @@
+// PaiNN (Schütt et al. 2021) as HydraGNN's PAINNConv: one layer is a message block (scalar
+// filter on Bessel radial features gates neighbours' scalars and vectors) and an update block
+// (scalar-vector mixing through U v, V v), each with a residual. Equivariant: NodeState::equiv.
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include "model/activation.h"
+#include "model/layers.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+namespace {
+
+constexpr double kNormEps = 1e-8;  // sqrt(|x|^2 + eps): finite gradients at zero vectors
+
+class Painn : public MessagePassing {
+ public:
+  explicit Painn(const LayerSpec& spec)
+      : m_f(spec.hidden_dim), m_num_radial(spec.num_radial), m_activation(spec.activation) {
+    check_activation(m_activation);
+    const int64_t f = m_f;
+    m_phi1 = register_module("phi1", torch::nn::Linear(f, f));
+    m_phi2 = register_module("phi2", torch::nn::Linear(f, 3 * f));
+    m_filter = register_module("filter", torch::nn::Linear(m_num_radial, 3 * f));
+    m_u = register_module("U", torch::nn::Linear(torch::nn::LinearOptions(f, f).bias(false)));
+    m_v = register_module("V", torch::nn::Linear(torch::nn::LinearOptions(f, f).bias(false)));
+    m_upd1 = register_module("upd1", torch::nn::Linear(2 * f, f));
+    m_upd2 = register_module("upd2", torch::nn::Linear(f, 3 * f));
+  }
+
+  bool equivariant() const override { return true; }
+
+  // in.inv [n_atoms, F], in.equiv [n_atoms, 3, F] -> same shapes.
+  NodeState forward(const NodeState& in, const GraphBatch& batch,
+                    const EdgeGeometry& geometry) override {
+    const int64_t f = m_f;
+    const at::Tensor& s = in.inv;
+    const at::Tensor v = in.equiv.defined() ? in.equiv : at::zeros({s.size(0), 3, f}, s.options());
+
+    // Message block. phi(s) [n_atoms, 3F] on atoms, then to edges by sender j.
+    const at::Tensor phi = m_phi2(apply_activation(m_activation, m_phi1(s)));
+    const at::Tensor w = m_filter(geometry.bessel(m_num_radial)) *
+                         geometry.cosine_cutoff().unsqueeze(1);  // [n_edges, 3F]
+    const at::Tensor x = gather_rows(phi, *batch.senders) * w;   // [n_edges, 3F]
+    const at::Tensor g_vv = x.narrow(1, 0, f), g_vs = x.narrow(1, f, f),
+                     g_s = x.narrow(1, 2 * f, f);
+    const at::Tensor msg_v = gather_rows(v, *batch.senders) * g_vv.unsqueeze(1) +
+                             g_vs.unsqueeze(1) * geometry.unit().unsqueeze(2);  // [n_edges, 3, F]
+    const at::Tensor s1 = s + scatter_sum(g_s, *batch.receivers);
+    const at::Tensor v1 = v + scatter_sum(msg_v, *batch.receivers);
+
+    // Update block. U v, V v [n_atoms, 3, F].
+    const at::Tensor uv = m_u(v1), vv = m_v(v1);
+    const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);  // [n_atoms, F]
+    const at::Tensor a =
+        m_upd2(apply_activation(m_activation, m_upd1(at::cat({s1, vv_norm}, 1))));  // [., 3F]
+    const at::Tensor a_vv = a.narrow(1, 0, f), a_sv = a.narrow(1, f, f),
+                     a_ss = a.narrow(1, 2 * f, f);
+    NodeState out;
+    out.inv = s1 + a_ss + a_sv * (uv * vv).sum(1);
+    out.equiv = v1 + a_vv.unsqueeze(1) * uv;
+    return out;
+  }
+
+ private:
+  int64_t m_f, m_num_radial;
+  std::string m_activation;
+  torch::nn::Linear m_phi1{nullptr}, m_phi2{nullptr}, m_filter{nullptr}, m_u{nullptr}, m_v{nullptr},
+      m_upd1{nullptr}, m_upd2{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<MessagePassing> make_painn(const LayerSpec& spec) {
+  return std::make_shared<Painn>(spec);
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,59 @@
+// SchNet interaction block (Schütt et al. 2018) as PyG's InteractionBlock / CFConv: a continuous
+// filter W_ij = filter2(ssp(filter1(gaussians(d_ij)))) * cosine_cutoff(d_ij) modulates lin1(h_j);
+// the sum over neighbours goes through lin2, the activation and lin3, added to h (residual).
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include "model/activation.h"
+#include "model/layers.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+namespace {
+
+class SchNet : public MessagePassing {
+ public:
+  // Parameters: filter1 [num_filters, num_gaussians], filter2 [num_filters, num_filters],
+  // lin1 [num_filters, F] (no bias), lin2 [F, num_filters], lin3 [F, F].
+  explicit SchNet(const LayerSpec& spec)
+      : m_num_gaussians(spec.num_gaussians), m_activation(spec.activation) {
+    check_activation(m_activation);
+    const int64_t f = spec.hidden_dim, nf = spec.num_filters;
+    m_filter1 = register_module("filter1", torch::nn::Linear(m_num_gaussians, nf));
+    m_filter2 = register_module("filter2", torch::nn::Linear(nf, nf));
+    m_lin1 =
+        register_module("lin1", torch::nn::Linear(torch::nn::LinearOptions(f, nf).bias(false)));
+    m_lin2 = register_module("lin2", torch::nn::Linear(nf, f));
+    m_lin3 = register_module("lin3", torch::nn::Linear(f, f));
+  }
+
+  // in.inv [n_atoms, F] -> inv [n_atoms, F]; equiv left undefined.
+  NodeState forward(const NodeState& in, const GraphBatch& batch,
+                    const EdgeGeometry& geometry) override {
+    const at::Tensor& h = in.inv;
+    const at::Tensor w =
+        m_filter2(apply_activation("ssp", m_filter1(geometry.gaussians(m_num_gaussians)))) *
+        geometry.cosine_cutoff().unsqueeze(1);                          // [n_edges, num_filters]
+    const at::Tensor msg = gather_rows(m_lin1(h), *batch.senders) * w;  // [n_edges, num_filters]
+    const at::Tensor agg = scatter_sum(msg, *batch.receivers);          // [n_atoms, num_filters]
+    NodeState out;
+    out.inv = h + m_lin3(apply_activation(m_activation, m_lin2(agg)));
+    return out;
+  }
+
+ private:
+  int64_t m_num_gaussians;
+  std::string m_activation;
+  torch::nn::Linear m_filter1{nullptr}, m_filter2{nullptr}, m_lin1{nullptr}, m_lin2{nullptr},
+      m_lin3{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<MessagePassing> make_schnet(const LayerSpec& spec) {
+  return std::make_shared<SchNet>(spec);
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,443 @@
+// PAINN, GIN and PNA layers in float64: registry and shapes; a plain-ops reference (index_select /
+// index_add, per-atom min/max) with the same weights gives the same outputs, parameter gradients
+// and second derivatives; invariances; forces against finite differences; batching.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "model/activation.h"
+#include "model/batch.h"
+#include "model/layer.h"
+
+namespace ddgnn {
+namespace {
+
+constexpr int64_t kF = 8;
+constexpr double kRadius = 3.0;
+const std::vector<int64_t> kDegHist = {1, 2, 3, 4, 5, 6, 5, 4, 3, 2, 1};
+
+struct Structure {
+  std::vector<uint8_t> z;
+  std::vector<double> pos;   // [n, 3]
+  std::vector<double> cell;  // [9], rows = lattice vectors
+  std::vector<uint8_t> pbc;  // [3]
+};
+
+// 8 atoms: a perturbed 2x2x2 lattice in a triclinic periodic cell.
+Structure periodic_cell() {
+  Structure s;
+  s.cell = {4.0, 0.0, 0.0, 0.4, 4.1, 0.0, 0.3, -0.2, 4.2};
+  s.pbc = {1, 1, 1};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-0.15, 0.15);
+  for (int a = 0; a < 8; ++a) {
+    const double fr[3] = {0.5 * (a & 1) + u(rng), 0.5 * ((a >> 1) & 1) + u(rng),
+                          0.5 * ((a >> 2) & 1) + u(rng)};
+    for (int c = 0; c < 3; ++c)
+      s.pos.push_back(fr[0] * s.cell[c] + fr[1] * s.cell[3 + c] + fr[2] * s.cell[6 + c]);
+    s.z.push_back(a % 3 == 0 ? 8 : 14);
+  }
+  return s;
+}
+
+// A distorted CH4 and one isolated H (an atom with no neighbours), not periodic.
+Structure molecule() {
+  Structure s;
+  s.z = {6, 1, 1, 1, 1, 1};
+  s.pos = {0.02,  -0.01, 0.03, 0.65, 0.6,   0.66,  -0.6, -0.64, 0.61,
+           -0.63, 0.62,  -0.6, 0.61, -0.66, -0.62, 5.0,  5.0,   5.0};
+  s.cell = std::vector<double>(9, 0.0);
+  s.pbc = {0, 0, 0};
+  return s;
+}
+
+GraphBatch batch_of(const std::vector<Structure>& structures) {
+  std::vector<uint8_t> z, pbc;
+  std::vector<double> pos, cells;
+  std::vector<int64_t> offsets = {0};
+  for (const Structure& s : structures) {
+    z.insert(z.end(), s.z.begin(), s.z.end());
+    pos.insert(pos.end(), s.pos.begin(), s.pos.end());
+    cells.insert(cells.end(), s.cell.begin(), s.cell.end());
+    pbc.insert(pbc.end(), s.pbc.begin(), s.pbc.end());
+    offsets.push_back(offsets.back() + int64_t(s.z.size()));
+  }
+  RadiusGraphOptions opt;
+  opt.radius = kRadius;
+  return make_batch(z.data(), pos.data(), offsets.data(), int64_t(structures.size()), cells.data(),
+                    pbc.data(), nullptr, nullptr, opt, at::kDouble);
+}
+
+LayerSpec spec() {
+  LayerSpec s;
+  s.hidden_dim = kF;
+  s.radius = kRadius;
+  s.num_radial = 6;
+  s.num_gaussians = 10;
+  s.activation = "silu";
+  s.pna_deg = kDegHist;
+  return s;
+}
+
+std::shared_ptr<MessagePassing> layer(const std::string& name) {
+  at::manual_seed(3);
+  auto l = make_layer(name, spec());
+  l->to(at::kDouble);
+  if (name == "GIN") {
+    at::NoGradGuard no_grad;
+    l->named_parameters()["eps"].fill_(0.3);  // away from its initial 0, so (1 + eps) matters
+  }
+  return l;
+}
+
+// Input features from the atomic number (so they follow atoms under permutation): [n_atoms, F].
+at::Tensor features(const GraphBatch& b) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  std::vector<double> table(128 * kF);
+  for (double& x : table) x = normal(rng);
+  return at::tensor(table).view({128, kF}).index_select(0, b.z);
+}
+
+NodeState run(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos,
+              at::Tensor equiv = {}) {
+  const EdgeGeometry g(b, pos, kRadius);
+  NodeState in;
+  in.inv = features(b);
+  if (l.equivariant())
+    in.equiv = equiv.defined() ? equiv : at::zeros({b.n_atoms(), 3, kF}, in.inv.options());
+  return l.forward(in, b, g);
+}
+
+// ---- plain-ops references (index_select / index_add, per-atom loops) ----
+
+struct Params {
+  torch::OrderedDict<std::string, at::Tensor> p;
+  at::Tensor lin(const at::Tensor& x, const std::string& name) const {
+    const at::Tensor* bias = p.find(name + ".bias");
+    return at::linear(x, p[name + ".weight"], bias ? *bias : at::Tensor());
+  }
+};
+
+struct RefGeometry {
+  at::Tensor src, dst, vec, len;
+  RefGeometry(const GraphBatch& b, const at::Tensor& pos) {
+    src = b.edge_index[0];
+    dst = b.edge_index[1];
+    vec = pos.index_select(0, src) - pos.index_select(0, dst) + b.edge_shift;
+    len = at::sqrt((vec * vec).sum(1));
+  }
+};
+
+at::Tensor ref_sum(const at::Tensor& x, const at::Tensor& dst, int64_t n) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = n;
+  return at::zeros(shape, x.options()).index_add(0, dst, x);
+}
+
+NodeState ref_painn(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos,
+                    at::Tensor v = {}) {
+  const Params P{l.named_parameters()};
+  const RefGeometry g(b, pos);
+  const int64_t n = b.n_atoms();
+  const at::Tensor s = features(b);
+  if (!v.defined()) v = at::zeros({n, 3, kF}, s.options());
+  const at::Tensor k = at::arange(1, 7, s.options());
+  const at::Tensor d = g.len.unsqueeze(1);
+  const at::Tensor rbf = at::sin(k * d * (M_PI / kRadius)) / d;
+  const at::Tensor cut = 0.5 * (at::cos(g.len * (M_PI / kRadius)) + 1.0);
+  const at::Tensor phi = P.lin(at::silu(P.lin(s, "phi1")), "phi2");
+  const at::Tensor x = phi.index_select(0, g.src) * (P.lin(rbf, "filter") * cut.unsqueeze(1));
+  const auto parts = x.split(kF, 1);
+  const at::Tensor unit = g.vec / d;
+  const at::Tensor msg_v =
+      v.index_select(0, g.src) * parts[0].unsqueeze(1) + parts[1].unsqueeze(1) * unit.unsqueeze(2);
+  const at::Tensor s1 = s + ref_sum(parts[2], g.dst, n);
+  const at::Tensor v1 = v + ref_sum(msg_v, g.dst, n);
+  const at::Tensor uv = P.lin(v1, "U"), vv = P.lin(v1, "V");
+  const at::Tensor a =
+      P.lin(at::silu(P.lin(at::cat({s1, at::sqrt((vv * vv).sum(1) + 1e-8)}, 1), "upd1")), "upd2");
+  const auto ap = a.split(kF, 1);
+  return {s1 + ap[2] + ap[1] * (uv * vv).sum(1), v1 + ap[0].unsqueeze(1) * uv};
+}
+
+NodeState ref_gin(MessagePassing& l, const GraphBatch& b, const at::Tensor& /*pos*/) {
+  const Params P{l.named_parameters()};
+  const at::Tensor h = features(b);
+  const at::Tensor agg = ref_sum(h.index_select(0, b.edge_index[0]), b.edge_index[1], b.n_atoms());
+  return {P.lin(at::silu(P.lin((1.0 + P.p["eps"]) * h + agg, "lin1")), "lin2"), {}};
+}
+
+NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos) {
+  const Params P{l.named_parameters()};
+  const RefGeometry g(b, pos);
+  const at::Tensor h = features(b);
+  const int64_t n_g = 10;
+  const double sp = kRadius / double(n_g - 1);
+  const at::Tensor dmu = g.len.unsqueeze(1) - at::linspace(0.0, kRadius, n_g, h.options());
+  const at::Tensor e = at::exp(at::clamp_min(-0.5 / (sp * sp) * dmu * dmu, -80.0));
+  const at::Tensor msg = P.lin(
+      at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), P.lin(e, "edge_encoder")}, 1),
+      "pre");
+  double avg_log = 0, count = 0;
+  for (size_t k = 0; k < kDegHist.size(); ++k) {
+    avg_log += double(kDegHist[k]) * std::log(double(k) + 1.0);
+    count += double(kDegHist[k]);
+  }
+  avg_log /= count;
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < b.n_atoms(); ++i) {
+    const at::Tensor idx = (g.dst == i).nonzero().view(-1);
+    const int64_t deg = idx.size(0);
+    at::Tensor agg;
+    if (deg == 0) {
+      const at::Tensor z = at::zeros({kF}, h.options());
+      agg = at::cat({z, z, z, at::full({kF}, std::sqrt(1e-5), h.options())});
+    } else {
+      const at::Tensor m = msg.index_select(0, idx);
+      const at::Tensor mean = m.mean(0);
+      const at::Tensor var = (m * m).mean(0) - mean * mean;
+      agg = at::cat(
+          {mean, std::get<0>(m.min(0)), std::get<0>(m.max(0)), at::sqrt(at::relu(var) + 1e-5)});
+    }
+    const double ld = std::log(double(std::max<int64_t>(deg, 1)) + 1.0);
+    rows.push_back(at::cat({h[i], agg, agg * (ld / avg_log), agg * (avg_log / ld)}));
+  }
+  return {h + P.lin(P.lin(at::stack(rows), "post"), "lin"), {}};
+}
+
+using RefFn = NodeState (*)(MessagePassing&, const GraphBatch&, const at::Tensor&);
+
+RefFn reference(const std::string& name) {
+  if (name == "GIN") return ref_gin;
+  if (name == "PNA") return ref_pna;
+  return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
+    return ref_painn(l, b, p);
+  };
+}
+
+// ---- helpers ----
+
+double energy(MessagePassing& l, const std::vector<Structure>& s) {
+  const GraphBatch b = batch_of(s);
+  return run(l, b, b.pos).inv.sum().item<double>();
+}
+
+// Rotation matrix from Euler angles.
+std::vector<double> rotation() {
+  const double a = 0.7, c = -1.1, e = 2.3;
+  const at::Tensor rz =
+      at::tensor({std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a), 0.0, 0.0, 0.0, 1.0})
+          .view({3, 3});
+  const at::Tensor ry =
+      at::tensor({std::cos(c), 0.0, std::sin(c), 0.0, 1.0, 0.0, -std::sin(c), 0.0, std::cos(c)})
+          .view({3, 3});
+  const at::Tensor rx =
+      at::tensor({1.0, 0.0, 0.0, 0.0, std::cos(e), -std::sin(e), 0.0, std::sin(e), std::cos(e)})
+          .view({3, 3});
+  const at::Tensor r = at::matmul(rz, at::matmul(ry, rx)).contiguous();
+  return std::vector<double>(r.data_ptr<double>(), r.data_ptr<double>() + 9);
+}
+
+// Row vectors x (length 3 each) -> R x.
+void rotate(std::vector<double>& xs, const std::vector<double>& r) {
+  for (size_t k = 0; k + 2 < xs.size(); k += 3) {
+    const double x[3] = {xs[k], xs[k + 1], xs[k + 2]};
+    for (int i = 0; i < 3; ++i)
+      xs[k + i] = r[3 * i] * x[0] + r[3 * i + 1] * x[1] + r[3 * i + 2] * x[2];
+  }
+}
+
+void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const double err = (a - b).abs().max().item<double>();
+  EXPECT_LT(err, tol) << what << ": max |difference| " << err;
+}
+
+const std::vector<std::string> kLayers = {"PAINN", "GIN", "PNA"};
+
+class LayersB : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayersB, BuildsByNameWithShapes) {
+  auto l = layer(GetParam());
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  const NodeState out = run(*l, b, b.pos);
+  EXPECT_EQ(out.inv.sizes(), (std::vector<int64_t>{14, kF}));
+  EXPECT_EQ(out.inv.scalar_type(), at::kDouble);
+  EXPECT_EQ(l->equivariant(), GetParam() == "PAINN");
+  if (l->equivariant()) {
+    EXPECT_EQ(out.equiv.sizes(), (std::vector<int64_t>{14, 3, kF}));
+    EXPECT_GT(out.equiv.abs().max().item<double>(), 1e-3);  // vectors appear from zero
+  }
+  EXPECT_TRUE(at::isfinite(out.inv).all().item<bool>());
+}
+
+TEST_P(LayersB, MatchesPlainOpsReferenceToSecondDerivatives) {
+  const std::string name = GetParam();
+  auto l = layer(name);
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  std::vector<at::Tensor> params;
+  for (const auto& p : l->parameters()) params.push_back(p);
+  const at::Tensor w_inv = at::randn({b.n_atoms(), kF}, at::kDouble);
+  const at::Tensor w_equiv = at::randn({b.n_atoms(), 3, kF}, at::kDouble);
+  const at::Tensor w_pos = at::randn({b.n_atoms(), 3}, at::kDouble);
+  const bool uses_pos = name != "GIN";
+
+  std::vector<std::vector<at::Tensor>> grads1, grads2;
+  std::vector<NodeState> outs;
+  std::vector<at::Tensor> forces;
+  for (int fast = 1; fast >= 0; --fast) {
+    const at::Tensor pos = b.pos.clone().requires_grad_(true);
+    const NodeState out = fast ? run(*l, b, pos) : reference(name)(*l, b, pos);
+    outs.push_back(out);
+    at::Tensor loss = (out.inv * w_inv).sum();
+    if (out.equiv.defined()) loss = loss + (out.equiv * w_equiv).sum();
+    grads1.push_back(torch::autograd::grad({loss}, params, {}, true, false, true));
+    if (!uses_pos) continue;
+    const at::Tensor f = torch::autograd::grad({out.inv.sum()}, {pos}, {}, true, true)[0];
+    forces.push_back(f);
+    grads2.push_back(torch::autograd::grad({(f * w_pos).sum()}, params, {}, false, false, true));
+  }
+  expect_close(outs[0].inv, outs[1].inv, 1e-10, "inv");
+  if (outs[0].equiv.defined()) expect_close(outs[0].equiv, outs[1].equiv, 1e-10, "equiv");
+  const auto names = l->named_parameters().keys();
+  for (size_t k = 0; k < params.size(); ++k) {
+    ASSERT_TRUE(grads1[0][k].defined() && grads1[1][k].defined()) << names[k];
+    expect_close(grads1[0][k], grads1[1][k], 1e-10, "d loss / d " + names[k]);
+  }
+  if (!uses_pos) return;
+  expect_close(forces[0], forces[1], 1e-10, "d sum(inv) / d pos");
+  EXPECT_GT(forces[0].abs().max().item<double>(), 1e-4);
+  int n_defined = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    ASSERT_EQ(grads2[0][k].defined(), grads2[1][k].defined()) << names[k];
+    if (!grads2[0][k].defined()) continue;
+    ++n_defined;
+    expect_close(grads2[0][k], grads2[1][k], 1e-10, "d (forces . w) / d " + names[k]);
+  }
+  EXPECT_GT(n_defined, int(params.size()) / 2);
+}
+
+TEST_P(LayersB, SumIsInvariantUnderRotationTranslationPermutationAndImageShift) {
+  auto l = layer(GetParam());
+  const Structure cell = periodic_cell(), mol = molecule();
+  const double e0 = energy(*l, {cell, mol});
+  const double tol = 1e-10 * std::max(1.0, std::abs(e0));
+
+  Structure rc = cell, rm = mol;
+  const auto r = rotation();
+  rotate(rc.pos, r), rotate(rc.cell, r), rotate(rm.pos, r);
+  EXPECT_NEAR(energy(*l, {rc, rm}), e0, tol) << "rotation";
+
+  Structure tc = cell, tm = mol;
+  for (size_t k = 0; k < tc.pos.size(); ++k) tc.pos[k] += 0.37 * double(k % 3) - 0.5;
+  for (size_t k = 0; k < tm.pos.size(); ++k) tm.pos[k] += 1.3 - 0.2 * double(k % 3);
+  EXPECT_NEAR(energy(*l, {tc, tm}), e0, tol) << "translation";
+
+  Structure pc = cell;  // reversed atom order
+  for (size_t a = 0; a < 8; ++a) {
+    pc.z[a] = cell.z[7 - a];
+    for (int c = 0; c < 3; ++c) pc.pos[3 * a + c] = cell.pos[3 * (7 - a) + c];
+  }
+  EXPECT_NEAR(energy(*l, {pc, mol}), e0, tol) << "permutation";
+  const GraphBatch b0 = batch_of({cell}), bp = batch_of({pc});
+  expect_close(run(*l, bp, bp.pos).inv.flip(0), run(*l, b0, b0.pos).inv, 1e-10,
+               "per-atom permutation");
+
+  Structure sc = cell;  // atom 3 moved by a lattice vector a2 - a3
+  for (int c = 0; c < 3; ++c) sc.pos[9 + c] += cell.cell[3 + c] - cell.cell[6 + c];
+  EXPECT_NEAR(energy(*l, {sc, mol}), e0, tol) << "periodic image shift";
+}
+
+TEST(PAINNLayer, EquivariantVectorsRotateWithTheStructure) {
+  auto l = layer("PAINN");
+  const Structure cell = periodic_cell(), mol = molecule();
+  Structure rc = cell, rm = mol;
+  const auto r = rotation();
+  rotate(rc.pos, r), rotate(rc.cell, r), rotate(rm.pos, r);
+  const GraphBatch b = batch_of({cell, mol}), br = batch_of({rc, rm});
+  const at::Tensor rm_t = at::tensor(r).view({3, 3});
+  const at::Tensor v = at::randn({b.n_atoms(), 3, kF}, at::kDouble);
+  const NodeState out = run(*l, b, b.pos, v);
+  const NodeState out_r = run(*l, br, br.pos, at::matmul(rm_t, v));
+  expect_close(out_r.inv, out.inv, 1e-10, "inv under rotation");
+  expect_close(out_r.equiv, at::matmul(rm_t, out.equiv), 1e-10, "equiv under rotation");
+  EXPECT_GT(out.equiv.abs().max().item<double>(), 1e-2);
+}
+
+class LayersBForces : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayersBForces, GradientMatchesCentralFiniteDifferences) {
+  auto l = layer(GetParam());
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  const at::Tensor pos = b.pos.clone().requires_grad_(true);
+  const at::Tensor grad = torch::autograd::grad({run(*l, b, pos).inv.sum()}, {pos})[0];
+  const double h = 1e-5;
+  double worst = 0;
+  for (int64_t a = 0; a < b.n_atoms(); ++a)
+    for (int64_t c = 0; c < 3; ++c) {
+      at::Tensor p = b.pos.clone();
+      p.accessor<double, 2>()[a][c] += h;
+      const double up = run(*l, b, p).inv.sum().item<double>();
+      p.accessor<double, 2>()[a][c] -= 2 * h;
+      const double down = run(*l, b, p).inv.sum().item<double>();
+      const double g = grad.accessor<double, 2>()[a][c];
+      worst = std::max(worst, std::abs((up - down) / (2 * h) - g));
+    }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_GT(grad.abs().max().item<double>(), 1e-3);
+}
+
+TEST_P(LayersB, BatchOfTwoEqualsEachAlone) {
+  auto l = layer(GetParam());
+  const GraphBatch both = batch_of({periodic_cell(), molecule()});
+  const GraphBatch first = batch_of({periodic_cell()}), second = batch_of({molecule()});
+  const NodeState out = run(*l, both, both.pos);
+  expect_close(out.inv.narrow(0, 0, 8), run(*l, first, first.pos).inv, 1e-12, "cell");
+  expect_close(out.inv.narrow(0, 8, 6), run(*l, second, second.pos).inv, 1e-12, "molecule");
+  if (l->equivariant())
+    expect_close(out.equiv.narrow(0, 8, 6), run(*l, second, second.pos).equiv, 1e-12, "equiv");
+}
+
+// Without pna_deg the normaliser is the batch's own mean log(deg + 1): the same as passing the
+// batch's in-degree histogram. A histogram with no neighbours at all is a ConfigError.
+TEST(PNALayer, WithoutHistogramUsesTheBatchInDegrees) {
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  const at::Tensor deg =
+      b.receivers->ptr.narrow(0, 1, b.n_atoms()) - b.receivers->ptr.narrow(0, 0, b.n_atoms());
+  std::vector<int64_t> hist(deg.max().item<int64_t>() + 1, 0);
+  for (int64_t a = 0; a < b.n_atoms(); ++a) ++hist[deg[a].item<int64_t>()];
+  LayerSpec with = spec(), without = spec();
+  with.pna_deg = hist;
+  without.pna_deg.clear();
+  at::manual_seed(5);
+  auto l_with = make_layer("PNA", with);
+  at::manual_seed(5);
+  auto l_without = make_layer("PNA", without);
+  l_with->to(at::kDouble), l_without->to(at::kDouble);
+  const at::Tensor out = run(*l_without, b, b.pos).inv;
+  expect_close(out, run(*l_with, b, b.pos).inv, 1e-12, "batch histogram");
+  EXPECT_TRUE(at::isfinite(out).all().item<bool>());
+  at::manual_seed(5);
+  auto l_other = make_layer("PNA", spec());  // the fixed histogram kDegHist
+  l_other->to(at::kDouble);
+  EXPECT_GT((run(*l_other, b, b.pos).inv - out).abs().max().item<double>(), 1e-6);
+  LayerSpec bad = spec();
+  bad.pna_deg = {3};
+  EXPECT_THROW(make_layer("PNA", bad), ConfigError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, LayersB, ::testing::ValuesIn(kLayers),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Layers, LayersBForces, ::testing::Values("PAINN", "PNA"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace ddgnn
