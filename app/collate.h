@@ -1,0 +1,20 @@
+// Collate: graphs held in memory (a loader GraphBlock) -> one model GraphBatch for a list of
+// graph ids (gathering their atoms, cells and targets, then building the radius graph).
+// Here because it wires loader/ (no torch) to model/ (torch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "model/batch.h"
+
+namespace ddgnn {
+
+// ids: indices into `block` (0-based, block-relative), any order, repeats allowed; the batch
+// keeps that order. dtype: the model's Float or Double. Targets: energy always, forces when the
+// block has them.
+GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
+                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype);
+
+}  // namespace ddgnn
