@@ -1,0 +1,29 @@
+// Target statistics of a training split, used to normalise what the model learns: per-species
+// reference energies by least squares (subtracted before training, added back at prediction),
+// the spread of the remaining energy per atom, and the RMS force component. Units: eV, eV/Å.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "loader/dataset.h"
+
+namespace ddgnn {
+
+struct TargetStats {
+  std::array<double, 119> reference_energy{};  // eV per atom of each atomic number (0 if absent)
+  int composition_rank = 0;  // rank of the composition matrix (< species: minimum-norm split)
+  double residual_mean_per_atom = 0;  // eV/atom, mean of (E - sum_z n_z e_z) / n_atoms
+  double residual_std_per_atom = 0;   // eV/atom, its standard deviation
+  double force_rms = 0;               // eV/Å, RMS of the force components (0 without forces)
+  int64_t n_graphs = 0;
+
+  // E - sum_z n_z e_z for atomic numbers z [n_atoms] and total energy E, eV.
+  double residual(const uint8_t* z, int64_t n_atoms, double energy) const;
+};
+
+// Statistics over the graphs `ids` (block-relative) of `block`.
+TargetStats compute_target_stats(const GraphBlock& block, const std::vector<int64_t>& ids);
+
+}  // namespace ddgnn
