@@ -1,0 +1,246 @@
+// The model trunk and heads (HydraGNN's architecture), energy and forces (conservative by autograd
+// or direct from a node head) and the energy/force loss. See gnn.h for the conventions.
+#include "model/gnn.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <limits>
+
+#include "core/error.h"
+#include "model/activation.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+void check_gnn_spec(const GnnSpec& spec) {
+  if (spec.graph_pooling != "add" && spec.graph_pooling != "mean" && spec.graph_pooling != "max")
+    throw ConfigError("graph_pooling: unknown value '" + spec.graph_pooling + "'",
+                      "allowed: add, mean, max");
+  if (spec.node_head_type != "mlp" && spec.node_head_type != "conv")
+    throw ConfigError("output_heads.node.type: unknown value '" + spec.node_head_type + "'",
+                      "allowed: mlp, conv");
+  if (spec.num_conv_layers < 1) throw ConfigError("num_conv_layers: must be >= 1");
+  if (spec.max_z < 1) throw ConfigError("max_z: must be >= 1");
+  if (spec.layer.hidden_dim < 1) throw ConfigError("hidden_dim: must be >= 1");
+  if (spec.heads.empty()) throw ConfigError("output_heads: the model has no head");
+  if (spec.num_sharedlayers < 0 || spec.dim_sharedlayers < 1)
+    throw ConfigError("output_heads.graph: num_sharedlayers must be >= 0, dim_sharedlayers >= 1");
+  if (int64_t(spec.dim_headlayers.size()) != spec.num_headlayers)
+    throw ConfigError("output_heads.graph.dim_headlayers: needs num_headlayers entries");
+  if (int64_t(spec.node_dim_headlayers.size()) != spec.node_num_headlayers)
+    throw ConfigError("output_heads.node.dim_headlayers: needs num_headlayers entries");
+  for (int64_t w : spec.dim_headlayers)
+    if (w < 1) throw ConfigError("output_heads.graph.dim_headlayers: each must be >= 1");
+  for (int64_t w : spec.node_dim_headlayers)
+    if (w < 1) throw ConfigError("output_heads.node.dim_headlayers: each must be >= 1");
+  for (const auto& h : spec.heads)
+    if (h.output_dim < 1) throw ConfigError("output_dim: head '" + h.name + "' must be >= 1");
+  check_activation(spec.layer.activation);
+}
+
+Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
+  check_gnn_spec(spec);
+  const int64_t f = spec.layer.hidden_dim;
+  m_embedding = register_module("embedding", torch::nn::Embedding(spec.max_z + 1, f));
+  for (int64_t i = 0; i < spec.num_conv_layers; ++i) {
+    LayerSpec ls = spec.layer;
+    ls.layer_index = i;
+    m_layers.push_back(register_module("conv" + std::to_string(i), make_layer(spec.mpnn_type, ls)));
+  }
+  bool any_graph = false;
+  for (const auto& h : spec.heads) any_graph = any_graph || h.kind == HeadSpec::kGraph;
+  int64_t graph_in = f;
+  if (any_graph) {
+    m_shared = make_mlp("shared", f,
+                        std::vector<int64_t>(size_t(spec.num_sharedlayers), spec.dim_sharedlayers));
+    if (spec.num_sharedlayers > 0) graph_in = spec.dim_sharedlayers;
+  }
+  for (size_t k = 0; k < spec.heads.size(); ++k) {
+    const HeadSpec& h = spec.heads[k];
+    const std::string prefix = "head" + std::to_string(k) + "_";
+    std::shared_ptr<MessagePassing> conv;
+    Mlp mlp;
+    if (h.kind == HeadSpec::kGraph) {
+      std::vector<int64_t> widths = spec.dim_headlayers;
+      widths.push_back(h.output_dim);
+      mlp = make_mlp(prefix, graph_in, widths);
+    } else if (spec.node_head_type == "mlp") {
+      std::vector<int64_t> widths = spec.node_dim_headlayers;
+      widths.push_back(h.output_dim);
+      mlp = make_mlp(prefix, f, widths);
+    } else {
+      LayerSpec ls = spec.layer;
+      ls.layer_index = spec.num_conv_layers + int64_t(k);
+      conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
+      mlp = make_mlp(prefix, f, {h.output_dim});
+    }
+    m_heads.push_back(std::move(mlp));
+    m_node_convs.push_back(std::move(conv));
+  }
+}
+
+Gnn::Mlp Gnn::make_mlp(const std::string& prefix, int64_t in, const std::vector<int64_t>& widths) {
+  Mlp mlp;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    mlp.layers.push_back(
+        register_module(prefix + "lin" + std::to_string(i), torch::nn::Linear(in, widths[i])));
+    in = widths[i];
+  }
+  return mlp;
+}
+
+// x [rows, in] -> [rows, out]; activation after every Linear but the last (unless last_activation).
+at::Tensor Gnn::run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) const {
+  for (size_t i = 0; i < mlp.layers.size(); ++i) {
+    x = mlp.layers[i]->forward(x);
+    if (last_activation || i + 1 < mlp.layers.size())
+      x = apply_activation(m_spec.layer.activation, x);
+  }
+  return x;
+}
+
+// h [n_atoms, F] -> [n_graphs, F] by add / mean / max over each graph's atoms (empty graph: 0).
+at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
+  const SegmentIndex& g = *batch.graphs;
+  if (m_spec.graph_pooling == "add") return scatter_sum(h, g);
+  const at::Tensor count = batch.atoms_per_graph.to(h.options()).unsqueeze(1);  // [n_graphs, 1]
+  if (m_spec.graph_pooling == "mean") return scatter_sum(h, g) / count.clamp_min(1.0);
+  // max: dense [n_graphs, max_atoms, F] padded with -inf, then amax over atoms (atoms of a graph
+  // are contiguous since graph_of_atom is non-decreasing).
+  const int64_t n_graphs = batch.n_graphs;
+  if (h.size(0) == 0) return at::zeros({n_graphs, h.size(1)}, h.options());
+  const int64_t max_atoms = batch.atoms_per_graph.max().item<int64_t>();
+  const at::Tensor slot =
+      at::arange(h.size(0), batch.graph_of_atom.options()) - g.ptr.index_select(0, g.index);
+  at::Tensor dense = at::full({n_graphs, max_atoms, h.size(1)},
+                              -std::numeric_limits<double>::infinity(), h.options());
+  dense = dense.index_put({g.index, slot}, h);
+  const at::Tensor out = std::get<0>(dense.max(1));
+  return at::where(count > 0, out, at::zeros_like(out));
+}
+
+at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
+  NodeState s;
+  s.inv = m_embedding->forward(batch.z);  // [n_atoms, F]
+  for (const auto& layer : m_layers) {
+    if (layer->equivariant() && !s.equiv.defined())
+      s.equiv = at::zeros({s.inv.size(0), 3, s.inv.size(1)}, s.inv.options());
+    s = layer->forward(s, batch, geometry);
+    s.inv = apply_activation(m_spec.layer.activation, s.inv);
+  }
+  return s.inv;
+}
+
+std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
+  const EdgeGeometry geometry(batch, pos, m_spec.layer.radius);
+  const at::Tensor h = trunk(batch, geometry);
+  at::Tensor shared;
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < m_spec.heads.size(); ++k) {
+    if (m_spec.heads[k].kind == HeadSpec::kGraph) {
+      if (!shared.defined()) shared = run_mlp(m_shared, pool(h, batch), /*last_activation=*/true);
+      out.push_back(run_mlp(m_heads[k], shared, false));
+    } else if (m_node_convs[k]) {
+      NodeState s;
+      s.inv = h;
+      if (m_node_convs[k]->equivariant())
+        s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
+      s = m_node_convs[k]->forward(s, batch, geometry);
+      out.push_back(run_mlp(m_heads[k], apply_activation(m_spec.layer.activation, s.inv), false));
+    } else {
+      out.push_back(run_mlp(m_heads[k], h, false));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Index of the first head of `kind` with output_dim `dim`, or -1.
+int find_head(const GnnSpec& spec, HeadSpec::Kind kind, int64_t dim) {
+  for (size_t k = 0; k < spec.heads.size(); ++k)
+    if (spec.heads[k].kind == kind && spec.heads[k].output_dim == dim) return int(k);
+  return -1;
+}
+
+at::Tensor energy_from(const GnnSpec& spec, const GraphBatch& batch,
+                       const std::vector<at::Tensor>& outputs) {
+  const int node = find_head(spec, HeadSpec::kNode, 1);
+  if (node >= 0) return scatter_sum(outputs[size_t(node)].select(1, 0), *batch.graphs);
+  const int graph = find_head(spec, HeadSpec::kGraph, 1);
+  if (graph >= 0) return outputs[size_t(graph)].select(1, 0);
+  throw ConfigError("output_heads: energy needs a node head or a graph head of output_dim 1");
+}
+
+}  // namespace
+
+at::Tensor predict_energy(Gnn& gnn, const GraphBatch& batch, const at::Tensor& pos,
+                          std::vector<at::Tensor>* outputs) {
+  std::vector<at::Tensor> out = gnn.forward(batch, pos);
+  at::Tensor e = energy_from(gnn.spec(), batch, out);
+  if (outputs) *outputs = std::move(out);
+  return e;
+}
+
+EnergyForces predict_energy_forces(Gnn& gnn, const GraphBatch& batch, bool conservative,
+                                   bool create_graph) {
+  EnergyForces r;
+  if (conservative) {
+    const at::Tensor pos = batch.pos.detach().clone().requires_grad_(true);
+    r.energy = predict_energy(gnn, batch, pos, &r.outputs);
+    auto g = torch::autograd::grad({r.energy.sum()}, {pos}, /*grad_outputs=*/{},
+                                   /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
+    r.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
+    if (!create_graph) r.forces = r.forces.detach();
+    return r;
+  }
+  const GnnSpec& spec = gnn.spec();
+  const int fh = find_head(spec, HeadSpec::kNode, 3);
+  if (fh < 0) throw ConfigError("output_heads: direct forces need a node head of output_dim 3");
+  r.outputs = gnn.forward(batch, batch.pos);
+  const int gh = find_head(spec, HeadSpec::kGraph, 1);
+  r.energy = gh >= 0 ? r.outputs[size_t(gh)].select(1, 0) : energy_from(spec, batch, r.outputs);
+  r.forces = r.outputs[size_t(fh)];
+  return r;
+}
+
+at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss) {
+  const at::Tensor d = pred - target;
+  if (loss.type == "mse") return (d * d).mean();
+  if (loss.type == "rmse") return at::sqrt((d * d).mean());
+  if (loss.type == "mae") return d.abs().mean();
+  if (loss.type == "huber" || loss.type == "smooth_l1") {
+    const double delta = loss.huber_delta;
+    if (!(delta > 0)) throw ConfigError("huber_delta: must be > 0");
+    const at::Tensor a = d.abs();
+    at::Tensor l = at::where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta));
+    if (loss.type == "smooth_l1") l = l / delta;
+    return l.mean();
+  }
+  throw ConfigError("loss_function_type: unknown value '" + loss.type + "'",
+                    "allowed: mse, mae, rmse, smooth_l1, huber");
+}
+
+at::Tensor energy_force_loss(const EnergyForces& pred, const GraphBatch& batch,
+                             const EnergyForceWeights& weights, const LossSpec& loss) {
+  at::Tensor total = at::zeros({}, pred.energy.options());
+  if (batch.energy.defined()) {
+    const at::Tensor target = batch.energy.to(pred.energy.options());
+    if (weights.energy_weight != 0.0)
+      total = total + weights.energy_weight * regression_loss(pred.energy, target, loss);
+    if (weights.energy_peratom_weight != 0.0) {
+      const at::Tensor n = batch.atoms_per_graph.to(pred.energy.options()).clamp_min(1.0);
+      total = total +
+              weights.energy_peratom_weight * regression_loss(pred.energy / n, target / n, loss);
+    }
+  }
+  if (batch.forces.defined() && weights.force_weight != 0.0)
+    total = total + weights.force_weight *
+                        regression_loss(pred.forces, batch.forces.to(pred.forces.options()), loss);
+  return total;
+}
+
+}  // namespace ddgnn

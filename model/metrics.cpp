@@ -1,0 +1,43 @@
+// Sums of absolute and squared errors in long double, reported in meV.
+#include "model/metrics.h"
+
+#include <cmath>
+
+namespace ddgnn {
+
+void MetricsAccumulator::add_energies(const double* energy_pred, const double* energy_ref,
+                                      const int64_t* atoms_per_graph, int64_t n_graphs) {
+  for (int64_t g = 0; g < n_graphs; ++g) {
+    const long double d = (energy_pred[g] - energy_ref[g]) / double(atoms_per_graph[g]);
+    m_e_abs += std::fabs(d);
+    m_e_sq += d * d;
+  }
+  m_graphs += n_graphs;
+}
+
+void MetricsAccumulator::add_forces(const double* force_pred, const double* force_ref,
+                                    int64_t n_atoms) {
+  for (int64_t k = 0; k < 3 * n_atoms; ++k) {
+    const long double d = force_pred[k] - force_ref[k];
+    m_f_abs += std::fabs(d);
+    m_f_sq += d * d;
+  }
+  m_components += 3 * n_atoms;
+}
+
+ErrorMetrics MetricsAccumulator::result() const {
+  ErrorMetrics m;
+  m.n_graphs = m_graphs;
+  m.n_force_components = m_components;
+  if (m_graphs > 0) {
+    m.energy_mae_mev_per_atom = double(1e3L * m_e_abs / m_graphs);
+    m.energy_rmse_mev_per_atom = double(1e3L * std::sqrt(m_e_sq / m_graphs));
+  }
+  if (m_components > 0) {
+    m.force_mae_mev_per_a = double(1e3L * m_f_abs / m_components);
+    m.force_rmse_mev_per_a = double(1e3L * std::sqrt(m_f_sq / m_components));
+  }
+  return m;
+}
+
+}  // namespace ddgnn

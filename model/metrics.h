@@ -1,0 +1,31 @@
+// Error metrics of energy and force predictions, accumulated over batches: energy MAE / RMSE per
+// atom (meV/atom) and force component MAE / RMSE (meV/Å), as MACE and NequIP report them.
+// Plain arrays in eV and eV/Å; no torch, so evaluation code can feed it from anything.
+#pragma once
+
+#include <cstdint>
+
+namespace ddgnn {
+
+struct ErrorMetrics {
+  double energy_mae_mev_per_atom = 0, energy_rmse_mev_per_atom = 0;
+  double force_mae_mev_per_a = 0, force_rmse_mev_per_a = 0;
+  int64_t n_graphs = 0, n_force_components = 0;
+};
+
+class MetricsAccumulator {
+ public:
+  // energy_pred, energy_ref [n_graphs] eV; atoms_per_graph [n_graphs].
+  void add_energies(const double* energy_pred, const double* energy_ref,
+                    const int64_t* atoms_per_graph, int64_t n_graphs);
+  // force_pred, force_ref [n_atoms, 3] eV/Å.
+  void add_forces(const double* force_pred, const double* force_ref, int64_t n_atoms);
+  ErrorMetrics result() const;
+  void reset() { *this = MetricsAccumulator(); }
+
+ private:
+  long double m_e_abs = 0, m_e_sq = 0, m_f_abs = 0, m_f_sq = 0;
+  int64_t m_graphs = 0, m_components = 0;
+};
+
+}  // namespace ddgnn

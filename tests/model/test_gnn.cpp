@@ -1,0 +1,395 @@
+// The trunk and heads (model/gnn.h) for every registered mpnn_type, float64 unless stated:
+// conservative forces against finite differences; invariances of the energy (rotation, translation,
+// permutation, periodic image) and equivariance of the forces; batching; training (overfitting a
+// Morse-potential dataset with SchNet, every layer type learns); float32; direct forces.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/batch.h"
+#include "model/gnn.h"
+#include "model/layer.h"
+
+namespace ddgnn {
+namespace {
+
+constexpr double kRadius = 3.0;
+
+struct Structure {
+  std::vector<uint8_t> z;
+  std::vector<double> pos;     // [n, 3] Å
+  std::vector<double> cell;    // [9], rows = lattice vectors
+  std::vector<uint8_t> pbc;    // [3]
+  double energy = 0.0;         // eV (target)
+  std::vector<double> forces;  // [n, 3] eV/Å (target), or empty
+  int64_t n() const { return static_cast<int64_t>(z.size()); }
+};
+
+// 8 atoms of three species: a randomly perturbed 2x2x2 lattice in a triclinic periodic cell.
+Structure periodic_cell() {
+  Structure s;
+  s.z = {14, 8, 8, 14, 8, 1, 8, 14};
+  s.cell = {4.0, 0.0, 0.0, 0.4, 4.1, 0.0, 0.3, -0.2, 4.2};
+  s.pbc = {1, 1, 1};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-0.2, 0.2);
+  for (int a = 0; a < 8; ++a) {
+    const double fr[3] = {0.5 * (a & 1) + u(rng), 0.5 * ((a >> 1) & 1) + u(rng),
+                          0.5 * ((a >> 2) & 1) + u(rng)};
+    for (int c = 0; c < 3; ++c)
+      s.pos.push_back(fr[0] * s.cell[c] + fr[1] * s.cell[3 + c] + fr[2] * s.cell[6 + c]);
+  }
+  return s;
+}
+
+// A small non-periodic molecule (methanol-like, 5 atoms).
+Structure molecule() {
+  Structure s;
+  s.z = {6, 8, 1, 1, 1};
+  s.pos = {0.0, 0.0, 0.0, 1.43, 0.05, -0.02, -0.36, 1.03, 0.1, -0.38, -0.5, 0.9, -0.35, -0.6, -0.8};
+  s.cell = std::vector<double>(9, 0.0);
+  s.pbc = {0, 0, 0};
+  return s;
+}
+
+GraphBatch batch_of(const std::vector<Structure>& ss, double radius = kRadius,
+                    c10::ScalarType dtype = at::kDouble) {
+  std::vector<uint8_t> z, pbc;
+  std::vector<double> pos, cells, energy, forces;
+  std::vector<int64_t> offsets = {0};
+  bool targets = true;
+  for (const auto& s : ss) {
+    z.insert(z.end(), s.z.begin(), s.z.end());
+    pos.insert(pos.end(), s.pos.begin(), s.pos.end());
+    cells.insert(cells.end(), s.cell.begin(), s.cell.end());
+    pbc.insert(pbc.end(), s.pbc.begin(), s.pbc.end());
+    offsets.push_back(offsets.back() + s.n());
+    energy.push_back(s.energy);
+    forces.insert(forces.end(), s.forces.begin(), s.forces.end());
+    targets = targets && !s.forces.empty();
+  }
+  RadiusGraphOptions opt;
+  opt.radius = radius;
+  return make_batch(z.data(), pos.data(), offsets.data(), static_cast<int64_t>(ss.size()),
+                    cells.data(), pbc.data(), targets ? energy.data() : nullptr,
+                    targets ? forces.data() : nullptr, opt, dtype);
+}
+
+GnnSpec make_spec(const std::string& type, double radius = kRadius) {
+  GnnSpec s;
+  s.mpnn_type = type;
+  s.layer.hidden_dim = 16;
+  s.layer.radius = radius;
+  s.layer.num_gaussians = 12;
+  s.layer.num_filters = 16;
+  s.layer.num_radial = 6;
+  s.layer.pna_deg = std::vector<int64_t>(40, 1);  // fixed normaliser: batches equal graphs alone
+  s.num_conv_layers = 2;
+  s.graph_pooling = "add";
+  s.num_sharedlayers = 1;
+  s.dim_sharedlayers = 16;
+  s.num_headlayers = 1;
+  s.dim_headlayers = {16};
+  s.node_num_headlayers = 2;
+  s.node_dim_headlayers = {16, 16};
+  s.heads = {{"energy", HeadSpec::kNode, 1}};
+  s.interatomic_potential = true;
+  return s;
+}
+
+std::shared_ptr<Gnn> build(const GnnSpec& spec, uint64_t seed = 3) {
+  at::manual_seed(seed);
+  auto g = std::make_shared<Gnn>(spec);
+  g->to(at::kDouble);
+  return g;
+}
+
+double max_abs(const at::Tensor& t) {
+  return t.abs().max().item<double>();
+}
+
+void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const double err = max_abs(a - b);
+  EXPECT_LE(err, tol * (1.0 + max_abs(b))) << what << ": max |difference| " << err;
+}
+
+// -dE/dx by central differences (h = 1e-5 Å), [n_atoms, 3]. Fixed edges (same edge_index /
+// shift): EdgeGeometry recomputes vectors from pos, so this differentiates exactly the function
+// autograd does, also for layers that are not smooth at the cutoff.
+at::Tensor fd_forces(Gnn& gnn, const GraphBatch& b) {
+  const double h = 1e-5;
+  at::NoGradGuard no_grad;
+  at::Tensor fd = at::zeros({b.n_atoms(), 3}, at::kDouble);
+  for (int64_t a = 0; a < b.n_atoms(); ++a)
+    for (int64_t c = 0; c < 3; ++c) {
+      at::Tensor p = b.pos.clone(), m = b.pos.clone();
+      p[a][c] += h;
+      m[a][c] -= h;
+      const double ep = predict_energy(gnn, b, p).sum().item<double>();
+      const double em = predict_energy(gnn, b, m).sum().item<double>();
+      fd[a][c] = -(ep - em) / (2 * h);
+    }
+  return fd;
+}
+
+class GnnLayers : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GnnLayers, ConservativeForcesMatchFiniteDifferences) {
+  auto gnn = build(make_spec(GetParam()));
+  const GraphBatch b = batch_of({periodic_cell()});
+  const EnergyForces ef = predict_energy_forces(*gnn, b, /*conservative=*/true, false);
+  ASSERT_EQ(ef.energy.sizes(), (std::vector<int64_t>{1}));
+  ASSERT_EQ(ef.forces.sizes(), (std::vector<int64_t>{8, 3}));
+  if (GetParam() == "GIN")  // GIN reads no geometry (as in HydraGNN): its forces are zero.
+    EXPECT_EQ(max_abs(ef.forces), 0.0);
+  else
+    EXPECT_GT(max_abs(ef.forces), 1e-6);
+  expect_close(ef.forces, fd_forces(*gnn, b), 1e-6, "forces vs finite differences");
+}
+
+// Rotation matrix about a fixed axis, [3, 3].
+at::Tensor rotation() {
+  const double ax[3] = {0.3, -0.5, 0.81}, th = 0.7;
+  const double nrm = std::sqrt(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
+  const double x = ax[0] / nrm, y = ax[1] / nrm, zz = ax[2] / nrm, c = std::cos(th),
+               s = std::sin(th), t = 1 - c;
+  return at::tensor({t * x * x + c, t * x * y - s * zz, t * x * zz + s * y, t * x * y + s * zz,
+                     t * y * y + c, t * y * zz - s * x, t * x * zz - s * y, t * y * zz + s * x,
+                     t * zz * zz + c},
+                    at::kDouble)
+      .view({3, 3});
+}
+
+// rows [n, 3] -> rows R^T applied: each row v -> R v.
+std::vector<double> rotate_rows(const std::vector<double>& v, const at::Tensor& r) {
+  const at::Tensor t =
+      at::tensor(v, at::kDouble).view({-1, 3}).matmul(r.t()).contiguous().view({-1});
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+TEST_P(GnnLayers, InvariantEnergyAndEquivariantForces) {
+  auto gnn = build(make_spec(GetParam()));
+  const Structure s0 = periodic_cell();
+  const GraphBatch b0 = batch_of({s0});
+  const EnergyForces ef0 = predict_energy_forces(*gnn, b0, true, false);
+  const double tol = 1e-9;
+
+  {  // rotation of positions and cell: energy equal, forces rotate
+    const at::Tensor r = rotation();
+    Structure s = s0;
+    s.pos = rotate_rows(s0.pos, r);
+    s.cell = rotate_rows(s0.cell, r);
+    const GraphBatch b = batch_of({s});
+    EXPECT_EQ(b.n_edges(), b0.n_edges());
+    const EnergyForces ef = predict_energy_forces(*gnn, b, true, false);
+    expect_close(ef.energy, ef0.energy, tol, "energy, rotated");
+    expect_close(ef.forces, ef0.forces.matmul(r.t()), tol, "forces, rotated");
+  }
+  {  // translation
+    Structure s = s0;
+    for (size_t k = 0; k < s.pos.size(); ++k) s.pos[k] += (k % 3 == 0 ? 0.37 : -1.9);
+    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    expect_close(ef.energy, ef0.energy, tol, "energy, translated");
+    expect_close(ef.forces, ef0.forces, tol, "forces, translated");
+  }
+  {  // permutation (reversed order)
+    Structure s = s0;
+    const int64_t n = s0.n();
+    for (int64_t a = 0; a < n; ++a) {
+      s.z[size_t(a)] = s0.z[size_t(n - 1 - a)];
+      for (int c = 0; c < 3; ++c) s.pos[size_t(3 * a + c)] = s0.pos[size_t(3 * (n - 1 - a) + c)];
+    }
+    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    expect_close(ef.energy, ef0.energy, tol, "energy, permuted");
+    expect_close(ef.forces, ef0.forces.flip({0}), tol, "forces, permuted");
+  }
+  {  // periodic image of one atom: atom 2 moved by a1 - a3
+    Structure s = s0;
+    for (int c = 0; c < 3; ++c) s.pos[size_t(6 + c)] += s0.cell[size_t(c)] - s0.cell[size_t(6 + c)];
+    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    expect_close(ef.energy, ef0.energy, tol, "energy, image shift");
+    expect_close(ef.forces, ef0.forces, tol, "forces, image shift");
+  }
+}
+
+TEST_P(GnnLayers, BatchOfTwoEqualsEachAlone) {
+  auto gnn = build(make_spec(GetParam()));
+  const Structure a = periodic_cell(), m = molecule();
+  const EnergyForces both = predict_energy_forces(*gnn, batch_of({a, m}), true, false);
+  const EnergyForces ea = predict_energy_forces(*gnn, batch_of({a}), true, false);
+  const EnergyForces em = predict_energy_forces(*gnn, batch_of({m}), true, false);
+  expect_close(both.energy, at::cat({ea.energy, em.energy}), 1e-12, "energies");
+  expect_close(both.forces, at::cat({ea.forces, em.forces}), 1e-12, "forces");
+}
+
+// ---- Training data: Morse pair potential over all pairs of small molecules. ----
+
+Structure morse_molecule(std::mt19937& rng) {
+  const double d = 0.5, alpha = 1.2, r0 = 1.6;
+  std::uniform_real_distribution<double> u(0.0, 2.4);
+  Structure s;
+  s.z = {6, 6, 8, 6};
+  s.cell = std::vector<double>(9, 0.0);
+  s.pbc = {0, 0, 0};
+  while (s.pos.size() < 12) {  // rejection: no two atoms closer than 1 Å
+    const double p[3] = {u(rng), u(rng), u(rng)};
+    bool ok = true;
+    for (size_t j = 0; j < s.pos.size(); j += 3) {
+      const double dx = p[0] - s.pos[j], dy = p[1] - s.pos[j + 1], dz = p[2] - s.pos[j + 2];
+      ok = ok && dx * dx + dy * dy + dz * dz > 1.0;
+    }
+    if (ok) s.pos.insert(s.pos.end(), p, p + 3);
+  }
+  s.forces.assign(12, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j) {
+      double v[3], r2 = 0;
+      for (int c = 0; c < 3; ++c) {
+        v[c] = s.pos[size_t(3 * i + c)] - s.pos[size_t(3 * j + c)];
+        r2 += v[c] * v[c];
+      }
+      const double r = std::sqrt(r2), e = std::exp(-alpha * (r - r0));
+      s.energy += d * ((1 - e) * (1 - e) - 1);
+      const double de_dr = 2 * d * alpha * (1 - e) * e;
+      for (int c = 0; c < 3; ++c) {
+        s.forces[size_t(3 * i + c)] -= de_dr * v[c] / r;
+        s.forces[size_t(3 * j + c)] += de_dr * v[c] / r;
+      }
+    }
+  return s;
+}
+
+std::vector<Structure> morse_dataset() {
+  std::mt19937 rng(5);
+  std::vector<Structure> ss;
+  for (int k = 0; k < 4; ++k) ss.push_back(morse_molecule(rng));
+  return ss;
+}
+
+// Adam steps on the energy+force MSE; returns the loss before every step and after the last.
+std::vector<double> train(Gnn& gnn, const GraphBatch& b, int steps, double lr) {
+  torch::optim::Adam opt(gnn.parameters(), torch::optim::AdamOptions(lr));
+  const EnergyForceWeights w;
+  const LossSpec loss;
+  std::vector<double> history;
+  for (int k = 0; k <= steps; ++k) {
+    opt.zero_grad();
+    const EnergyForces ef = predict_energy_forces(gnn, b, true, /*create_graph=*/true);
+    const at::Tensor l = energy_force_loss(ef, b, w, loss);
+    history.push_back(l.item<double>());
+    if (k == steps) break;
+    l.backward();
+    opt.step();
+  }
+  return history;
+}
+
+TEST_P(GnnLayers, TrainingReducesTheLoss) {
+  const GraphBatch b = batch_of(morse_dataset(), 5.0);
+  auto gnn = build(make_spec(GetParam(), 5.0));
+  const std::vector<double> h = train(*gnn, b, 20, 1e-2);
+  EXPECT_TRUE(std::isfinite(h.back()));
+  EXPECT_LT(h.back(), h.front()) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayers, GnnLayers, ::testing::ValuesIn(known_layers()),
+                         [](const auto& info) { return info.param; });
+
+TEST(GnnTraining, SchNetOverfitsMorseDataset) {
+  const GraphBatch b = batch_of(morse_dataset(), 5.0);
+  auto gnn = build(make_spec("SchNet", 5.0));
+  const std::vector<double> h = train(*gnn, b, 400, 1e-2);
+  RecordProperty("loss_ratio", std::to_string(h.front() / h.back()));
+  EXPECT_LT(h.back(), h.front() / 100.0) << "initial " << h.front() << ", final " << h.back();
+}
+
+TEST(GnnPrecision, Float32MatchesFloat64) {
+  auto gnn = build(make_spec("SchNet"));
+  const std::vector<Structure> ss = {periodic_cell(), molecule()};
+  const EnergyForces ef64 = predict_energy_forces(*gnn, batch_of(ss), true, false);
+  gnn->to(at::kFloat);
+  const GraphBatch b32 = batch_of(ss, kRadius, at::kFloat);
+  const EnergyForces ef32 = predict_energy_forces(*gnn, b32, true, false);
+  EXPECT_EQ(ef32.forces.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::isfinite(ef32.forces).all().item<bool>());
+  expect_close(ef32.energy.to(at::kDouble), ef64.energy, 1e-4, "energy float32");
+  expect_close(ef32.forces.to(at::kDouble), ef64.forces, 1e-3, "forces float32");
+}
+
+GnnSpec direct_spec(const std::string& pooling) {
+  GnnSpec s = make_spec("SchNet");
+  s.graph_pooling = pooling;
+  s.interatomic_potential = false;
+  s.heads = {{"energy", HeadSpec::kGraph, 1}, {"forces", HeadSpec::kNode, 3}};
+  return s;
+}
+
+TEST(GnnDirect, ForcesFromTheNodeHeadAndPoolingBatches) {
+  for (const std::string pooling : {"add", "mean", "max"}) {
+    auto gnn = build(direct_spec(pooling));
+    const Structure a = periodic_cell(), m = molecule();
+    const GraphBatch b = batch_of({a, m});
+    const EnergyForces ef = predict_energy_forces(*gnn, b, /*conservative=*/false, false);
+    EXPECT_EQ(ef.energy.sizes(), (std::vector<int64_t>{2})) << pooling;
+    EXPECT_EQ(ef.forces.sizes(), (std::vector<int64_t>{13, 3})) << pooling;
+    ASSERT_EQ(ef.outputs.size(), 2u);
+    EXPECT_TRUE(ef.forces.equal(ef.outputs[1]));
+    const EnergyForces ea = predict_energy_forces(*gnn, batch_of({a}), false, false);
+    const EnergyForces em = predict_energy_forces(*gnn, batch_of({m}), false, false);
+    expect_close(ef.energy, at::cat({ea.energy, em.energy}), 1e-12, pooling + " energies");
+    expect_close(ef.forces, at::cat({ea.forces, em.forces}), 1e-12, pooling + " forces");
+    // The loss reaches every head's parameters.
+    const GraphBatch t = batch_of(morse_dataset(), 5.0);
+    const at::Tensor l = energy_force_loss(predict_energy_forces(*gnn, t, false, false), t,
+                                           EnergyForceWeights{1.0, 0.5, 1.0}, LossSpec{});
+    l.backward();
+    for (const auto& p : gnn->named_parameters()) {
+      if (p.key().rfind("head", 0) == 0 || p.key().rfind("shared", 0) == 0) {
+        EXPECT_TRUE(p.value().grad().defined() && max_abs(p.value().grad()) > 0) << p.key();
+      }
+    }
+  }
+  EXPECT_THROW(
+      predict_energy_forces(*build(make_spec("SchNet")), batch_of({molecule()}), false, false),
+      ConfigError);
+}
+
+TEST(GnnHeads, ConvNodeHeadAndLosses) {
+  GnnSpec s = make_spec("PAINN");
+  s.node_head_type = "conv";
+  auto gnn = build(s);
+  const GraphBatch b = batch_of({periodic_cell()});
+  const auto out = gnn->forward(b, b.pos);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{8, 1}));
+  EXPECT_NE(gnn->named_parameters().find("head0_conv.phi1.weight"), nullptr);
+  expect_close(predict_energy_forces(*gnn, b, true, false).forces, fd_forces(*gnn, b), 1e-6,
+               "conv node head forces");
+  // Conservative forces through a max-pooled graph head (energy from the graph head).
+  auto pooled = build(direct_spec("max"));
+  expect_close(predict_energy_forces(*pooled, b, true, false).forces, fd_forces(*pooled, b), 1e-6,
+               "max-pooled graph head forces");
+
+  const at::Tensor p = at::tensor({0.0, 3.0}, at::kDouble), t = at::zeros({2}, at::kDouble);
+  EXPECT_NEAR(regression_loss(p, t, {"mse", 1.0}).item<double>(), 4.5, 1e-12);
+  EXPECT_NEAR(regression_loss(p, t, {"mae", 1.0}).item<double>(), 1.5, 1e-12);
+  EXPECT_NEAR(regression_loss(p, t, {"rmse", 1.0}).item<double>(), std::sqrt(4.5), 1e-12);
+  EXPECT_NEAR(regression_loss(p, t, {"huber", 2.0}).item<double>(), 0.5 * 2.0 * 2.0, 1e-12);
+  EXPECT_NEAR(regression_loss(p, t, {"smooth_l1", 2.0}).item<double>(), 1.0, 1e-12);
+  EXPECT_THROW(regression_loss(p, t, {"l4", 1.0}), ConfigError);
+  GnnSpec bad = make_spec("SchNet");
+  bad.graph_pooling = "median";
+  EXPECT_THROW(Gnn{bad}, ConfigError);
+}
+
+}  // namespace
+}  // namespace ddgnn
