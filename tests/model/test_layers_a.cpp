@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/structures.h"
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/batch.h"
@@ -26,56 +27,16 @@ namespace {
 constexpr int64_t kF = 8;
 constexpr double kRadius = 3.0;
 
-struct Structure {
-  std::vector<uint8_t> z;
-  std::vector<double> pos;   // [n, 3] Å
-  std::vector<double> cell;  // [9], rows = lattice vectors
-  std::vector<uint8_t> pbc;  // [3]
-  int64_t n() const { return static_cast<int64_t>(z.size()); }
-};
+using testing::Structure;
 
-// 8 atoms of three species: a randomly perturbed 2x2x2 lattice in a triclinic periodic cell.
 Structure periodic_cell() {
-  Structure s;
-  s.z = {14, 8, 8, 14, 8, 1, 8, 14};
-  s.cell = {4.0, 0.0, 0.0, 0.4, 4.1, 0.0, 0.3, -0.2, 4.2};
-  s.pbc = {1, 1, 1};
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(-0.2, 0.2);
-  for (int a = 0; a < 8; ++a) {
-    const double fr[3] = {0.5 * (a & 1) + u(rng), 0.5 * ((a >> 1) & 1) + u(rng),
-                          0.5 * ((a >> 2) & 1) + u(rng)};
-    for (int c = 0; c < 3; ++c)
-      s.pos.push_back(fr[0] * s.cell[c] + fr[1] * s.cell[3 + c] + fr[2] * s.cell[6 + c]);
-  }
-  return s;
+  return testing::triclinic_cell({14, 8, 8, 14, 8, 1, 8, 14}, 11, 0.2);
 }
-
-// A small non-periodic molecule (methanol-like, 5 atoms).
 Structure molecule() {
-  Structure s;
-  s.z = {6, 8, 1, 1, 1};
-  s.pos = {0.0, 0.0, 0.0, 1.43, 0.05, -0.02, -0.36, 1.03, 0.1, -0.38, -0.5, 0.9, -0.35, -0.6, -0.8};
-  s.cell = std::vector<double>(9, 0.0);
-  s.pbc = {0, 0, 0};
-  return s;
+  return testing::methanol();
 }
-
 GraphBatch batch_of(const std::vector<Structure>& ss) {
-  std::vector<uint8_t> z, pbc;
-  std::vector<double> pos, cells;
-  std::vector<int64_t> offsets = {0};
-  for (const auto& s : ss) {
-    z.insert(z.end(), s.z.begin(), s.z.end());
-    pos.insert(pos.end(), s.pos.begin(), s.pos.end());
-    cells.insert(cells.end(), s.cell.begin(), s.cell.end());
-    pbc.insert(pbc.end(), s.pbc.begin(), s.pbc.end());
-    offsets.push_back(offsets.back() + s.n());
-  }
-  RadiusGraphOptions opt;
-  opt.radius = kRadius;
-  return make_batch(z.data(), pos.data(), offsets.data(), static_cast<int64_t>(ss.size()),
-                    cells.data(), pbc.data(), nullptr, nullptr, opt, at::kDouble);
+  return testing::batch_of(ss, kRadius);
 }
 
 // Input features [n_atoms, F], a fixed function of the atomic number only.

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/structures.h"
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/batch.h"
@@ -23,30 +24,12 @@ constexpr int64_t kF = 8;
 constexpr double kRadius = 3.0;
 const std::vector<int64_t> kDegHist = {1, 2, 3, 4, 5, 6, 5, 4, 3, 2, 1};
 
-struct Structure {
-  std::vector<uint8_t> z;
-  std::vector<double> pos;   // [n, 3]
-  std::vector<double> cell;  // [9], rows = lattice vectors
-  std::vector<uint8_t> pbc;  // [3]
-};
+using testing::Structure;
 
-// 8 atoms: a perturbed 2x2x2 lattice in a triclinic periodic cell.
+// 8 atoms in a perturbed triclinic periodic cell.
 Structure periodic_cell() {
-  Structure s;
-  s.cell = {4.0, 0.0, 0.0, 0.4, 4.1, 0.0, 0.3, -0.2, 4.2};
-  s.pbc = {1, 1, 1};
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(-0.15, 0.15);
-  for (int a = 0; a < 8; ++a) {
-    const double fr[3] = {0.5 * (a & 1) + u(rng), 0.5 * ((a >> 1) & 1) + u(rng),
-                          0.5 * ((a >> 2) & 1) + u(rng)};
-    for (int c = 0; c < 3; ++c)
-      s.pos.push_back(fr[0] * s.cell[c] + fr[1] * s.cell[3 + c] + fr[2] * s.cell[6 + c]);
-    s.z.push_back(a % 3 == 0 ? 8 : 14);
-  }
-  return s;
+  return testing::triclinic_cell({8, 14, 14, 8, 14, 14, 8, 14}, 7, 0.15);
 }
-
 // A distorted CH4 and one isolated H (an atom with no neighbours), not periodic.
 Structure molecule() {
   Structure s;
@@ -59,20 +42,7 @@ Structure molecule() {
 }
 
 GraphBatch batch_of(const std::vector<Structure>& structures) {
-  std::vector<uint8_t> z, pbc;
-  std::vector<double> pos, cells;
-  std::vector<int64_t> offsets = {0};
-  for (const Structure& s : structures) {
-    z.insert(z.end(), s.z.begin(), s.z.end());
-    pos.insert(pos.end(), s.pos.begin(), s.pos.end());
-    cells.insert(cells.end(), s.cell.begin(), s.cell.end());
-    pbc.insert(pbc.end(), s.pbc.begin(), s.pbc.end());
-    offsets.push_back(offsets.back() + int64_t(s.z.size()));
-  }
-  RadiusGraphOptions opt;
-  opt.radius = kRadius;
-  return make_batch(z.data(), pos.data(), offsets.data(), int64_t(structures.size()), cells.data(),
-                    pbc.data(), nullptr, nullptr, opt, at::kDouble);
+  return testing::batch_of(structures, kRadius);
 }
 
 LayerSpec spec() {
