@@ -1,0 +1,144 @@
+// Training throughput (graphs/s) of every mpnn_type: forward, forces by double backward, loss
+// backward and an Adam step, one thread, float32, batches built beforehand (batch building is
+// timed separately). Shapes of issue 3: (a) 27-atom simple-cubic cells (a = 3.8 Å, displacements
+// up to 0.19 Å), radius 5 Å, max_neighbours 5, hidden 32, 4 layers, SchNet 10 Gaussians and 8
+// filters, node head 32→60→20→1, batch 64; (b) 108-atom fcc Cu (a = 3.615 Å, 0.1 Å
+// displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16.
+// usage: bench_train [steps=30] [types=all]   e.g. bench_train 30 SchNet,PAINN
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "model/gnn.h"
+#include "model/layer.h"
+#include "model/optim.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Shape {
+  const char* name;
+  int n_rep;    // cells per axis
+  int basis;    // atoms per cell (1: simple cubic, 4: fcc)
+  double a;     // Å
+  double disp;  // Å, max displacement
+  int64_t batch, max_neighbours, hidden, layers, gaussians, filters;
+};
+
+ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const double fcc[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
+  std::vector<uint8_t> z, pbc;
+  std::vector<double> pos, cells, energy, forces;
+  std::vector<int64_t> offsets = {0};
+  for (int64_t g = 0; g < s.batch; ++g) {
+    for (int i = 0; i < s.n_rep; ++i)
+      for (int j = 0; j < s.n_rep; ++j)
+        for (int k = 0; k < s.n_rep; ++k)
+          for (int b = 0; b < s.basis; ++b) {
+            z.push_back(29);
+            pos.push_back((i + fcc[b][0]) * s.a + s.disp * u(rng));
+            pos.push_back((j + fcc[b][1]) * s.a + s.disp * u(rng));
+            pos.push_back((k + fcc[b][2]) * s.a + s.disp * u(rng));
+            for (int c = 0; c < 3; ++c) forces.push_back(u(rng));
+          }
+    const double l = s.n_rep * s.a;
+    cells.insert(cells.end(), {l, 0, 0, 0, l, 0, 0, 0, l});
+    pbc.insert(pbc.end(), {1, 1, 1});
+    offsets.push_back(int64_t(z.size()));
+    energy.push_back(u(rng));
+  }
+  ddgnn::RadiusGraphOptions opt;
+  opt.radius = 5.0;
+  opt.max_neighbours = s.max_neighbours;
+  return ddgnn::make_batch(z.data(), pos.data(), offsets.data(), s.batch, cells.data(), pbc.data(),
+                           energy.data(), forces.data(), opt, at::kFloat);
+}
+
+void run(const Shape& s, const std::string& type, int steps) {
+  ddgnn::GnnSpec spec;
+  spec.mpnn_type = type;
+  spec.layer.hidden_dim = s.hidden;
+  spec.layer.radius = 5.0;
+  spec.layer.num_gaussians = s.gaussians;
+  spec.layer.num_filters = s.filters;
+  spec.layer.activation = "ssp";
+  spec.num_conv_layers = s.layers;
+  spec.node_num_headlayers = 2;
+  spec.node_dim_headlayers = {60, 20};
+  spec.heads = {{"energy", ddgnn::HeadSpec::kNode, 1}};
+  spec.interatomic_potential = true;
+  torch::manual_seed(0);
+  auto gnn = std::make_shared<ddgnn::Gnn>(spec);
+  gnn->to(at::kFloat);
+  auto opt = ddgnn::make_optimizer("Adam", gnn->parameters(), 1e-3, 0.0);
+  std::mt19937 rng(1);
+  const auto t_build = Clock::now();
+  std::vector<ddgnn::GraphBatch> batches;
+  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(s, rng));
+  const double build_ms = 1e3 * seconds_since(t_build) / 4;
+  double t_fwd = 0, t_force = 0, t_bwd = 0, t_opt = 0;
+  int64_t graphs = 0;
+  for (int step = -3; step < steps; ++step) {  // 3 warm-up steps
+    const ddgnn::GraphBatch& b = batches[size_t((step + 3) % 4)];
+    auto t0 = Clock::now();
+    at::Tensor pos = b.pos.clone().requires_grad_(true);
+    at::Tensor energy = ddgnn::predict_energy(*gnn, b, pos);
+    const double f0 = seconds_since(t0);
+    t0 = Clock::now();
+    // allow_unused: GIN reads no geometry, so its energy does not depend on positions.
+    at::Tensor grad = torch::autograd::grad({energy.sum()}, {pos}, {}, true, true, true)[0];
+    at::Tensor forces = grad.defined() ? -grad : at::zeros_like(pos);
+    const double f1 = seconds_since(t0);
+    t0 = Clock::now();
+    at::Tensor loss = at::mse_loss(energy, b.energy) + at::mse_loss(forces, b.forces);
+    opt->zero_grad();
+    loss.backward();
+    const double f2 = seconds_since(t0);
+    t0 = Clock::now();
+    opt->step();
+    const double f3 = seconds_since(t0);
+    if (step >= 0) {
+      t_fwd += f0, t_force += f1, t_bwd += f2, t_opt += f3;
+      graphs += b.n_graphs;
+    }
+  }
+  const double total = t_fwd + t_force + t_bwd + t_opt;
+  std::printf("%-10s %-6s %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9lld\n", s.name, type.c_str(),
+              graphs / total, 1e3 * total / steps, 1e3 * t_fwd / steps, 1e3 * t_force / steps,
+              1e3 * t_bwd / steps, 1e3 * t_opt / steps, build_ms, (long long)batches[0].n_edges());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  at::set_num_threads(1);
+  const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
+  std::vector<std::string> types = ddgnn::known_layers();
+  if (argc > 2) {
+    types.clear();
+    std::stringstream ss(argv[2]);
+    for (std::string t; std::getline(ss, t, ',');) types.push_back(t);
+  }
+  const Shape a{"(a) sc27", 3, 1, 3.8, 0.19, 64, 5, 32, 4, 10, 8};
+  const Shape b{"(b) Cu108", 3, 4, 3.615, 0.1, 16, 0, 64, 3, 50, 64};
+  std::printf("one thread, float32, %d timed steps after 3 warm-up; ms per step by phase\n", steps);
+  std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
+              "forward", "forces", "backward", "adam", "build ms", "edges");
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (const auto& t : types) run(a, t, steps);
+  for (const auto& t : types) run(b, t, std::max(3, steps / 5));
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);
+  return 0;
+}
