@@ -10,7 +10,7 @@
 namespace ddgnn {
 
 GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
-                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype) {
+                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype, bool periodic) {
   const int64_t n_graphs = static_cast<int64_t>(ids.size());
   if (n_graphs == 0) throw Error("collate: empty batch");
   const bool has_forces = !block.forces.empty();
@@ -34,7 +34,7 @@ GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
     std::copy_n(block.pos.begin() + 3 * src, 3 * n, pos.begin() + 3 * dst);
     if (has_forces) std::copy_n(block.forces.begin() + 3 * src, 3 * n, forces.begin() + 3 * dst);
     std::copy_n(block.cell.begin() + 9 * id, 9, cells.begin() + 9 * g);
-    std::copy_n(block.pbc.begin() + 3 * id, 3, pbc.begin() + 3 * g);
+    if (periodic) std::copy_n(block.pbc.begin() + 3 * id, 3, pbc.begin() + 3 * g);
     energy[size_t(g)] = block.energy[id];
   }
   return make_batch(z.data(), pos.data(), offsets.data(), n_graphs, cells.data(), pbc.data(),

@@ -13,8 +13,10 @@ namespace ddgnn {
 
 // ids: indices into `block` (0-based, block-relative), any order, repeats allowed; the batch
 // keeps that order. dtype: the model's Float or Double. Targets: energy always, forces when the
-// block has them.
+// block has them. periodic = false treats every graph as non-periodic (HydraGNN's
+// periodic_boundary_conditions false: the cell is ignored).
 GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
-                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype);
+                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype,
+                   bool periodic = true);
 
 }  // namespace ddgnn

@@ -18,5 +18,9 @@ struct Command {
 Command add_convert_command(CLI::App& app);  // ddgnn convert in.extxyz... out.h5
 Command add_info_command(CLI::App& app);     // ddgnn info data.h5
 Command add_config_command(CLI::App& app);   // ddgnn config --config c.json [--set k=v]...
+#ifdef DDGNN_WITH_TORCH
+Command add_train_command(CLI::App& app);     // ddgnn train --config c.json [--set k=v]...
+Command add_evaluate_command(CLI::App& app);  // ddgnn evaluate --run DIR | --checkpoint FILE
+#endif
 
 }  // namespace ddgnn

@@ -320,6 +320,17 @@ std::vector<KeySpec> build_schema() {
           .def(0.0)
           .ge(0)
           .ddgnn_only());
+  add(key(train + "time_limit_s", T::kNumber,
+          "stop after the epoch during which this much wall time has passed, with a checkpoint "
+          "(0 = no limit), s")
+          .def(0.0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "eval_batch_size", T::kInt,
+          "graphs per batch when evaluating the validation and test splits (0 = batch_size)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
   add(key(train + "huber_delta", T::kNumber, "delta of the huber and smooth_l1 losses")
           .def(1.0)
           .gt(0)

@@ -39,9 +39,11 @@ int main(int argc, char** argv) {
   app.add_flag("--log-all-ranks", log.all_ranks, "every rank logs (default: rank 0 only)");
 
   std::vector<ddgnn::Command> commands = {
-      ddgnn::add_convert_command(app),
-      ddgnn::add_info_command(app),
+      ddgnn::add_convert_command(app), ddgnn::add_info_command(app),
       ddgnn::add_config_command(app),
+#ifdef DDGNN_WITH_TORCH
+      ddgnn::add_train_command(app),   ddgnn::add_evaluate_command(app),
+#endif
   };
 
   try {

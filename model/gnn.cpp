@@ -25,6 +25,8 @@ void check_gnn_spec(const GnnSpec& spec) {
   if (spec.num_conv_layers < 1) throw ConfigError("num_conv_layers: must be >= 1");
   if (spec.max_z < 1) throw ConfigError("max_z: must be >= 1");
   if (spec.layer.hidden_dim < 1) throw ConfigError("hidden_dim: must be >= 1");
+  if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
+    throw ConfigError("dropout: must be >= 0 and < 1");
   if (spec.heads.empty()) throw ConfigError("output_heads: the model has no head");
   if (spec.num_sharedlayers < 0 || spec.dim_sharedlayers < 1)
     throw ConfigError("output_heads.graph: num_sharedlayers must be >= 0, dim_sharedlayers >= 1");
@@ -77,6 +79,10 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
       conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
       mlp = make_mlp(prefix, f, {h.output_dim});
     }
+    if (spec.has_initial_bias) {
+      at::NoGradGuard no_grad;
+      mlp.layers.back()->bias.fill_(spec.initial_bias);
+    }
     m_heads.push_back(std::move(mlp));
     m_node_convs.push_back(std::move(conv));
   }
@@ -96,8 +102,10 @@ Gnn::Mlp Gnn::make_mlp(const std::string& prefix, int64_t in, const std::vector<
 at::Tensor Gnn::run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) const {
   for (size_t i = 0; i < mlp.layers.size(); ++i) {
     x = mlp.layers[i]->forward(x);
-    if (last_activation || i + 1 < mlp.layers.size())
+    if (last_activation || i + 1 < mlp.layers.size()) {
       x = apply_activation(m_spec.layer.activation, x);
+      if (m_spec.dropout > 0.0) x = at::dropout(x, m_spec.dropout, is_training());
+    }
   }
   return x;
 }

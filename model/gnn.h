@@ -46,6 +46,9 @@ struct GnnSpec {
   std::vector<int64_t> node_dim_headlayers = {50, 25};
   std::string node_head_type = "mlp";  // mlp | conv
   std::vector<HeadSpec> heads;
+  double dropout = 0.0;           // dropout probability after each hidden layer of the head MLPs
+  bool has_initial_bias = false;  // set the bias of each head's last Linear to initial_bias
+  double initial_bias = 0.0;
   bool interatomic_potential = false;  // energy = sum of a per-atom node head, F = -dE/dx
 };
 

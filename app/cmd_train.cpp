@@ -1,0 +1,73 @@
+// `ddgnn train --config c.json [--set KEY=VALUE]...` and `ddgnn evaluate`.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "app/config.h"
+#include "app/trainer.h"
+#include "core/error.h"
+
+namespace ddgnn {
+
+Command add_train_command(CLI::App& app) {
+  struct Options {
+    std::string config;
+    std::vector<std::string> overrides;
+    bool allow_unimplemented = false;
+    bool overwrite = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* sub =
+      app.add_subcommand("train", "Train a model as a run config says (outputs in Output.run_dir)");
+  sub->add_option("--config,-c", options->config, "the run config (JSON)")
+      ->type_name("FILE")
+      ->required();
+  sub->add_option("--set", options->overrides,
+                  "KEY=VALUE override, repeatable (e.g. --set Training.num_epoch=5)")
+      ->type_name("KEY=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--allow-unimplemented", options->allow_unimplemented,
+                "HydraGNN keys that ddgnn does not implement become warnings instead of errors");
+  sub->add_flag("--overwrite", options->overwrite,
+                "start afresh in an Output.run_dir that already holds a run (its checkpoints, "
+                "metrics.csv, events.jsonl and trace.json are removed)");
+  auto run = [options]() -> int {
+    ConfigOptions co;
+    co.allow_unimplemented = options->allow_unimplemented;
+    const Config config = load_config(options->config, options->overrides, co);
+    TrainOptions to;
+    to.overwrite = options->overwrite;
+    train(config, to);
+    return 0;
+  };
+  return {sub, run};
+}
+
+Command add_evaluate_command(CLI::App& app) {
+  auto o = std::make_shared<EvaluateOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "evaluate", "Predict with a trained model: extxyz and CSV predictions and the error table");
+  sub->add_option("--checkpoint", o->checkpoint, "a checkpoint file (*.pt)")->type_name("FILE");
+  sub->add_option("--run", o->run_dir,
+                  "a run directory: uses its checkpoints/best.pt (else the latest)")
+      ->type_name("DIR");
+  sub->add_option("--data", o->data, "dataset (default: the one the run trained on)")
+      ->type_name("FILE.h5");
+  sub->add_option("--split", o->split, "test, validate, train, or all graphs of the file")
+      ->capture_default_str();
+  sub->add_option("--out", o->out, "output folder (default: <run>/eval_<split>)")->type_name("DIR");
+  sub->add_option("--batch-size", o->batch_size, "graphs per batch (default: the run's)");
+  auto run = [o]() -> int {
+    if (o->checkpoint.empty() == o->run_dir.empty())
+      throw ConfigError("ddgnn evaluate: give exactly one of --checkpoint FILE and --run DIR",
+                        "e.g. ddgnn evaluate --run runs/cu_eam_schnet");
+    evaluate(*o);
+    return 0;
+  };
+  return {sub, run};
+}
+
+}  // namespace ddgnn

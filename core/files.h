@@ -1,0 +1,20 @@
+// Files that are either complete or absent: write to a temporary name in the same folder, fsync,
+// rename over the target, fsync the folder. A crash (even SIGKILL) at any point leaves the old
+// file or the new one, never a half-written one.
+#pragma once
+
+#include <string>
+
+namespace ddgnn {
+
+// "<path>.tmp.<pid>": the temporary name used for `path` (same folder, so rename is atomic).
+std::string temporary_name(const std::string& path);
+
+// fsync(tmp), rename(tmp, path), fsync(folder of path). On failure tmp is removed and an Error
+// names both paths.
+void commit_file(const std::string& tmp, const std::string& path);
+
+// Writes `content` to `path` atomically (temporary_name, then commit_file). Creates the folder.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace ddgnn

@@ -1,0 +1,425 @@
+// End to end through the `ddgnn` binary: train and evaluate on small Lennard-Jones datasets, the
+// run directory's files, resume after SIGKILL ending with bit-identical weights, same seed ->
+// identical metrics, and each bad input of issue 3 as one clear error line.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "app/checkpoint.h"
+#include "app/model_setup.h"
+#include "core/error.h"
+
+namespace ddgnn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::LjOptions;
+using testing::TempDir;
+using testing::write_lj_dataset;
+
+struct Result {
+  int code = -1;
+  bool killed = false;
+  std::string out;
+};
+
+Result run(const std::string& args, const std::string& env = "") {
+  Result r;
+  const std::string cmd = env + " " + std::string(DDGNN_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  // popen runs through sh: a child killed by a signal shows as exit 128 + signal.
+  r.killed = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) || r.code == 128 + SIGKILL;
+  return r;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+// A small SchNet interatomic potential on `data`, writing to `run_dir`.
+nlohmann::json small_config(const std::string& data, const std::string& run_dir) {
+  return nlohmann::json::parse(R"({
+    "Dataset": {"path": ")" + data +
+                               R"("},
+    "NeuralNetwork": {
+      "Architecture": {
+        "mpnn_type": "SchNet", "hidden_dim": 8, "num_conv_layers": 2, "radius": 5.0,
+        "num_gaussians": 8, "num_filters": 8, "activation_function": "ssp",
+        "enable_interatomic_potential": true, "force_weight": 10.0,
+        "output_heads": {"node": {"num_headlayers": 1, "dim_headlayers": [8]}}
+      },
+      "Variables_of_interest": {
+        "output_names": ["energy"], "output_index": [0], "type": ["node"], "output_dim": [1]
+      },
+      "Training": {
+        "num_epoch": 4, "batch_size": 4, "perc_train": 0.6, "seed": 3,
+        "Optimizer": {"type": "Adam", "learning_rate": 0.003},
+        "Scheduler": {"type": "ReduceLROnPlateau", "patience": 0, "factor": 0.5}
+      }
+    },
+    "Runtime": {"intra_op_threads": 1},
+    "Output": {"run_dir": ")" + run_dir +
+                               R"(", "trace_steps": 5, "keep_checkpoints": 10}
+  })");
+}
+
+std::string write_config(const TempDir& dir, const std::string& name, const nlohmann::json& c) {
+  const std::string path = dir.file(name);
+  std::ofstream(path) << c.dump(2);
+  return path;
+}
+
+// Parameters of a checkpoint, loaded into a model built from its own record.
+std::vector<at::Tensor> checkpoint_parameters(const std::string& path) {
+  const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
+  Gnn gnn(setup.spec);
+  gnn.to(setup.dtype);
+  load_checkpoint_model(path, gnn);
+  std::vector<at::Tensor> out;
+  for (const auto& p : gnn.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// metrics.csv without the timing columns (they differ between runs).
+std::vector<std::string> metric_values(const std::string& csv) {
+  const auto rows = lines(read_text(csv));
+  std::vector<std::string> header;
+  std::stringstream hs(rows.at(0));
+  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
+  std::vector<std::string> out;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    std::stringstream ss(rows[r]);
+    size_t k = 0;
+    std::string kept;
+    for (std::string c; std::getline(ss, c, ','); ++k)
+      if (k < header.size() && (header[k].find("loss") != std::string::npos ||
+                                header[k].find("mev") != std::string::npos || header[k] == "lr"))
+        kept += c + ",";
+    out.push_back(kept);
+  }
+  return out;
+}
+
+TEST(Train, RunDirectoryThenEvaluate) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string run_dir = dir.file("run");
+  const std::string cfg = write_config(dir, "c.json", small_config(dir.file("lj.h5"), run_dir));
+  const Result r = run("train -c " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The plain log: baseline once, one line per epoch with train/validate/test errors.
+  EXPECT_NE(r.out.find("baseline (mean energy per atom, zero forces)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 4/4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("meV/Å"), std::string::npos);
+
+  const auto csv = lines(read_text(run_dir + "/metrics.csv"));
+  ASSERT_EQ(csv.size(), 5u);  // header + 4 epochs
+  for (const char* col : {"epoch,lr,train_loss,validate_loss,test_loss", "test_force_mae_mev_a",
+                          "load_s", "graph_s", "forward_s", "backward_s", "optimizer_s"})
+    EXPECT_NE(csv[0].find(col), std::string::npos) << col;
+  EXPECT_EQ(csv[4].rfind("4,", 0), 0u);
+
+  // The loss went down: last train loss below the first.
+  auto loss_at = [&](size_t row) { return std::stod(csv[row].substr(csv[row].find(',', 2) + 1)); };
+  EXPECT_LT(loss_at(4), loss_at(1));
+
+  // events.jsonl: every line parses; the run's story is there.
+  std::vector<std::string> events;
+  for (const auto& l : lines(read_text(run_dir + "/events.jsonl")))
+    events.push_back(nlohmann::json::parse(l).at("event"));
+  EXPECT_EQ(events.front(), "run_start");
+  EXPECT_EQ(events.back(), "run_end");
+  EXPECT_NE(std::find(events.begin(), events.end(), "baseline"), events.end());
+  EXPECT_EQ(std::count(events.begin(), events.end(), "epoch"), 4);
+
+  // trace.json: Chrome trace events of 5 steps with the phases.
+  const auto trace = nlohmann::json::parse(read_text(run_dir + "/trace.json"));
+  int forward = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") {
+      EXPECT_GE(e.at("dur").get<double>(), 0.0);
+      forward += e.at("name") == "forward";
+    }
+  EXPECT_EQ(forward, 5);
+  // Resolved config and checkpoints.
+  EXPECT_EQ(nlohmann::json::parse(read_text(run_dir + "/config.resolved.json"))
+                .at("NeuralNetwork")
+                .at("Training")
+                .at("batch_size"),
+            4);
+  EXPECT_TRUE(fs::exists(run_dir + "/checkpoints/best.pt"));
+  EXPECT_TRUE(fs::exists(run_dir + "/checkpoints/epoch_00004.pt"));
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+
+  // evaluate: the test split (20% of 40 = 8 graphs), files and the error table.
+  const Result ev = run("evaluate --run " + run_dir);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_NE(ev.out.find("energy"), std::string::npos);
+  const std::string out = run_dir + "/eval_test";
+  const auto errors = nlohmann::json::parse(read_text(out + "/errors.json"));
+  EXPECT_EQ(errors.at("graphs"), 8);
+  EXPECT_GT(errors.at("forces").at("mae_mev_a").get<double>(), 0.0);
+  EXPECT_EQ(lines(read_text(out + "/energies.csv")).size(), 9u);
+  EXPECT_EQ(lines(read_text(out + "/forces.csv")).size(), 1u + 8u * 6u);
+  // The predictions file is valid extxyz: ddgnn converts it, with pred_forces as a column.
+  const Result conv = run("convert " + out + "/predictions.extxyz " + dir.file("pred.h5") +
+                          " --extra-columns pred_forces");
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  Dataset pred(dir.file("pred.h5"));
+  EXPECT_EQ(pred.n_graphs(), 8);
+  EXPECT_TRUE(pred.has_forces());
+  // Re-evaluating gives the same figures.
+  EXPECT_EQ(run("evaluate --run " + run_dir + " --out " + dir.file("again")).code, 0);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("again") + "/errors.json")).at("forces"),
+            errors.at("forces"));
+}
+
+TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string a = dir.file("a"), b = dir.file("b");
+  ASSERT_EQ(run("train -c " + write_config(dir, "a.json", small_config(dir.file("lj.h5"), a))).code,
+            0);
+  // 24 training graphs, batch 4: 6 steps per epoch. Killed in the middle of epoch 3.
+  const std::string cb = write_config(dir, "b.json", small_config(dir.file("lj.h5"), b));
+  const Result killed = run("train -c " + cb, "DDGNN_DEBUG_SIGKILL_AT_STEP=15");
+  ASSERT_TRUE(killed.killed) << killed.code << killed.out;
+  EXPECT_FALSE(fs::exists(b + "/checkpoints/epoch_00003.pt"));
+  ASSERT_TRUE(fs::exists(b + "/checkpoints/epoch_00002.pt"));
+  const Result resumed = run("train -c " + cb + " --set Training.continue=1");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming"), std::string::npos);
+  const auto pa = checkpoint_parameters(a + "/checkpoints/epoch_00004.pt");
+  const auto pb = checkpoint_parameters(b + "/checkpoints/epoch_00004.pt");
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << "parameter " << i;
+  // metrics.csv reads as one continuous run, equal to the uninterrupted one.
+  EXPECT_EQ(metric_values(a + "/metrics.csv"), metric_values(b + "/metrics.csv"));
+}
+
+TEST(Train, SameSeedGivesBitIdenticalMetrics) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("a"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  ASSERT_EQ(run("train -c " + write_config(dir, "a.json", c)).code, 0);
+  c["Output"]["run_dir"] = dir.file("b");
+  ASSERT_EQ(run("train -c " + write_config(dir, "b.json", c)).code, 0);
+  const auto ma = metric_values(dir.file("a") + "/metrics.csv");
+  EXPECT_EQ(ma.size(), 2u);
+  EXPECT_EQ(ma, metric_values(dir.file("b") + "/metrics.csv"));
+  // Another seed: other numbers.
+  c["NeuralNetwork"]["Training"]["seed"] = 4;
+  c["Output"]["run_dir"] = dir.file("c");
+  ASSERT_EQ(run("train -c " + write_config(dir, "c.json", c)).code, 0);
+  EXPECT_NE(ma, metric_values(dir.file("c") + "/metrics.csv"));
+}
+
+TEST(Train, MultiHeadWithAnExtraColumnAndDirectForces) {
+  TempDir dir;
+  LjOptions o;
+  o.charges = true;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  auto& arch = c["NeuralNetwork"]["Architecture"];
+  arch["enable_interatomic_potential"] = false;
+  arch["task_weights"] = {1.0, 1.0, 0.5};
+  c["NeuralNetwork"]["Variables_of_interest"] = {{"output_names", {"energy", "forces", "charges"}},
+                                                 {"output_index", {0, 0, 1}},
+                                                 {"type", {"graph", "node", "node"}},
+                                                 {"output_dim", {1, 3, 1}}};
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string header = lines(read_text(dir.file("run") + "/metrics.csv")).at(0);
+  EXPECT_NE(header.find("test_charges_mae"), std::string::npos) << header;
+  EXPECT_NE(header.find("test_force_mae_mev_a"), std::string::npos) << header;
+}
+
+// ---- bad input: one line, exit 1 ----
+
+void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+}
+
+TEST(TrainBadInput, HeadTheDataLacks) {
+  TempDir dir;
+  LjOptions o;
+  o.forces = false;
+  write_lj_dataset(dir.file("noforces.h5"), o);
+  const nlohmann::json c = small_config(dir.file("noforces.h5"), dir.file("run"));
+  expect_error(run("train -c " + write_config(dir, "c.json", c)), "has no forces");
+  nlohmann::json d = c;
+  d["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = false;
+  d["NeuralNetwork"]["Variables_of_interest"]["output_names"] = {"charges"};
+  expect_error(run("train -c " + write_config(dir, "d.json", d)), "'charges' is not in the data");
+  // Energies only is fine once the force term is off.
+  nlohmann::json e = c;
+  e["NeuralNetwork"]["Architecture"]["force_weight"] = 0.0;
+  e["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  EXPECT_EQ(run("train -c " + write_config(dir, "e.json", e)).code, 0);
+}
+
+TEST(TrainBadInput, RadiusNotPositive) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string cfg =
+      write_config(dir, "c.json", small_config(dir.file("lj.h5"), dir.file("r")));
+  expect_error(run("train -c " + cfg + " --set Architecture.radius=0"), "radius");
+  expect_error(run("train -c " + cfg + " --set Architecture.radius=-2"), "radius");
+  EXPECT_FALSE(fs::exists(dir.file("r") + "/checkpoints"));
+}
+
+TEST(TrainBadInput, GraphWithOneAtomAndNoNeighbour) {
+  TempDir dir;
+  LjOptions o;
+  o.single_atom_frame = 0;  // lands in some split; every split is checked
+  o.n_frames = 10;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  expect_error(run("train -c " +
+                   write_config(dir, "c.json", small_config(dir.file("lj.h5"), dir.file("r")))),
+               "graph 0: atom 0 (Z=10) is the graph's only atom and has no neighbour");
+}
+
+// A lone atom in a periodic cell smaller than the cutoff is not isolated: its periodic images
+// are its neighbours (a one-atom bulk crystal). It trains, and its predicted force is zero by
+// symmetry; the same atom in a cell larger than the cutoff has no neighbour: an error.
+TEST(TrainBadInput, LoneAtomInPeriodicCells) {
+  TempDir dir;
+  auto write = [&](const std::string& path, double a) {
+    DatasetWriter w(path, WriterOptions{});
+    for (int k = 0; k < 10; ++k) {
+      Frame f;
+      f.z = {18};
+      f.pos = {0.1 * k, 0.2, 0.3};
+      f.has_cell = true;
+      const double s = a * (1.0 + 0.01 * k);
+      f.cell = {s, 0, 0, 0, s, 0, 0, 0, s};
+      f.pbc = {true, true, true};
+      f.has_energy = true;
+      f.energy = -1.5 + 0.01 * k;
+      f.forces = {0, 0, 0};
+      w.add(f, "frame");
+    }
+    w.commit();
+  };
+  write(dir.file("small.h5"), 3.5);
+  nlohmann::json c = small_config(dir.file("small.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Architecture"]["periodic_boundary_conditions"] = true;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result ok = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const Result ev = run("evaluate --run " + dir.file("r") + " --split all");
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto f = lines(read_text(dir.file("r") + "/eval_all/forces.csv"));
+  ASSERT_EQ(f.size(), 11u);
+  for (size_t i = 1; i < f.size(); ++i) {
+    std::stringstream ss(f[i]);
+    std::vector<double> v;
+    for (std::string cell; std::getline(ss, cell, ',');) v.push_back(std::stod(cell));
+    for (int k = 6; k < 9; ++k) EXPECT_NEAR(v[size_t(k)], 0.0, 1e-5) << f[i];
+  }
+  write(dir.file("large.h5"), 6.0);
+  c["Dataset"]["path"] = dir.file("large.h5");
+  c["Output"]["run_dir"] = dir.file("r2");
+  expect_error(run("train -c " + write_config(dir, "d.json", c)), "no neighbour within the radius");
+}
+
+TEST(TrainBadInput, CheckpointOfAnotherShapeOrDtype) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const std::string cfg = write_config(dir, "c.json", c);
+  ASSERT_EQ(run("train -c " + cfg).code, 0);
+  expect_error(run("train -c " + cfg +
+                   " --set Training.continue=1 --set Training.num_epoch=2 "
+                   "--set Architecture.hidden_dim=16"),
+               "hidden_dim: 8 vs 16");
+  expect_error(run("train -c " + cfg +
+                   " --set Training.continue=1 --set Training.num_epoch=2 "
+                   "--set Training.precision=fp64"),
+               "precision: \"fp32\" vs \"fp64\"");
+  // Below the record: a float64 model never takes float32 tensors (LibTorch would, silently).
+  const std::string ck = dir.file("r") + "/checkpoints/epoch_00001.pt";
+  ModelSetup setup = model_setup_from_json(read_checkpoint_record(ck).at("model"));
+  Gnn f64(setup.spec);
+  f64.to(at::kDouble);
+  try {
+    load_checkpoint_model(ck, f64);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("float32 in the checkpoint but float64 in the model"),
+              std::string::npos)
+        << e.what();
+  }
+  GnnSpec wider = setup.spec;
+  wider.layer.hidden_dim = 9;
+  Gnn other(wider);
+  try {
+    load_checkpoint_model(ck, other);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+  }
+  // Not a checkpoint at all.
+  std::ofstream(dir.file("junk.pt")) << "junk";
+  expect_error(run("evaluate --checkpoint " + dir.file("junk.pt")), "not a checkpoint");
+}
+
+TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "SGD"}, {"learning_rate", 1e12}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  expect_error(r, "the loss is ");
+  EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learning_rate"), std::string::npos) << r.out;
+}
+
+TEST(TrainBadInput, RunDirectoryAndResumeMistakes) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const std::string cfg = write_config(dir, "c.json", c);
+  expect_error(run("train -c " + cfg + " --set Training.continue=1"), "no checkpoint to resume");
+  ASSERT_EQ(run("train -c " + cfg).code, 0);
+  expect_error(run("train -c " + cfg), "already holds a run");
+  EXPECT_EQ(run("train -c " + cfg + " --overwrite").code, 0);
+  expect_error(
+      run("train -c " + cfg + " --set Dataset.path=" + dir.file("none.h5") + " --overwrite"),
+      "no such file");
+}
+
+}  // namespace
+}  // namespace ddgnn

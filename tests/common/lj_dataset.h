@@ -1,0 +1,90 @@
+// Small datasets with exact labels for end-to-end tests of `ddgnn train`: clusters (or periodic
+// cells) of argon-like (Z=18) and neon-like (Z=10) atoms under a Lennard-Jones potential
+// (energy and analytic forces), plus a per-species offset so that reference energies matter.
+// Written with the real DatasetWriter.
+#pragma once
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "loader/frame.h"
+
+namespace ddgnn::testing {
+
+struct LjOptions {
+  int n_frames = 40;
+  int n_atoms = 6;
+  unsigned seed = 1;
+  bool forces = true;          // store forces
+  bool periodic = false;       // cubic cell of side `cell`, pbc on all axes
+  double cell = 7.0;           // Å
+  bool charges = false;        // an extra per-atom column "charges" (a smooth function of pos)
+  int single_atom_frame = -1;  // this frame holds one atom only (no neighbours)
+};
+
+// LJ energy (eV) and forces (eV/Å) of `f`, minimum image when periodic; epsilon 0.0104 eV,
+// sigma 3.4 Å, with per-species offsets -1.5 eV (Z=18) and -0.7 eV (Z=10).
+inline void lj_label(Frame& f, bool periodic, double cell) {
+  const double eps = 0.0104, sig = 3.4;
+  const size_t n = f.n_atoms();
+  f.forces.assign(3 * n, 0.0);
+  double e = 0.0;
+  for (size_t i = 0; i < n; ++i) e += f.z[i] == 18 ? -1.5 : -0.7;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      double d[3], r2 = 0;
+      for (int c = 0; c < 3; ++c) {
+        d[c] = f.pos[3 * j + c] - f.pos[3 * i + c];
+        if (periodic) d[c] -= cell * std::round(d[c] / cell);
+        r2 += d[c] * d[c];
+      }
+      const double s6 = std::pow(sig * sig / r2, 3);
+      e += 4 * eps * (s6 * s6 - s6);
+      const double dEdr_over_r = 4 * eps * (-12 * s6 * s6 + 6 * s6) / r2;
+      for (int c = 0; c < 3; ++c) {
+        f.forces[3 * i + c] += dEdr_over_r * d[c];
+        f.forces[3 * j + c] -= dEdr_over_r * d[c];
+      }
+    }
+  f.energy = e;
+  f.has_energy = true;
+}
+
+inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
+  std::mt19937 rng(o.seed);
+  std::uniform_real_distribution<double> u(-0.35, 0.35);
+  WriterOptions wo;
+  if (o.charges) wo.extra_columns = {"charges"};
+  DatasetWriter w(path, wo);
+  for (int k = 0; k < o.n_frames; ++k) {
+    Frame f;
+    const int n = k == o.single_atom_frame ? 1 : o.n_atoms;
+    for (int i = 0; i < n; ++i) {
+      f.z.push_back(i % 3 == 0 ? 10 : 18);
+      // atoms on a 3.7 Å grid, displaced
+      const double base[3] = {3.7 * (i % 2), 3.7 * ((i / 2) % 2), 3.7 * (i / 4)};
+      for (int c = 0; c < 3; ++c) f.pos.push_back(base[c] + 0.5 + u(rng));
+    }
+    if (o.periodic) {
+      f.has_cell = true;
+      f.cell = {o.cell, 0, 0, 0, o.cell, 0, 0, 0, o.cell};
+      f.pbc = {true, true, true};
+    }
+    lj_label(f, o.periodic, o.cell);
+    if (!o.forces) f.forces.clear();
+    if (o.charges) {
+      ExtraColumn q{"charges", 1, {}};
+      for (int i = 0; i < n; ++i)
+        q.values.push_back(0.1 * std::sin(f.pos[3 * i]) + (f.z[i] == 10 ? 0.2 : -0.1));
+      f.extra.push_back(q);
+    }
+    w.add(f, path + ":" + std::to_string(k));
+  }
+  w.note_source("lj_dataset.h", o.n_frames);
+  w.commit();
+}
+
+}  // namespace ddgnn::testing
