@@ -337,9 +337,10 @@ std::vector<KeySpec> build_schema() {
           .ddgnn_only());
   add(section(train + "Scheduler", "Learning-rate schedule (HydraGNN's fixed ReduceLROnPlateau).")
           .ddgnn_only());
-  add(key(train + "Scheduler.type", T::kEnum, "schedule on the validation loss")
+  add(key(train + "Scheduler.type", T::kEnum,
+          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every epoch")
           .def("ReduceLROnPlateau")
-          .one_of({"ReduceLROnPlateau", "none"})
+          .one_of({"ReduceLROnPlateau", "ExponentialLR", "none"})
           .ddgnn_only());
   add(key(train + "Scheduler.factor", T::kNumber, "learning rate × factor on a plateau")
           .def(0.5)
@@ -349,6 +350,11 @@ std::vector<KeySpec> build_schema() {
   add(key(train + "Scheduler.patience", T::kInt, "epochs without improvement before reducing")
           .def(5)
           .ge(0)
+          .ddgnn_only());
+  add(key(train + "Scheduler.gamma", T::kNumber, "ExponentialLR: learning rate × gamma per epoch")
+          .def(0.99)
+          .gt(0)
+          .le(1)
           .ddgnn_only());
   add(key(train + "Scheduler.min_lr", T::kNumber, "lower bound of the learning rate")
           .def(1e-5)

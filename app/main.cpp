@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "comm/mpi.h"
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -27,6 +28,7 @@ int report(const std::exception& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
   CLI::App app{
       "ddgnn: distributed training of multi-headed graph neural networks for atomistic "
       "energies and forces"};

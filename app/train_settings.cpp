@@ -160,7 +160,9 @@ TrainSettings train_settings(const Config& c) {
   s.weight_decay =
       get_or<double>(c, kTrain + "Optimizer.weight_decay", s.optimizer == "AdamW" ? 0.01 : 0.0);
   s.grad_clip = c.get<double>(kTrain + "grad_clip");
-  s.scheduler = c.get<std::string>(kTrain + "Scheduler.type") == "ReduceLROnPlateau";
+  const std::string schedule = c.get<std::string>(kTrain + "Scheduler.type");
+  s.scheduler = schedule == "ReduceLROnPlateau";
+  if (schedule == "ExponentialLR") s.exponential_gamma = c.get<double>(kTrain + "Scheduler.gamma");
   s.plateau.factor = c.get<double>(kTrain + "Scheduler.factor");
   s.plateau.patience = c.get<int>(kTrain + "Scheduler.patience");
   s.plateau.min_lr = c.get<double>(kTrain + "Scheduler.min_lr");

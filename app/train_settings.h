@@ -61,7 +61,8 @@ struct TrainSettings {
 
   std::string optimizer = "AdamW";
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
-  bool scheduler = true;
+  bool scheduler = true;           // ReduceLROnPlateau
+  double exponential_gamma = 0.0;  // ExponentialLR: lr × gamma after every epoch (0 = off)
   PlateauOptions plateau;
   bool early_stopping = false;
   int patience = 10;

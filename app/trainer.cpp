@@ -812,6 +812,8 @@ nlohmann::json Trainer::run_impl() {
     }
     bool reduced = false;
     if (m_plateau) reduced = m_plateau->step(val_loss);
+    if (m_s.exponential_gamma > 0.0)  // the lr lives in the optimizer state: resumes exactly
+      set_lr(*m_opt, std::max(m_s.plateau.min_lr, get_lr(*m_opt) * m_s.exponential_gamma));
     const bool stop_early = m_early && m_early->step(val_loss);
     const double elapsed = m_elapsed_before + seconds(m_t_start, Clock::now());
     const bool out_of_time = m_s.time_limit_s > 0 && elapsed >= m_s.time_limit_s;
