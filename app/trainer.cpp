@@ -707,6 +707,9 @@ nlohmann::json Trainer::run_impl() {
         "version",
         "set Runtime.device to \"cpu\" or \"auto\"");
   if (const char* k = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")) m_kill_at_step = std::atoll(k);
+  if (m_config.sources.count("Output.log_level") &&
+      m_config.sources.at("Output.log_level") != "default")
+    spdlog::set_level(spdlog::level::from_str(m_config.get<std::string>("Output.log_level")));
   const int threads =
       m_s.threads > 0 ? int(m_s.threads) : int(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);

@@ -261,6 +261,57 @@ TEST(Train, MultiHeadWithAnExtraColumnAndDirectForces) {
   EXPECT_NE(header.find("test_force_mae_mev_a"), std::string::npos) << header;
 }
 
+TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 12;
+  write_lj_dataset(dir.file("train.h5"), o);
+  o.seed = 2;
+  o.n_frames = 5;
+  write_lj_dataset(dir.file("val.h5"), o);
+  o.seed = 3;
+  o.n_frames = 7;
+  write_lj_dataset(dir.file("test.h5"), o);
+  nlohmann::json c = small_config("", dir.file("run"));
+  c["Dataset"]["path"] = {{"train", dir.file("train.h5")},
+                          {"validate", dir.file("val.h5")},
+                          {"test", dir.file("test.h5")}};
+  c["Output"]["keep_checkpoints"] = 2;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 5;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("12/5/7 graphs train/validate/test"), std::string::npos) << r.out;
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(dir.file("run") + "/checkpoints"))
+    kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"best.pt", "epoch_00004.pt", "epoch_00005.pt"}));
+  // evaluate --split test reads the run's test file.
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_EQ(
+      nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json")).at("graphs"), 7);
+  // A time limit stops after the epoch in which it passed, with a checkpoint and an event.
+  c["Output"]["run_dir"] = dir.file("timed");
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 1e-6;
+  ASSERT_EQ(run("train -c " + write_config(dir, "t.json", c)).code, 0);
+  EXPECT_EQ(lines(read_text(dir.file("timed") + "/metrics.csv")).size(), 2u);
+  EXPECT_TRUE(fs::exists(dir.file("timed") + "/checkpoints/epoch_00001.pt"));
+  EXPECT_NE(read_text(dir.file("timed") + "/events.jsonl").find("\"event\":\"time_limit\""),
+            std::string::npos);
+  // Early stopping: a learning rate far too large stops improving the validation loss.
+  c["Output"]["run_dir"] = dir.file("early");
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 0;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 50;
+  c["NeuralNetwork"]["Training"]["EarlyStopping"] = true;
+  c["NeuralNetwork"]["Training"]["patience"] = 2;
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.5}};
+  const Result early = run("train -c " + write_config(dir, "e.json", c));
+  ASSERT_EQ(early.code, 0) << early.out;
+  EXPECT_NE(early.out.find("early stopping"), std::string::npos) << early.out;
+  EXPECT_LT(lines(read_text(dir.file("early") + "/metrics.csv")).size(), 10u);
+}
+
 // ---- bad input: one line, exit 1 ----
 
 void expect_error(const Result& r, const std::string& needle) {
