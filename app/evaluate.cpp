@@ -15,6 +15,7 @@
 #include "app/trainer.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/threads.h"
 #include "loader/elements.h"
 #include "loader/split.h"
 #include "model/metrics.h"
@@ -53,7 +54,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const std::string ckpt = find_checkpoint(o);
   const nlohmann::json record = read_checkpoint_record(ckpt);
   const ModelSetup setup = model_setup_from_json(record.at("model"));
-  at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
   Gnn gnn(setup.spec);
   gnn.to(setup.dtype);
   load_checkpoint_model(ckpt, gnn);

@@ -29,6 +29,7 @@
 #include "app/train_settings.h"
 #include "comm/mpi.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/version.h"
 #include "loader/split.h"
 #include "model/metrics.h"
@@ -713,6 +714,7 @@ nlohmann::json Trainer::run_impl() {
   const int threads =
       m_s.threads > 0 ? int(m_s.threads) : int(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
+  set_blas_threads(threads);
   if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
 
   load_data();

@@ -4,9 +4,12 @@
 // up to 0.19 Å), radius 5 Å, max_neighbours 5, hidden 32, 4 layers, SchNet 10 Gaussians and 8
 // filters, node head 32→60→20→1, batch 64; (b) 108-atom fcc Cu (a = 3.615 Å, 0.1 Å
 // displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16.
-// usage: bench_train [steps=30] [types=all]   e.g. bench_train 30 SchNet,PAINN
+// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix]   e.g. bench_train 30
+// SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of each run as a Chrome trace of
+// LibTorch's autograd profiler, <prefix>.<type>.<shape>.json; timings then include its overhead).
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -14,6 +17,8 @@
 #include <random>
 #include <sstream>
 
+#include "core/alloc.h"
+#include "core/threads.h"
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/optim.h"
@@ -64,7 +69,7 @@ ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng) {
                            energy.data(), forces.data(), opt, at::kFloat);
 }
 
-void run(const Shape& s, const std::string& type, int steps) {
+void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix) {
   ddgnn::GnnSpec spec;
   spec.mpnn_type = type;
   spec.layer.hidden_dim = s.hidden;
@@ -88,7 +93,11 @@ void run(const Shape& s, const std::string& type, int steps) {
   const double build_ms = 1e3 * seconds_since(t_build) / 4;
   double t_fwd = 0, t_force = 0, t_bwd = 0, t_opt = 0;
   int64_t graphs = 0;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int step = -3; step < steps; ++step) {  // 3 warm-up steps
+    if (step == 0 && !trace_prefix.empty())
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(
+          trace_prefix + "." + type + "." + std::string(1, s.name[1]) + ".json");
     const ddgnn::GraphBatch& b = batches[size_t((step + 3) % 4)];
     auto t0 = Clock::now();
     at::Tensor pos = b.pos.clone().requires_grad_(true);
@@ -112,6 +121,7 @@ void run(const Shape& s, const std::string& type, int steps) {
       graphs += b.n_graphs;
     }
   }
+  profile.reset();
   const double total = t_fwd + t_force + t_bwd + t_opt;
   std::printf("%-10s %-6s %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9lld\n", s.name, type.c_str(),
               graphs / total, 1e3 * total / steps, 1e3 * t_fwd / steps, 1e3 * t_force / steps,
@@ -121,10 +131,14 @@ void run(const Shape& s, const std::string& type, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
   at::set_num_threads(1);
+  // One core means one BLAS thread too: OpenBLAS's idle workers otherwise spin in sched_yield
+  // (~15% of a SchNet step on 2 cores).
+  ddgnn::set_blas_threads(1);
   const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
   std::vector<std::string> types = ddgnn::known_layers();
-  if (argc > 2) {
+  if (argc > 2 && std::string(argv[2]) != "all") {
     types.clear();
     std::stringstream ss(argv[2]);
     for (std::string t; std::getline(ss, t, ',');) types.push_back(t);
@@ -135,8 +149,12 @@ int main(int argc, char** argv) {
   std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
               "forward", "forces", "backward", "adam", "build ms", "edges");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  for (const auto& t : types) run(a, t, steps);
-  for (const auto& t : types) run(b, t, std::max(3, steps / 5));
+  const std::string shapes = argc > 3 ? argv[3] : "ab";
+  const std::string trace = argc > 4 ? argv[4] : "";
+  if (shapes.find('a') != std::string::npos)
+    for (const auto& t : types) run(a, t, steps, trace);
+  if (shapes.find('b') != std::string::npos)
+    for (const auto& t : types) run(b, t, std::max(3, steps / 5), trace);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);

@@ -1,7 +1,9 @@
-// Activation functions by config name: one table from name to an elementwise ATen expression.
+// Activation functions by config name: one table from name to an elementwise ATen expression;
+// softplus and ssp are custom autograd functions with a cheap double backward.
 #include "model/activation.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
 #include <functional>
@@ -14,6 +16,41 @@ namespace ddgnn {
 namespace {
 
 using Fn = std::function<at::Tensor(const at::Tensor&)>;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// g * sigmoid(x), the derivative of softplus applied to g, as its own function: LibTorch's
+// softplus_backward has a slow double backward (a dozen ops, comparisons and where), this one
+// costs a sigmoid and two products. x, g: same shape.
+struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& g) {
+    const at::Tensor s = at::sigmoid(x);
+    ctx->save_for_backward({x, g, s});
+    return s * g;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &g = saved[1], &gg = grad[0];
+    // With create_graph the sigmoid is recomputed from x so that this backward is differentiable
+    // too (any order); otherwise the forward's value is reused.
+    const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
+    const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
+    return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(),
+            need_g ? gg * s : at::Tensor()};
+  }
+};
+
+// softplus(x) - shift with PyTorch's softplus (beta 1, threshold 20); backward SoftplusGrad.
+struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double shift) {
+    ctx->save_for_backward({x});
+    at::Tensor y = at::softplus(x);
+    return shift != 0.0 ? y.sub_(shift) : y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {SoftplusGrad::apply(ctx->get_saved_variables()[0], grad[0]), at::Tensor()};
+  }
+};
 
 const std::map<std::string, Fn>& table() {
   static const std::map<std::string, Fn> t = {
@@ -28,13 +65,17 @@ const std::map<std::string, Fn>& table() {
       {"gelu", [](const at::Tensor& x) { return at::gelu(x); }},
       {"tanh", [](const at::Tensor& x) { return at::tanh(x); }},
       {"sigmoid", [](const at::Tensor& x) { return at::sigmoid(x); }},
-      {"softplus", [](const at::Tensor& x) { return at::softplus(x); }},
-      {"ssp", [](const at::Tensor& x) { return at::softplus(x) - std::log(2.0); }},
+      {"softplus", [](const at::Tensor& x) { return ddgnn::softplus(x); }},
+      {"ssp", [](const at::Tensor& x) { return ShiftedSoftplus::apply(x, std::log(2.0)); }},
   };
   return t;
 }
 
 }  // namespace
+
+at::Tensor softplus(const at::Tensor& x) {
+  return ShiftedSoftplus::apply(x, 0.0);
+}
 
 std::vector<std::string> known_activations() {
   std::vector<std::string> names;

@@ -14,6 +14,11 @@ namespace ddgnn {
 // value; not learned). An unknown name is a ConfigError listing the known ones.
 at::Tensor apply_activation(const std::string& name, const at::Tensor& x);
 
+// softplus(x) = log(1 + e^x) (PyTorch's, threshold 20) as a custom autograd function whose
+// backward is sigmoid(x) * g and whose double backward is a few elementwise ops (LibTorch's own
+// softplus double backward is several times slower). x [any shape] -> same shape.
+at::Tensor softplus(const at::Tensor& x);
+
 // Throws ConfigError (listing the known names) when `name` is not a known activation.
 void check_activation(const std::string& name);
 

@@ -63,6 +63,9 @@ class EdgeGeometry {
   const at::Tensor& cosine_cutoff() const;
   // [n_edges, n] sin(k pi d / cutoff) / d, k = 1..n (DimeNet/PaiNN radial basis).
   const at::Tensor& bessel(int64_t n) const;
+  // [n_edges, n + 1]: bessel(n) * cosine_cutoff() in the first n columns, cosine_cutoff() in the
+  // last, so that (Linear(bessel) * cutoff) is one matmul with [weight | bias] (PaiNN's filter).
+  const at::Tensor& bessel_cutoff(int64_t n) const;
 
  private:
   at::Tensor m_vec, m_len, m_unit;

@@ -1,11 +1,13 @@
-// Segment sum (CSR over edges sorted by row) and gather as a pair of autograd functions whose
-// backward passes call each other.
+// Edge operations as autograd functions whose backward passes are made of each other: gather /
+// segment sum, the fused gather_mul_sum / gather_gather_dot and outer_sum / gather-contract
+// families, and edge_difference / its adjoint. Plain loops over edges, no index_add_.
 #include "model/segment.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -17,7 +19,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Plain segment sum of x [E, F] (rows in `order` when defined) into [N, F]; no autograd.
+// Plain segment sum of x [E, ...] into [N, ...] by s.index; no autograd.
 at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
   const at::Tensor x = x_in.contiguous();
   const int64_t e = x.size(0);
@@ -26,25 +28,38 @@ at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
   out_shape[0] = s.n_rows;
   at::Tensor out = at::zeros(out_shape, x.options());
   if (e == 0) return out;
-  const int64_t row_f = out.numel() / std::max<int64_t>(s.n_rows, 1);
-  const int64_t* ptr = s.ptr.data_ptr<int64_t>();
-  const int64_t* order = s.order.defined() ? s.order.data_ptr<int64_t>() : nullptr;
+  // Edges in their own order, each added to its row: x is read sequentially (the [E, F] tensor
+  // is the large one) and rows are small enough to stay in cache. A row's edges are summed in
+  // increasing edge order, as the stable CSR order would.
+  const int64_t* row = s.index.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "scatter_sum", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t n = 0; n < s.n_rows; ++n) {
-      scalar_t* dst = op + n * row_f;
-      for (int64_t k = ptr[n]; k < ptr[n + 1]; ++k) {
-        const scalar_t* src = xp + (order ? order[k] : k) * f;
-        for (int64_t c = 0; c < f; ++c) dst[c] += src[c];
-      }
+    for (int64_t k = 0; k < e; ++k) {
+      scalar_t* __restrict__ dst = op + row[k] * f;
+      const scalar_t* __restrict__ src = xp + k * f;
+      for (int64_t c = 0; c < f; ++c) dst[c] += src[c];
     }
   });
   return out;
 }
 
-at::Tensor gather_raw(const at::Tensor& y, const SegmentIndex& s) {
-  return y.index_select(0, s.index);
+at::Tensor gather_raw(const at::Tensor& y_in, const SegmentIndex& s) {
+  const at::Tensor y = y_in.contiguous();
+  const int64_t e_count = s.index.numel();
+  const int64_t f = y.size(0) > 0 ? y.numel() / y.size(0) : 0;
+  std::vector<int64_t> shape = y.sizes().vec();
+  shape[0] = e_count;
+  at::Tensor out = at::empty(shape, y.options());
+  if (e_count == 0 || f == 0) return out;
+  const int64_t* row = s.index.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "gather_rows", [&] {
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e)
+      std::copy(yp + row[e] * f, yp + (row[e] + 1) * f, op + e * f);
+  });
+  return out;
 }
 
 struct ScatterSum;
@@ -71,6 +86,268 @@ struct ScatterSum : public torch::autograd::Function<ScatterSum> {
 variable_list GatherRows::backward(AutogradContext* ctx, variable_list grad) {
   const auto* s = reinterpret_cast<const SegmentIndex*>(ctx->saved_data["s"].toInt());
   return {ScatterSum::apply(grad[0], s), at::Tensor()};
+}
+
+// Shape [n] + x.sizes()[1:].
+std::vector<int64_t> rows_shape(const at::Tensor& x, int64_t n) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = n;
+  return shape;
+}
+
+// gather_mul_sum without autograd: y [N_src, K, F] (K = 1 when 2-D), w [E, F].
+at::Tensor gather_mul_sum_raw(const at::Tensor& y_in, const at::Tensor& w_in,
+                              const SegmentIndex& src, const SegmentIndex& dst) {
+  const at::Tensor y = y_in.contiguous(), w = w_in.contiguous();
+  const int64_t f = w.size(1), kf = y.numel() / std::max<int64_t>(y.size(0), 1);
+  const int64_t k_dim = f > 0 ? kf / f : 0;
+  at::Tensor out = at::zeros(rows_shape(y, dst.n_rows), y.options());
+  if (w.size(0) == 0 || kf == 0) return out;
+  const int64_t* from = src.index.data_ptr<int64_t>();
+  const int64_t* to = dst.index.data_ptr<int64_t>();
+  const int64_t e_count = w.size(0);
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "gather_mul_sum", [&] {
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    const scalar_t* wp = w.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    // Edges in their own order (w, the large operand, is read sequentially); see segment_sum_raw.
+    for (int64_t e = 0; e < e_count; ++e) {
+      scalar_t* __restrict__ o = op + to[e] * kf;
+      const scalar_t* __restrict__ ys = yp + from[e] * kf;
+      const scalar_t* __restrict__ ws = wp + e * f;
+      for (int64_t c = 0; c < k_dim; ++c)
+        for (int64_t j = 0; j < f; ++j) o[c * f + j] += ys[c * f + j] * ws[j];
+    }
+  });
+  return out;
+}
+
+// gather_gather_dot without autograd: p, q [N, K, F] (K = 1 when 2-D) -> [E, F].
+at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
+                                 const SegmentIndex& a, const SegmentIndex& b) {
+  const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
+  const int64_t e_count = a.index.numel();
+  const int64_t f = p.size(p.dim() - 1), kf = p.numel() / std::max<int64_t>(p.size(0), 1);
+  const int64_t k_dim = f > 0 ? kf / f : 0;
+  at::Tensor out = at::zeros({e_count, f}, p.options());
+  if (e_count == 0 || kf == 0) return out;
+  const int64_t* ia = a.index.data_ptr<int64_t>();
+  const int64_t* ib = b.index.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "gather_gather_dot", [&] {
+    const scalar_t* pp = p.data_ptr<scalar_t>();
+    const scalar_t* qp = q.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* ps = pp + ia[e] * kf;
+      const scalar_t* qs = qp + ib[e] * kf;
+      scalar_t* o = op + e * f;
+      for (int64_t c = 0; c < k_dim; ++c)
+        for (int64_t j = 0; j < f; ++j) o[j] += ps[c * f + j] * qs[c * f + j];
+    }
+  });
+  return out;
+}
+
+// out[e] = y[from[e]] - y[to[e]] without autograd.
+at::Tensor edge_difference_raw(const at::Tensor& y_in, const SegmentIndex& from,
+                               const SegmentIndex& to) {
+  const at::Tensor y = y_in.contiguous();
+  const int64_t e_count = from.index.numel();
+  const int64_t f = y.numel() / std::max<int64_t>(y.size(0), 1);
+  at::Tensor out = at::empty(rows_shape(y, e_count), y.options());
+  const int64_t* i_from = from.index.data_ptr<int64_t>();
+  const int64_t* i_to = to.index.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "edge_difference", [&] {
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* a = yp + i_from[e] * f;
+      const scalar_t* b = yp + i_to[e] * f;
+      for (int64_t c = 0; c < f; ++c) op[e * f + c] = a[c] - b[c];
+    }
+  });
+  return out;
+}
+
+// outer_sum without autograd: a [E, F], u [E, K] -> [N, K, F].
+at::Tensor outer_sum_raw(const at::Tensor& a_in, const at::Tensor& u_in, const SegmentIndex& dst) {
+  const at::Tensor a = a_in.contiguous(), u = u_in.contiguous();
+  const int64_t f = a.size(1), k_dim = u.size(1);
+  at::Tensor out = at::zeros({dst.n_rows, k_dim, f}, a.options());
+  const int64_t* to = dst.index.data_ptr<int64_t>();
+  const int64_t e_count = a.size(0);
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "outer_sum", [&] {
+    const scalar_t* ap = a.data_ptr<scalar_t>();
+    const scalar_t* up = u.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {  // edges in their own order; see segment_sum_raw
+      scalar_t* __restrict__ o = op + to[e] * k_dim * f;
+      const scalar_t* __restrict__ as = ap + e * f;
+      for (int64_t c = 0; c < k_dim; ++c) {
+        const scalar_t uc = up[e * k_dim + c];
+        for (int64_t j = 0; j < f; ++j) o[c * f + j] += as[j] * uc;
+      }
+    }
+  });
+  return out;
+}
+
+// Gather g [N, K, F] to edges by dst and contract with b: over K when b is u [E, K] (-> [E, F]),
+// over F when b is a [E, F] (-> [E, K]), no autograd.
+at::Tensor gather_contract_raw(const at::Tensor& g_in, const at::Tensor& b_in,
+                               const SegmentIndex& dst, bool over_k) {
+  const at::Tensor g = g_in.contiguous(), b = b_in.contiguous();
+  const int64_t k_dim = g.size(1), f = g.size(2), e_count = dst.index.numel();
+  at::Tensor out = at::zeros({e_count, over_k ? f : k_dim}, g.options());
+  const int64_t* row = dst.index.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gather_contract", [&] {
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    const scalar_t* bp = b.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* gs = gp + row[e] * k_dim * f;
+      if (over_k) {  // out[e, f] = sum_k g[dst[e], k, f] u[e, k]
+        scalar_t* o = op + e * f;
+        for (int64_t c = 0; c < k_dim; ++c) {
+          const scalar_t uc = bp[e * k_dim + c];
+          for (int64_t j = 0; j < f; ++j) o[j] += gs[c * f + j] * uc;
+        }
+      } else {  // out[e, k] = sum_f g[dst[e], k, f] a[e, f]
+        const scalar_t* as = bp + e * f;
+        for (int64_t c = 0; c < k_dim; ++c) {
+          scalar_t acc = 0;
+          for (int64_t j = 0; j < f; ++j) acc += gs[c * f + j] * as[j];
+          op[e * k_dim + c] = acc;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+// Pointer to a SegmentIndex kept in an autograd context (the batch owns the index).
+const SegmentIndex* saved_index(AutogradContext* ctx, const char* key) {
+  return reinterpret_cast<const SegmentIndex*>(ctx->saved_data[key].toInt());
+}
+
+struct GatherGatherDot;
+
+struct GatherMulSum : public torch::autograd::Function<GatherMulSum> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const at::Tensor& w,
+                            const SegmentIndex* src, const SegmentIndex* dst) {
+    ctx->saved_data["src"] = reinterpret_cast<int64_t>(src);
+    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    ctx->save_for_backward({y, w});
+    return gather_mul_sum_raw(y, w, *src, *dst);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+struct GatherGatherDot : public torch::autograd::Function<GatherGatherDot> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& p, const at::Tensor& q,
+                            const SegmentIndex* a, const SegmentIndex* b) {
+    ctx->saved_data["a"] = reinterpret_cast<int64_t>(a);
+    ctx->saved_data["b"] = reinterpret_cast<int64_t>(b);
+    ctx->save_for_backward({p, q});
+    return gather_gather_dot_raw(p, q, *a, *b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const SegmentIndex *a = saved_index(ctx, "a"), *b = saved_index(ctx, "b");
+    // dp[n, k, f] = sum over e with a[e] == n of gg[e, f] q[b[e], k, f]; dq likewise.
+    return {ctx->needs_input_grad(0) ? GatherMulSum::apply(saved[1], grad[0], b, a) : at::Tensor(),
+            ctx->needs_input_grad(1) ? GatherMulSum::apply(saved[0], grad[0], a, b) : at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+variable_list GatherMulSum::backward(AutogradContext* ctx, variable_list grad) {
+  const auto saved = ctx->get_saved_variables();
+  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  // dy[m] = sum over e with src[e] == m of g[dst[e]] * w[e]; dw[e] = sum_k g[dst[e]] y[src[e]].
+  return {
+      ctx->needs_input_grad(0) ? GatherMulSum::apply(grad[0], saved[1], dst, src) : at::Tensor(),
+      ctx->needs_input_grad(1) ? GatherGatherDot::apply(grad[0], saved[0], dst, src) : at::Tensor(),
+      at::Tensor(), at::Tensor()};
+}
+
+// The outer_sum family: OuterSum(a, u) and GatherContract(g, b) over K (b = u) or F (b = a).
+struct OuterSum : public torch::autograd::Function<OuterSum> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& u,
+                            const SegmentIndex* dst) {
+    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    ctx->save_for_backward({a, u});
+    return outer_sum_raw(a, u, *dst);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+struct GatherContract : public torch::autograd::Function<GatherContract> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& b,
+                            const SegmentIndex* dst, bool over_k) {
+    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    ctx->saved_data["over_k"] = over_k;
+    ctx->save_for_backward({g, b});
+    return gather_contract_raw(g, b, *dst, over_k);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const SegmentIndex* dst = saved_index(ctx, "dst");
+    const bool over_k = ctx->saved_data["over_k"].toBool();
+    const at::Tensor &g = saved[0], &b = saved[1], &gg = grad[0];
+    at::Tensor dg, db;
+    if (over_k) {  // out[e, f] = sum_k g[dst e, k, f] u[e, k]
+      if (ctx->needs_input_grad(0)) dg = OuterSum::apply(gg, b, dst);
+      if (ctx->needs_input_grad(1)) db = GatherContract::apply(g, gg, dst, false);
+    } else {  // out[e, k] = sum_f g[dst e, k, f] a[e, f]
+      if (ctx->needs_input_grad(0)) dg = OuterSum::apply(b, gg, dst);
+      if (ctx->needs_input_grad(1)) db = GatherContract::apply(g, gg, dst, true);
+    }
+    return {dg, db, at::Tensor(), at::Tensor()};
+  }
+};
+
+variable_list OuterSum::backward(AutogradContext* ctx, variable_list grad) {
+  const auto saved = ctx->get_saved_variables();
+  const SegmentIndex* dst = saved_index(ctx, "dst");
+  // da[e, f] = sum_k g[dst e, k, f] u[e, k]; du[e, k] = sum_f g[dst e, k, f] a[e, f].
+  return {
+      ctx->needs_input_grad(0) ? GatherContract::apply(grad[0], saved[1], dst, true) : at::Tensor(),
+      ctx->needs_input_grad(1) ? GatherContract::apply(grad[0], saved[0], dst, false)
+                               : at::Tensor(),
+      at::Tensor()};
+}
+
+struct EdgeDifference;
+
+// g [E, ...] -> [N, ...]: segment sum over `from` minus segment sum over `to` (the adjoint of
+// edge_difference).
+struct EdgeDifferenceAdjoint : public torch::autograd::Function<EdgeDifferenceAdjoint> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const SegmentIndex* from,
+                            const SegmentIndex* to) {
+    ctx->saved_data["from"] = reinterpret_cast<int64_t>(from);
+    ctx->saved_data["to"] = reinterpret_cast<int64_t>(to);
+    return segment_sum_raw(g, *from).sub_(segment_sum_raw(g, *to));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+struct EdgeDifference : public torch::autograd::Function<EdgeDifference> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const SegmentIndex* from,
+                            const SegmentIndex* to) {
+    ctx->saved_data["from"] = reinterpret_cast<int64_t>(from);
+    ctx->saved_data["to"] = reinterpret_cast<int64_t>(to);
+    return edge_difference_raw(y, *from, *to);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {EdgeDifferenceAdjoint::apply(grad[0], saved_index(ctx, "from"), saved_index(ctx, "to")),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+variable_list EdgeDifferenceAdjoint::backward(AutogradContext* ctx, variable_list grad) {
+  return {EdgeDifference::apply(grad[0], saved_index(ctx, "from"), saved_index(ctx, "to")),
+          at::Tensor(), at::Tensor()};
 }
 
 }  // namespace
@@ -112,6 +389,33 @@ at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s) {
 
 at::Tensor scatter_sum(const at::Tensor& x, const SegmentIndex& s) {
   return ScatterSum::apply(x, &s);
+}
+
+at::Tensor gather_mul_sum(const at::Tensor& y, const at::Tensor& w, const SegmentIndex& src,
+                          const SegmentIndex& dst) {
+  if (w.dim() != 2 || w.size(0) != src.index.numel() || src.index.numel() != dst.index.numel() ||
+      y.dim() < 2 || y.size(y.dim() - 1) != w.size(1))
+    throw Error("gather_mul_sum: expected y [N, (K,) F], w [E, F] and two maps over the E edges");
+  return GatherMulSum::apply(y, w, &src, &dst);
+}
+
+at::Tensor gather_gather_dot(const at::Tensor& p, const at::Tensor& q, const SegmentIndex& a,
+                             const SegmentIndex& b) {
+  if (p.sizes() != q.sizes() || p.dim() < 2 || a.index.numel() != b.index.numel())
+    throw Error("gather_gather_dot: expected p, q of one shape [N, (K,) F] and two maps over E");
+  return GatherGatherDot::apply(p, q, &a, &b);
+}
+
+at::Tensor outer_sum(const at::Tensor& a, const at::Tensor& u, const SegmentIndex& dst) {
+  if (a.dim() != 2 || u.dim() != 2 || a.size(0) != u.size(0) || a.size(0) != dst.index.numel())
+    throw Error("outer_sum: expected a [E, F] and u [E, K] over the map's E edges");
+  return OuterSum::apply(a, u, &dst);
+}
+
+at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const SegmentIndex& to) {
+  if (from.index.numel() != to.index.numel() || y.dim() < 1)
+    throw Error("edge_difference: the two maps must cover the same edges");
+  return EdgeDifference::apply(y, &from, &to);
 }
 
 }  // namespace ddgnn

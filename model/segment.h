@@ -1,7 +1,9 @@
 // Gather and scatter-sum over edges as custom autograd functions, each the other's backward, so
-// that double backward (forces in the loss) works. Edges sorted by receiver make scatter a
-// contiguous segment sum; LibTorch 1.13's CPU index_add_ (index_select's backward) costs
-// ~0.4 ms a call at training sizes, which these avoid.
+// that double backward (forces in the loss) works, and fused edge operations of the same kind.
+// The kernels walk the [E, ...] operand in edge order (sequential reads of the large tensor) and
+// add into the small [N, ...] rows; a row's edges are summed in increasing edge order.
+// LibTorch 1.13's CPU index_select / index_add_ cost ~0.4 ms a call at training sizes, which
+// these avoid.
 // Shapes: N rows (atoms), E rows (edges), trailing dims flattened into F values per row.
 #pragma once
 
@@ -28,5 +30,29 @@ at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s);
 // out[n] = sum of x[e] over edges e with index[e] == n: [E, ...] -> [N, ...]. Differentiable to
 // any order.
 at::Tensor scatter_sum(const at::Tensor& x, const SegmentIndex& s);
+
+// Fused "gather, multiply by an edge weight, segment-sum" (SchNet's continuous-filter convolution,
+// PaiNN's vector messages): out[n, ..., f] = sum over edges e with dst[e] == n of
+// y[src[e], ..., f] * w[e, f]. y [N_src, F] or [N_src, K, F]; w [E, F]; out [dst.n_rows, (K,) F].
+// No [E, K, F] intermediate. Its backward is itself (roles of src and dst swapped) and
+// gather_gather_dot, whose backward is gather_mul_sum again: differentiable to any order.
+at::Tensor gather_mul_sum(const at::Tensor& y, const at::Tensor& w, const SegmentIndex& src,
+                          const SegmentIndex& dst);
+
+// out[e, f] = sum over k of p[a[e], k, f] * q[b[e], k, f]: p, q [N, F] or [N, K, F] (same shape)
+// -> [E, F]. Differentiable to any order (backward: gather_mul_sum).
+at::Tensor gather_gather_dot(const at::Tensor& p, const at::Tensor& q, const SegmentIndex& a,
+                             const SegmentIndex& b);
+
+// Segment sum of outer products: out[n, k, f] = sum over edges e with dst[e] == n of
+// a[e, f] * u[e, k]. a [E, F], u [E, K] -> [dst.n_rows, K, F] (e.g. PaiNN's and EGNN's
+// direction-weighted messages) with no [E, K, F] intermediate. Differentiable to any order (its
+// backward and their backwards are two "gather and contract" functions of the same family).
+at::Tensor outer_sum(const at::Tensor& a, const at::Tensor& u, const SegmentIndex& dst);
+
+// out[e] = y[from[e]] - y[to[e]]: [N, ...] -> [E, ...] (edge vectors without the periodic shift:
+// from = senders, to = receivers). Backward: segment sums over `from` minus over `to`; linear, so
+// differentiable to any order. No index_add_.
+at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const SegmentIndex& to);
 
 }  // namespace ddgnn

@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
 
@@ -25,10 +26,18 @@ class Cgcnn : public MessagePassing {
   NodeState forward(const NodeState& in, const GraphBatch& batch,
                     const EdgeGeometry& geometry) override {
     const at::Tensor& h = in.inv;
-    const at::Tensor z = at::cat({gather_rows(h, *batch.receivers), gather_rows(h, *batch.senders),
-                                  geometry.gaussians(m_num_gaussians)},
-                                 1);  // [n_edges, 2F + num_gaussians]
-    const at::Tensor msg = at::sigmoid(m_lin_f(z)) * at::softplus(m_lin_s(z));  // [n_edges, F]
+    // lin(z) with z = [h_i, h_j, e_ij] and lin's weight split by column block: the h parts are
+    // multiplied on atoms, then gathered to edges (same math, fewer flops, no [n_edges, 2F + G]
+    // concatenation).
+    const at::Tensor& e = geometry.gaussians(m_num_gaussians);  // [n_edges, num_gaussians]
+    const int64_t f = h.size(1);
+    const auto lin = [&](const torch::nn::Linear& l) {  // [n_edges, F]
+      const at::Tensor& w = l->weight;                  // [F, 2F + num_gaussians]
+      return gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), *batch.receivers) +
+             gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
+             at::addmm(l->bias, e, w.narrow(1, 2 * f, m_num_gaussians).t());
+    };
+    const at::Tensor msg = at::sigmoid(lin(m_lin_f)) * ddgnn::softplus(lin(m_lin_s));  // [., F]
     NodeState out;
     out.inv = h + scatter_sum(msg, *batch.receivers);
     return out;

@@ -41,15 +41,21 @@ class Egnn : public MessagePassing {
     const at::Tensor& h = in.inv;
     const at::Tensor& r = geometry.vec();                    // [n_edges, 3]
     const at::Tensor d2 = (r * r).sum(1, /*keepdim=*/true);  // [n_edges, 1]
-    const at::Tensor hi = gather_rows(h, *batch.receivers), hj = gather_rows(h, *batch.senders);
-    const at::Tensor m = act(m_edge2(act(m_edge1(at::cat({hi, hj, d2}, 1)))));  // [n_edges, F]
-    const at::Tensor agg = scatter_sum(m, *batch.receivers);                    // [n_atoms, F]
+    // edge1([h_i, h_j, d2]) with edge1's weight split by column block: the h parts are multiplied
+    // on atoms, then gathered to edges (same math, n_edges/n_atoms times fewer flops).
+    const int64_t f = h.size(1);
+    const at::Tensor& w1 = m_edge1->weight;  // [F, 2F + 1]
+    const at::Tensor pre = gather_rows(at::matmul(h, w1.narrow(1, 0, f).t()), *batch.receivers) +
+                           gather_rows(at::matmul(h, w1.narrow(1, f, f).t()), *batch.senders) +
+                           at::addmm(m_edge1->bias, d2, w1.narrow(1, 2 * f, 1).t());
+    const at::Tensor m = act(m_edge2(act(pre)));              // [n_edges, F]
+    const at::Tensor agg = scatter_sum(m, *batch.receivers);  // [n_atoms, F]
     NodeState out;
     out.inv = h + m_node2(act(m_node1(at::cat({h, agg}, 1))));
     if (m_equivariant) {
-      const at::Tensor phi = m_coord2(act(m_coord1(m)));  // [n_edges, F]
-      const at::Tensor dv = scatter_sum(r.unsqueeze(2) * phi.unsqueeze(1), *batch.receivers);
-      out.equiv = in.equiv.defined() ? in.equiv + dv : dv;  // [n_atoms, 3, F]
+      const at::Tensor phi = m_coord2(act(m_coord1(m)));          // [n_edges, F]
+      const at::Tensor dv = outer_sum(phi, r, *batch.receivers);  // sum_j r_ij phi(m_ij)
+      out.equiv = in.equiv.defined() ? in.equiv + dv : dv;        // [n_atoms, 3, F]
     }
     return out;
   }

@@ -39,17 +39,28 @@ class Painn : public MessagePassing {
     const at::Tensor& s = in.inv;
     const at::Tensor v = in.equiv.defined() ? in.equiv : at::zeros({s.size(0), 3, f}, s.options());
 
-    // Message block. phi(s) [n_atoms, 3F] on atoms, then to edges by sender j.
-    const at::Tensor phi = m_phi2(apply_activation(m_activation, m_phi1(s)));
-    const at::Tensor w = m_filter(geometry.bessel(m_num_radial)) *
-                         geometry.cosine_cutoff().unsqueeze(1);  // [n_edges, 3F]
-    const at::Tensor x = gather_rows(phi, *batch.senders) * w;   // [n_edges, 3F]
-    const at::Tensor g_vv = x.narrow(1, 0, f), g_vs = x.narrow(1, f, f),
-                     g_s = x.narrow(1, 2 * f, f);
-    const at::Tensor msg_v = gather_rows(v, *batch.senders) * g_vv.unsqueeze(1) +
-                             g_vs.unsqueeze(1) * geometry.unit().unsqueeze(2);  // [n_edges, 3, F]
-    const at::Tensor s1 = s + scatter_sum(g_s, *batch.receivers);
-    const at::Tensor v1 = v + scatter_sum(msg_v, *batch.receivers);
+    // Message block. phi(s) [n_atoms, 3F] on atoms, then to edges by sender j, times the filter
+    // w [n_edges, 3F]: x = phi_j * w split in three F-wide blocks (vv, vs, s). The filter's
+    // weight is split by row block instead of its output (no [n_edges, 3F] slice backward), and
+    // the edge products are summed into receivers by the fused segment ops (gather_mul_sum,
+    // outer_sum) without [n_edges, 3, F] intermediates: same math as
+    //   s1 = s + sum_j x_s,  v1 = v + sum_j (v_j * x_vv + x_vs * unit_ij).
+    const at::Tensor phi = m_phi2(apply_activation(m_activation, m_phi1(s)));  // [n_atoms, 3F]
+    // Filter block k, (rbf W_k^T + b_k) * cutoff = [rbf * cutoff, cutoff] [W_k | b_k]^T:
+    // [n_edges, F], one matmul on the memoised [n_edges, R + 1] basis.
+    const at::Tensor& rbf_cut = geometry.bessel_cutoff(m_num_radial);  // [n_edges, R + 1]
+    const at::Tensor &wf = m_filter->weight, &bf = m_filter->bias;     // [3F, R], [3F]
+    const auto filter = [&](int64_t k) {
+      return at::matmul(
+          rbf_cut, at::cat({wf.narrow(0, k * f, f), bf.narrow(0, k * f, f).unsqueeze(1)}, 1).t());
+    };
+    const at::Tensor phi_vv = phi.narrow(1, 0, f), phi_vs = phi.narrow(1, f, f),
+                     phi_s = phi.narrow(1, 2 * f, f);  // [n_atoms, F] each
+    const SegmentIndex &send = *batch.senders, &recv = *batch.receivers;
+    const at::Tensor s1 = s + gather_mul_sum(phi_s, filter(2), send, recv);
+    const at::Tensor x_vs = gather_rows(phi_vs, send) * filter(1);  // [n_edges, F]
+    const at::Tensor v1 = v + gather_mul_sum(v * phi_vv.unsqueeze(1), filter(0), send, recv) +
+                          outer_sum(x_vs, geometry.unit(), recv);  // [n_atoms, 3, F]
 
     // Update block. U v, V v [n_atoms, 3, F].
     const at::Tensor uv = m_u(v1), vv = m_v(v1);

@@ -2,10 +2,12 @@
 // it: messages M([h_i, h_j, e_ij]) (e_ij: Gaussian expansion of |r_ij|), aggregated by mean, min,
 // max, std, scaled by identity, amplification, attenuation; then post and lin Linears, residual.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "model/activation.h"
@@ -19,31 +21,37 @@ namespace {
 constexpr double kStdEps = 1e-5;  // std = sqrt(relu(E[x^2] - E[x]^2) + eps), as PyG
 
 // Max (take_max) or min over each receiver's edges of msg [n_edges, F] -> [n_atoms, F], 0 for
-// atoms with no edges. The extreme edge is found without autograd, then its value is gathered:
-// differentiable to any order (gather <-> scatter_add), exact except at ties.
+// atoms with no edges. The extreme edge is found without autograd (one pass over the CSR
+// segments, first edge wins ties as argmax does), then its value is gathered: differentiable to
+// any order (gather <-> scatter_add), exact except at ties.
 at::Tensor segment_extreme(const at::Tensor& msg, const SegmentIndex& recv, bool take_max) {
   const int64_t n = recv.n_rows, e = msg.size(0), f = msg.size(1);
   if (e == 0) return at::zeros({n, f}, msg.options());
-  at::Tensor edge;  // [n_atoms, F] int64, the chosen edge of every (atom, feature)
-  at::Tensor has_edge;
+  at::Tensor edge = at::zeros({n, f}, recv.ptr.options());  // the chosen edge of (atom, feature)
+  at::Tensor has_edge = at::empty({n, 1}, msg.options());
   {
-    at::NoGradGuard no_grad;
-    const at::Tensor starts = recv.ptr.narrow(0, 0, n);        // [n_atoms]
-    const at::Tensor deg = recv.ptr.narrow(0, 1, n) - starts;  // [n_atoms]
-    const int64_t max_deg = deg.max().item<int64_t>();
-    // Edges in receiver order: sorted position k holds edge order[k] (or k).
-    const at::Tensor sorted_msg =
-        recv.order.defined() ? msg.detach().index_select(0, recv.order) : msg.detach();
-    const at::Tensor sorted_row =
-        recv.order.defined() ? recv.index.index_select(0, recv.order) : recv.index;
-    const at::Tensor slot = at::arange(e, recv.ptr.options()) - starts.index_select(0, sorted_row);
-    const double fill = take_max ? -INFINITY : INFINITY;
-    at::Tensor dense = at::full({n, max_deg, f}, fill, msg.options());
-    dense.index_put_({sorted_row, slot}, sorted_msg);
-    const at::Tensor arg = take_max ? dense.argmax(1) : dense.argmin(1);  // [n_atoms, F] slots
-    edge = (starts.unsqueeze(1) + arg).clamp_max(e - 1);
-    if (recv.order.defined()) edge = recv.order.index_select(0, edge.reshape(-1)).view({n, f});
-    has_edge = (deg > 0).to(msg.scalar_type()).unsqueeze(1);  // [n_atoms, 1]
+    const at::Tensor x = msg.detach().contiguous();
+    const int64_t* ptr = recv.ptr.data_ptr<int64_t>();
+    const int64_t* order = recv.order.defined() ? recv.order.data_ptr<int64_t>() : nullptr;
+    int64_t* ep = edge.data_ptr<int64_t>();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "segment_extreme", [&] {
+      const scalar_t* xp = x.data_ptr<scalar_t>();
+      scalar_t* hp = has_edge.data_ptr<scalar_t>();
+      std::vector<scalar_t> best(static_cast<size_t>(f));
+      for (int64_t a = 0; a < n; ++a) {
+        hp[a] = ptr[a + 1] > ptr[a] ? scalar_t(1) : scalar_t(0);
+        int64_t* ea = ep + a * f;
+        for (int64_t k = ptr[a]; k < ptr[a + 1]; ++k) {
+          const int64_t edge_k = order ? order[k] : k;
+          const scalar_t* row = xp + edge_k * f;
+          for (int64_t c = 0; c < f; ++c) {
+            const bool better =
+                k == ptr[a] || (take_max ? row[c] > best[size_t(c)] : row[c] < best[size_t(c)]);
+            if (better) best[size_t(c)] = row[c], ea[c] = edge_k;
+          }
+        }
+      }
+    });
   }
   return at::gather(msg, 0, edge) * has_edge;
 }
@@ -100,10 +108,17 @@ class Pna : public MessagePassing {
                                     segment_extreme(msg, recv, /*take_max=*/true), std},
                                    1);  // [n_atoms, 4F]
     const at::Tensor log_deg = at::log(deg + 1.0);
-    const at::Tensor scaled =
-        at::cat({agg, agg * (log_deg / avg_log), agg * (avg_log / log_deg)}, 1);  // [., 12F]
+    // post([h, agg, agg * amp, agg * att]) with post's weight split by column block and the
+    // per-atom scalers applied after the matmul ((agg * a) W^T = a (agg W^T)): same math, no
+    // [n_atoms, 13F] concatenation (nor its slice backward in the force loss).
+    const at::Tensor& wp = m_post->weight;  // [F, 13F]
+    const auto block = [&](int64_t k) {
+      return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
+    };
+    const at::Tensor post = at::addmm(m_post->bias, h, wp.narrow(1, 0, f).t()) + block(0) +
+                            block(1) * (log_deg / avg_log) + block(2) * (avg_log / log_deg);
     NodeState out;
-    out.inv = h + m_lin(m_post(at::cat({h, scaled}, 1)));
+    out.inv = h + m_lin(post);
     return out;
   }
 

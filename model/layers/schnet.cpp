@@ -35,9 +35,10 @@ class SchNet : public MessagePassing {
     const at::Tensor& h = in.inv;
     const at::Tensor w =
         m_filter2(apply_activation("ssp", m_filter1(geometry.gaussians(m_num_gaussians)))) *
-        geometry.cosine_cutoff().unsqueeze(1);                          // [n_edges, num_filters]
-    const at::Tensor msg = gather_rows(m_lin1(h), *batch.senders) * w;  // [n_edges, num_filters]
-    const at::Tensor agg = scatter_sum(msg, *batch.receivers);          // [n_atoms, num_filters]
+        geometry.cosine_cutoff().unsqueeze(1);  // [n_edges, num_filters]
+    // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
+    const at::Tensor agg =
+        gather_mul_sum(m_lin1(h), w, *batch.senders, *batch.receivers);  // [n_atoms, num_filters]
     NodeState out;
     out.inv = h + m_lin3(apply_activation(m_activation, m_lin2(agg)));
     return out;

@@ -312,6 +312,29 @@ TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
   EXPECT_LT(lines(read_text(dir.file("early") + "/metrics.csv")).size(), 10u);
 }
 
+// Loader.atom_budget caps atoms per batch; drop_remainder drops the last short batch: the
+// "steps" column of metrics.csv counts optimizer steps per epoch (24 training graphs of 6 atoms).
+TEST(Train, AtomBudgetAndDropRemainder) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  auto steps = [&](const std::string& name, const std::string& sets) {
+    nlohmann::json c = small_config(dir.file("lj.h5"), dir.file(name));
+    c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+    const Result r = run("train -c " + write_config(dir, name + ".json", c) + " " + sets);
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto rows = lines(read_text(dir.file(name) + "/metrics.csv"));
+    std::stringstream hs(rows.at(0)), vs(rows.at(1));
+    std::string h, v;
+    while (std::getline(hs, h, ',') && std::getline(vs, v, ','))
+      if (h == "steps") return std::stoi(v);
+    return -1;
+  };
+  EXPECT_EQ(steps("plain", ""), 6);
+  EXPECT_EQ(steps("budget", "--set Loader.atom_budget=12"), 12);
+  EXPECT_EQ(steps("keep", "--set Training.batch_size=5"), 5);
+  EXPECT_EQ(steps("drop", "--set Training.batch_size=5 --set Loader.drop_remainder=true"), 4);
+}
+
 // ---- bad input: one line, exit 1 ----
 
 void expect_error(const Result& r, const std::string& needle) {
