@@ -21,10 +21,11 @@ using torch::autograd::variable_list;
 
 // g * sigmoid(x), the derivative of softplus applied to g, as its own function: LibTorch's
 // softplus_backward has a slow double backward (a dozen ops, comparisons and where), this one
-// costs a sigmoid and two products. x, g: same shape.
+// costs two products. x, g, s = sigmoid(x) (computed once, by the forward of ShiftedSoftplus, and
+// not differentiated through): same shape.
 struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& g) {
-    const at::Tensor s = at::sigmoid(x);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& g,
+                            const at::Tensor& s) {
     ctx->save_for_backward({x, g, s});
     return s * g;
   }
@@ -35,20 +36,24 @@ struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
     // too (any order); otherwise the forward's value is reused.
     const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
     const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
-    return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(),
-            need_g ? gg * s : at::Tensor()};
+    return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(), need_g ? gg * s : at::Tensor(),
+            at::Tensor()};
   }
 };
 
-// softplus(x) - shift with PyTorch's softplus (beta 1, threshold 20); backward SoftplusGrad.
+// softplus(x) - shift with PyTorch's softplus (beta 1, threshold 20); backward SoftplusGrad. The
+// sigmoid is computed here, once: the force pass and the loss's backward both use it.
 struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double shift) {
     ctx->save_for_backward({x});
+    ctx->saved_data["sigmoid"] = at::sigmoid(x);
     at::Tensor y = at::softplus(x);
     return shift != 0.0 ? y.sub_(shift) : y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {SoftplusGrad::apply(ctx->get_saved_variables()[0], grad[0]), at::Tensor()};
+    return {SoftplusGrad::apply(ctx->get_saved_variables()[0], grad[0],
+                                ctx->saved_data["sigmoid"].toTensor()),
+            at::Tensor()};
   }
 };
 

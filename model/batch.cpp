@@ -5,8 +5,11 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 
@@ -18,34 +21,108 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Gaussians of d [E] at centres mu [n]: exp(max(coeff (d - mu)^2, -80)) [E, n] (coeff < 0).
-at::Tensor gaussians_raw(const at::Tensor& d, const at::Tensor& mu, double coeff) {
-  const at::Tensor x = d.unsqueeze(1) - mu.unsqueeze(0);
-  return x.mul(x).mul_(coeff).clamp_min_(-80.0).exp_();
+// The three kernels below are single passes over [E, n] (one exp per element) in place
+// of chains of ~5-15 elementwise ATen ops; they run without autograd. d [E], mu [n], g and the
+// outputs [E, n] or [E], all contiguous and of one dtype. G = exp(max(c x^2, -80)), x = d - mu.
+template <typename T>
+inline T clamped_gaussian(T c, T x) {
+  return std::exp(std::max(c * x * x, T(-80)));
+}
+
+// Forward of Gaussians: G [E, n].
+at::Tensor gaussians_fused(const at::Tensor& d_in, const at::Tensor& mu_in, double coeff) {
+  const at::Tensor d = d_in.contiguous(), mu = mu_in.contiguous();
+  const int64_t e_count = d.size(0), n = mu.size(0);
+  at::Tensor out = at::empty({e_count, n}, d.options());
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gaussians", [&] {
+    const scalar_t *dp = d.data_ptr<scalar_t>(), *mp = mu.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    const scalar_t c = scalar_t(coeff);
+    for (int64_t e = 0; e < e_count; ++e)
+      for (int64_t k = 0; k < n; ++k) op[e * n + k] = clamped_gaussian(c, dp[e] - mp[k]);
+  });
+  return out;
+}
+
+// Forward of GaussianGrad: dd[e] = 2c sum_k g[e, k] G[e, k] x[e, k]  ([E]); G [E, n] given.
+at::Tensor gaussian_grad_fused(const at::Tensor& d_in, const at::Tensor& g_in,
+                               const at::Tensor& mu_in, const at::Tensor& gauss_in, double coeff) {
+  const at::Tensor d = d_in.contiguous(), g = g_in.contiguous(), mu = mu_in.contiguous(),
+                   gauss = gauss_in.contiguous();
+  const int64_t e_count = d.size(0), n = mu.size(0);
+  at::Tensor out = at::empty({e_count}, d.options());
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gaussian_grad", [&] {
+    const scalar_t *dp = d.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>(),
+                   *mp = mu.data_ptr<scalar_t>(), *gs = gauss.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      scalar_t acc = 0;
+      for (int64_t k = 0; k < n; ++k) acc += gp[e * n + k] * gs[e * n + k] * (dp[e] - mp[k]);
+      op[e] = scalar_t(2 * coeff) * acc;
+    }
+  });
+  return out;
+}
+
+// Backward of GaussianGrad given gg = dL/d(dd) [E] and G [E, n]: dL/dg [E, n] = gg 2c G x and
+// dL/dd [E] = sum_k g (dL/dg 2c x + gg 2c G).
+std::pair<at::Tensor, at::Tensor> gaussian_grad_backward_fused(
+    const at::Tensor& d_in, const at::Tensor& g_in, const at::Tensor& mu_in,
+    const at::Tensor& gauss_in, const at::Tensor& gg_in, double coeff) {
+  const at::Tensor d = d_in.contiguous(), g = g_in.contiguous(), mu = mu_in.contiguous(),
+                   gauss_all = gauss_in.contiguous(), gg = gg_in.contiguous();
+  const int64_t e_count = d.size(0), n = mu.size(0);
+  at::Tensor dg = at::empty({e_count, n}, d.options()), dd = at::empty({e_count}, d.options());
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gaussian_grad_backward", [&] {
+    const scalar_t *dp = d.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>(),
+                   *mp = mu.data_ptr<scalar_t>(), *ggp = gg.data_ptr<scalar_t>(),
+                   *gs = gauss_all.data_ptr<scalar_t>();
+    scalar_t *dgp = dg.data_ptr<scalar_t>(), *ddp = dd.data_ptr<scalar_t>();
+    const scalar_t c2 = scalar_t(2 * coeff);
+    for (int64_t e = 0; e < e_count; ++e) {
+      scalar_t acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const scalar_t x = dp[e] - mp[k];
+        const scalar_t gauss = gs[e * n + k];
+        const scalar_t v = ggp[e] * gauss * c2 * x;
+        dgp[e * n + k] = v;
+        acc += gp[e * n + k] * (v * c2 * x + ggp[e] * gauss * c2);
+      }
+      ddp[e] = acc;
+    }
+  });
+  return {dd, dg};
 }
 
 // dL/dd [E] from g = dL/dG [E, n]: sum_k g G 2 coeff (d - mu_k), as one autograd function (the
 // chain of the elementwise ops above costs ~15 [E, n] tensors in the force loss). Where the
 // exponent is clamped G is e^-80 and so is this term (the clamp's own derivative, 0, differs by
-// less than 1e-33). Its backward is made of plain differentiable ops (any order).
+// less than 1e-33). G [E, n] is the Gaussians' forward value, reused and not differentiated
+// through (d carries the dependence). Its backward is one fused pass when no graph is recorded
+// (the training step's loss.backward()), and plain differentiable ops otherwise (any order).
 struct GaussianGrad : public torch::autograd::Function<GaussianGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& d, const at::Tensor& g,
-                            const at::Tensor& mu, double coeff) {
-    ctx->save_for_backward({d, g, mu});
+                            const at::Tensor& mu, const at::Tensor& gauss, double coeff) {
+    ctx->save_for_backward({d, g, mu, gauss});
     ctx->saved_data["coeff"] = coeff;
-    const at::Tensor x = d.unsqueeze(1) - mu.unsqueeze(0);  // [E, n]
-    return (gaussians_raw(d, mu, coeff).mul_(x).mul_(g)).sum(1).mul_(2.0 * coeff);
+    return gaussian_grad_fused(d, g, mu, gauss, coeff);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &d = saved[0], &g = saved[1], &mu = saved[2];
     const double coeff = ctx->saved_data["coeff"].toDouble();
-    const at::Tensor x = d.unsqueeze(1) - mu.unsqueeze(0);
-    const at::Tensor gauss = at::exp(at::clamp_min(coeff * x * x, -80.0));
-    const at::Tensor gg = grad[0].unsqueeze(1);            // [E, 1]
-    const at::Tensor dg = gg * gauss * (2.0 * coeff) * x;  // [E, n]
-    const at::Tensor dd = (g * dg * (2.0 * coeff * x) + g * gg * gauss * (2.0 * coeff)).sum(1);
+    at::Tensor dd, dg;
+    if (!at::GradMode::is_enabled()) {
+      std::tie(dd, dg) = gaussian_grad_backward_fused(d, g, mu, saved[3], grad[0], coeff);
+    } else {
+      const at::Tensor x = d.unsqueeze(1) - mu.unsqueeze(0);
+      const at::Tensor gauss = at::exp(at::clamp_min(coeff * x * x, -80.0));
+      const at::Tensor gg = grad[0].unsqueeze(1);  // [E, 1]
+      dg = gg * gauss * (2.0 * coeff) * x;         // [E, n]
+      dd = (g * dg * (2.0 * coeff * x) + g * gg * gauss * (2.0 * coeff)).sum(1);
+    }
     return {ctx->needs_input_grad(0) ? dd : at::Tensor(),
-            ctx->needs_input_grad(1) ? dg : at::Tensor(), at::Tensor(), at::Tensor()};
+            ctx->needs_input_grad(1) ? dg : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -54,12 +131,18 @@ struct Gaussians : public torch::autograd::Function<Gaussians> {
                             double coeff) {
     ctx->save_for_backward({d, mu});
     ctx->saved_data["coeff"] = coeff;
-    return gaussians_raw(d, mu, coeff);
+    at::Tensor out = gaussians_fused(d, mu, coeff);
+    // A view without autograd metadata (storing the output itself would make a reference cycle
+    // through its grad_fn); nothing writes to the memoised Gaussians in place.
+    ctx->saved_data["gauss"] = out.detach();
+    return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto saved = ctx->get_saved_variables();
     const double coeff = ctx->saved_data["coeff"].toDouble();
-    return {GaussianGrad::apply(saved[0], grad[0], saved[1], coeff), at::Tensor(), at::Tensor()};
+    return {GaussianGrad::apply(saved[0], grad[0], saved[1], ctx->saved_data["gauss"].toTensor(),
+                                coeff),
+            at::Tensor(), at::Tensor()};
   }
 };
 

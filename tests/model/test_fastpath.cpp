@@ -228,6 +228,28 @@ TEST(FastPath, EdgeGeometryMatchesPlainFormulas) {
   expect_same_to_second_order(fast, ref, {b.pos.to(at::kDouble)}, "edge geometry");
 }
 
+// The Gaussians' fused kernels serve values and the first two derivatives; a third derivative
+// (a graph recorded through the second) takes their plain-ops path: checked against the formula.
+TEST(FastPath, GaussiansToThirdOrder) {
+  const GraphBatch b = testing::batch_of({testing::methanol()}, 3.0);
+  const double cutoff = 3.0, spacing = cutoff / 5.0;
+  const auto third = [&](bool fast) {
+    const at::Tensor pos = b.pos.to(at::kDouble).detach().clone().requires_grad_(true);
+    at::Tensor gauss;
+    if (fast) {
+      gauss = EdgeGeometry(b, pos, cutoff).gaussians(6);
+    } else {
+      const at::Tensor len = edge_vectors(pos, b.edge_index, b.edge_shift).norm(2, 1).unsqueeze(1);
+      gauss = at::exp(-0.5 * (len - at::linspace(0.0, cutoff, 6, at::kDouble)).pow(2) /
+                      (spacing * spacing));
+    }
+    const at::Tensor g1 = torch::autograd::grad({weighted(gauss, 0.3)}, {pos}, {}, true, true)[0];
+    const at::Tensor g2 = torch::autograd::grad({weighted(g1 * g1, 0.7)}, {pos}, {}, true, true)[0];
+    return torch::autograd::grad({weighted(g2 * g2, 1.3)}, {pos}, {}, false, false)[0];
+  };
+  expect_close(third(true), third(false), "gaussians third derivative");
+}
+
 // PaiNN's message block rewritten on fused ops (filter split by rows, gather_mul_sum,
 // outer_sum): against the plain-ops layer as it was written before, with non-zero input vectors
 // (the trunk's second and later layers), to second order in positions, features and vectors.
