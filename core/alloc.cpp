@@ -1,20 +1,29 @@
 // glibc malloc tuning (see alloc.h): large tensor buffers stay in the heap between steps.
 #include "core/alloc.h"
 
+#include <cstdlib>  // defines __GLIBC__ (through <features.h>) where glibc is the C library
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 namespace ddgnn {
 
-void tune_allocator() {
+bool tune_allocator() {
 #if defined(__GLIBC__)
-  constexpr int kMmapThreshold = 1 << 30;  // bytes: blocks below this come from the heap
-  constexpr int kTrimThreshold = 1 << 30;  // bytes of free heap top kept before trimming
-  constexpr int kTopPad = 256 << 20;       // bytes added to every heap extension
-  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
-  mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
-  mallopt(M_TOP_PAD, kTopPad);
+  // glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2 (32 MiB on 64-bit) and returns 0;
+  // every one of these calls also switches off glibc's dynamic threshold, so a refused threshold
+  // would leave the default 128 KiB in force for good: every tensor above it mmapped, faulted in
+  // page by page and unmapped again on every step. Hence the largest accepted value, checked.
+  constexpr int kMmapThreshold = 32 << 20;  // bytes: blocks below this come from the heap
+  constexpr int kTrimThreshold = 1 << 30;   // bytes of free heap top kept before trimming
+  constexpr int kTopPad = 64 << 20;         // bytes added to every heap extension
+  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 &&
+                  mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1 &&
+                  mallopt(M_TOP_PAD, kTopPad) == 1;
+  return ok;
+#else
+  return false;
 #endif
 }
 

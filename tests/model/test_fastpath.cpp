@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <malloc.h>
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -394,12 +396,18 @@ TEST(FastPath, EveryModelTrainsOneStepWithFiniteForcesAndGradients) {
   }
 }
 
-TEST(FastPath, TuneAllocatorKeepsAllocationsWorking) {
-  tune_allocator();
-  tune_allocator();  // idempotent
+// glibc accepts the settings, and tensors of 1 and 16 MB then come from the heap, not from mmap
+// (an mmapped block is faulted in page by page on every step).
+TEST(FastPath, TuneAllocatorKeepsTensorBuffersInTheHeap) {
+  ASSERT_TRUE(tune_allocator());
+  ASSERT_TRUE(tune_allocator());  // idempotent
   for (int i = 0; i < 3; ++i) {
+    const size_t mmapped_before = mallinfo2().hblks;
+    at::Tensor mid = at::ones({1 << 18}, at::kFloat);  // 1 MB
     at::Tensor big = at::ones({1 << 22}, at::kFloat);  // 16 MB
+    EXPECT_EQ(mallinfo2().hblks, mmapped_before) << "a tensor buffer was mmapped";
     EXPECT_EQ(big.sum().item<float>(), float(1 << 22));
+    EXPECT_EQ(mid.sum().item<float>(), float(1 << 18));
   }
 }
 
