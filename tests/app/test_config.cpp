@@ -508,14 +508,14 @@ TEST(ConfigCommand, ValidatesPrintsAndWrites) {
   const std::string config = std::string(DDGNN_SOURCE_DIR) + "/configs/cu_eam_schnet.json";
   const std::string written = (dir.path / "resolved.json").string();
   std::string out;
-  EXPECT_EQ(run_config_command({"--config", config, "--set", "Training.batch_size=4", "--set",
+  EXPECT_EQ(run_config_command({"--config", config, "--set", "Training.batch_size=6", "--set",
                                 "Loader.backend=rma", "--write", written},
                                out),
             0);
   EXPECT_HAS(out, "NeuralNetwork.Training.batch_size");
   EXPECT_HAS(out, "--set");
   EXPECT_HAS(out, "wrote " + written);
-  EXPECT_EQ(load_config(written, {}, kStrict).get<int>("Training.batch_size"), 4);
+  EXPECT_EQ(load_config(written, {}, kStrict).get<int>("Training.batch_size"), 6);  // file: 4
 }
 
 TEST(ConfigCommand, AllowUnimplementedPrintsWarnings) {
