@@ -129,8 +129,9 @@ at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
   const int64_t e_count = a.index.numel();
   const int64_t f = p.size(p.dim() - 1), kf = p.numel() / std::max<int64_t>(p.size(0), 1);
   const int64_t k_dim = f > 0 ? kf / f : 0;
-  at::Tensor out = at::zeros({e_count, f}, p.options());
-  if (e_count == 0 || kf == 0) return out;
+  if (e_count == 0 || kf == 0) return at::zeros({e_count, f}, p.options());
+  // Every element is written (the first k term assigns): no zero fill of the [E, F] output.
+  at::Tensor out = at::empty({e_count, f}, p.options());
   const int64_t* ia = a.index.data_ptr<int64_t>();
   const int64_t* ib = b.index.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "gather_gather_dot", [&] {
@@ -141,7 +142,8 @@ at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
       const scalar_t* ps = pp + ia[e] * kf;
       const scalar_t* qs = qp + ib[e] * kf;
       scalar_t* o = op + e * f;
-      for (int64_t c = 0; c < k_dim; ++c)
+      for (int64_t j = 0; j < f; ++j) o[j] = ps[j] * qs[j];
+      for (int64_t c = 1; c < k_dim; ++c)
         for (int64_t j = 0; j < f; ++j) o[j] += ps[c * f + j] * qs[c * f + j];
     }
   });
@@ -198,7 +200,9 @@ at::Tensor gather_contract_raw(const at::Tensor& g_in, const at::Tensor& b_in,
                                const SegmentIndex& dst, bool over_k) {
   const at::Tensor g = g_in.contiguous(), b = b_in.contiguous();
   const int64_t k_dim = g.size(1), f = g.size(2), e_count = dst.index.numel();
-  at::Tensor out = at::zeros({e_count, over_k ? f : k_dim}, g.options());
+  // Every element is written when k_dim > 0 (over K, the first k term assigns): no zero fill.
+  at::Tensor out = k_dim > 0 ? at::empty({e_count, over_k ? f : k_dim}, g.options())
+                             : at::zeros({e_count, over_k ? f : k_dim}, g.options());
   const int64_t* row = dst.index.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gather_contract", [&] {
     const scalar_t* gp = g.data_ptr<scalar_t>();
@@ -210,7 +214,10 @@ at::Tensor gather_contract_raw(const at::Tensor& g_in, const at::Tensor& b_in,
         scalar_t* o = op + e * f;
         for (int64_t c = 0; c < k_dim; ++c) {
           const scalar_t uc = bp[e * k_dim + c];
-          for (int64_t j = 0; j < f; ++j) o[j] += gs[c * f + j] * uc;
+          if (c == 0)
+            for (int64_t j = 0; j < f; ++j) o[j] = gs[j] * uc;
+          else
+            for (int64_t j = 0; j < f; ++j) o[j] += gs[c * f + j] * uc;
         }
       } else {  // out[e, k] = sum_f g[dst[e], k, f] a[e, f]
         const scalar_t* as = bp + e * f;
