@@ -46,7 +46,8 @@ struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
 struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double shift) {
     ctx->save_for_backward({x});
-    ctx->saved_data["sigmoid"] = at::sigmoid(x);
+    // Only a graph that will be differentiated needs it (not evaluation under NoGradGuard).
+    if (x.requires_grad()) ctx->saved_data["sigmoid"] = at::sigmoid(x);
     at::Tensor y = at::softplus(x);
     return shift != 0.0 ? y.sub_(shift) : y;
   }
