@@ -94,8 +94,8 @@ std::pair<at::Tensor, at::Tensor> gaussian_grad_backward_fused(
   return {dd, dg};
 }
 
-// dL/dd [E] from g = dL/dG [E, n]: sum_k g G 2 coeff (d - mu_k), as one autograd function (the
-// chain of the elementwise ops above costs ~15 [E, n] tensors in the force loss). Where the
+// dL/dd [E] from g = dL/dG [E, n]: sum_k g G 2 coeff (d - mu_k), as one autograd function (as
+// a chain of elementwise ATen ops it cost ~15 [E, n] tensors in the force loss). Where the
 // exponent is clamped G is e^-80 and so is this term (the clamp's own derivative, 0, differs by
 // less than 1e-33). G [E, n] is the Gaussians' forward value, reused and not differentiated
 // through (d carries the dependence). Its backward is one fused pass when no graph is recorded
