@@ -10,10 +10,16 @@
 #include <map>
 
 #include "core/error.h"
+#include "model/kernels.h"
 
 namespace ddgnn {
 
 namespace {
+
+// The fused float32 CPU kernels apply (model/kernels.h); other dtypes and devices use ATen.
+bool fast_float(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+}
 
 using Fn = std::function<at::Tensor(const at::Tensor&)>;
 using torch::autograd::AutogradContext;
@@ -36,6 +42,19 @@ struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
     // too (any order); otherwise the forward's value is reused.
     const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
     const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
+    if (!at::GradMode::is_enabled() && fast_float(gg) && fast_float(g) && fast_float(s) &&
+        fast_float(x) && gg.sizes() == g.sizes() && s.sizes() == g.sizes() &&
+        x.sizes() == g.sizes()) {
+      const at::Tensor ggc = gg.contiguous(), gc = g.contiguous(), sc = s.contiguous(),
+                       xc = x.contiguous();
+      at::Tensor gx = need_x ? at::empty_like(gc) : at::Tensor();
+      at::Tensor gs = need_g ? at::empty_like(gc) : at::Tensor();
+      kernels::softplus_grad_backward(ggc.data_ptr<float>(), gc.data_ptr<float>(),
+                                      xc.data_ptr<float>(), sc.data_ptr<float>(),
+                                      need_x ? gx.data_ptr<float>() : nullptr,
+                                      need_g ? gs.data_ptr<float>() : nullptr, gc.numel());
+      return {gx, gs, at::Tensor()};
+    }
     return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(), need_g ? gg * s : at::Tensor(),
             at::Tensor()};
   }
@@ -47,7 +66,18 @@ struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double shift) {
     ctx->save_for_backward({x});
     // Only a graph that will be differentiated needs it (not evaluation under NoGradGuard).
-    if (x.requires_grad()) ctx->saved_data["sigmoid"] = at::sigmoid(x);
+    const bool need_sigmoid = x.requires_grad();
+    if (fast_float(x)) {
+      const at::Tensor xc = x.contiguous();
+      at::Tensor y = at::empty_like(xc);
+      at::Tensor s = need_sigmoid ? at::empty_like(xc) : at::Tensor();
+      kernels::softplus_sigmoid(xc.data_ptr<float>(), y.data_ptr<float>(),
+                                need_sigmoid ? s.data_ptr<float>() : nullptr, xc.numel(),
+                                static_cast<float>(shift));
+      if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
+      return y;
+    }
+    if (need_sigmoid) ctx->saved_data["sigmoid"] = at::sigmoid(x);
     at::Tensor y = at::softplus(x);
     return shift != 0.0 ? y.sub_(shift) : y;
   }

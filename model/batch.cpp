@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "model/kernels.h"
 
 namespace ddgnn {
 
@@ -34,6 +35,11 @@ at::Tensor gaussians_fused(const at::Tensor& d_in, const at::Tensor& mu_in, doub
   const at::Tensor d = d_in.contiguous(), mu = mu_in.contiguous();
   const int64_t e_count = d.size(0), n = mu.size(0);
   at::Tensor out = at::empty({e_count, n}, d.options());
+  if (d.scalar_type() == at::kFloat) {  // vectorised exp (model/kernels.h)
+    kernels::gaussians(d.data_ptr<float>(), mu.data_ptr<float>(), out.data_ptr<float>(), e_count, n,
+                       float(coeff));
+    return out;
+  }
   AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gaussians", [&] {
     const scalar_t *dp = d.data_ptr<scalar_t>(), *mp = mu.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
@@ -194,17 +200,49 @@ EdgeGeometry::EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, doubl
   m_unit = m_vec / m_len.unsqueeze(1);
 }
 
+std::pair<at::Tensor, double> EdgeGeometry::gaussian_basis(int64_t n) const {
+  if (n < 2) throw ConfigError("num_gaussians must be at least 2, got " + std::to_string(n));
+  const at::Tensor mu = at::linspace(0.0, m_cutoff, n, m_len.options());
+  const double spacing = m_cutoff / double(n - 1);
+  return {mu, -0.5 / (spacing * spacing)};
+}
+
 const at::Tensor& EdgeGeometry::gaussians(int64_t n) const {
   const std::string key = "gaussians/" + std::to_string(n);
   auto it = m_cache.find(key);
   if (it != m_cache.end()) return it->second;
-  if (n < 2) throw ConfigError("num_gaussians must be at least 2, got " + std::to_string(n));
-  const at::Tensor mu = at::linspace(0.0, m_cutoff, n, m_len.options());
-  const double spacing = m_cutoff / double(n - 1);
-  const double coeff = -0.5 / (spacing * spacing);
+  const auto [mu, coeff] = gaussian_basis(n);
   // Clamp the exponent: exp of a very negative number falls into libm's slow path and
   // contributes nothing (e^-80 ~ 1e-35). One autograd function with a cheap double backward.
   return m_cache[key] = Gaussians::apply(m_len, mu, coeff);
+}
+
+const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
+  const std::string key = "gaussian_values/" + std::to_string(n);
+  auto it = m_cache.find(key);
+  if (it != m_cache.end()) return it->second;
+  const auto [mu, coeff] = gaussian_basis(n);
+  return m_cache[key] = gaussians_fused(m_len.detach(), mu, coeff);
+}
+
+const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
+  if (m_cutoff_values[0].defined()) return m_cutoff_values;
+  const at::Tensor d = m_len.detach().contiguous();
+  at::Tensor c = at::empty_like(d), c1 = at::empty_like(d), c2 = at::empty_like(d);
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "cutoff_values", [&] {
+    const scalar_t* dp = d.data_ptr<scalar_t>();
+    scalar_t *cp = c.data_ptr<scalar_t>(), *c1p = c1.data_ptr<scalar_t>(),
+             *c2p = c2.data_ptr<scalar_t>();
+    const double k = M_PI / m_cutoff;
+    for (int64_t e = 0; e < d.numel(); ++e) {
+      const double cs = std::cos(k * double(dp[e])), sn = std::sin(k * double(dp[e]));
+      cp[e] = scalar_t(0.5 * (cs + 1.0));
+      c1p[e] = scalar_t(-0.5 * k * sn);
+      c2p[e] = scalar_t(-0.5 * k * k * cs);
+    }
+  });
+  m_cutoff_values = {c, c1, c2};
+  return m_cutoff_values;
 }
 
 const at::Tensor& EdgeGeometry::cosine_cutoff() const {

@@ -6,10 +6,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "model/radius_graph.h"
 #include "model/segment.h"
@@ -59,8 +61,16 @@ class EdgeGeometry {
   // [n_edges, n] Gaussians exp(-(d - mu_k)^2 / (2 sigma^2)), mu evenly spaced on [0, cutoff],
   // sigma = spacing (SchNet's expansion); exponents clamped so exp never underflows.
   const at::Tensor& gaussians(int64_t n) const;
+  // The centres mu [n] and the coefficient -1 / (2 sigma^2) of gaussians(n).
+  std::pair<at::Tensor, double> gaussian_basis(int64_t n) const;
+  // gaussians(n) as a value, without autograd (for functions that differentiate through len()
+  // themselves, as schnet_filter does); memoised.
+  const at::Tensor& gaussian_values(int64_t n) const;
   // [n_edges] cosine cutoff 0.5 (cos(pi d / cutoff) + 1), zero at the cutoff.
   const at::Tensor& cosine_cutoff() const;
+  // The cosine cutoff and its first and second derivatives in d, as values without autograd
+  // ([n_edges] each; for schnet_filter); memoised.
+  const std::array<at::Tensor, 3>& cutoff_values() const;
   // [n_edges, n] sin(k pi d / cutoff) / d, k = 1..n (DimeNet/PaiNN radial basis).
   const at::Tensor& bessel(int64_t n) const;
   // [n_edges, n + 1]: bessel(n) * cosine_cutoff() in the first n columns, cosine_cutoff() in the
@@ -71,6 +81,7 @@ class EdgeGeometry {
   at::Tensor m_vec, m_len, m_unit;
   double m_cutoff;
   mutable std::map<std::string, at::Tensor> m_cache;
+  mutable std::array<at::Tensor, 3> m_cutoff_values;
 };
 
 }  // namespace ddgnn

@@ -7,6 +7,7 @@
 
 #include "model/activation.h"
 #include "model/layers.h"
+#include "model/schnet_filter.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -33,9 +34,12 @@ class SchNet : public MessagePassing {
   NodeState forward(const NodeState& in, const GraphBatch& batch,
                     const EdgeGeometry& geometry) override {
     const at::Tensor& h = in.inv;
+    // filter2(ssp(filter1(gaussians))) * cosine_cutoff as one function ([n_edges, num_filters]).
+    const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
     const at::Tensor w =
-        m_filter2(apply_activation("ssp", m_filter1(geometry.gaussians(m_num_gaussians)))) *
-        geometry.cosine_cutoff().unsqueeze(1);  // [n_edges, num_filters]
+        schnet_filter(geometry.len(), geometry.gaussian_values(m_num_gaussians),
+                      FilterBasis{mu, coeff, geometry.cutoff(), geometry.cutoff_values()},
+                      m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
     // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
     const at::Tensor agg =
         gather_mul_sum(m_lin1(h), w, *batch.senders, *batch.receivers);  // [n_atoms, num_filters]

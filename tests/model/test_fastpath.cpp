@@ -25,6 +25,7 @@
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/radius_graph.h"
+#include "model/schnet_filter.h"
 #include "model/segment.h"
 
 extern "C" int openblas_get_num_threads() __attribute__((weak));
@@ -205,6 +206,45 @@ TEST(FastPath, SoftplusAndSspToThirdOrder) {
   }
 }
 
+// float32 on CPU runs the fused kernels of model/kernels.h: softplus and its sigmoid in one pass
+// with their own exp and log1p, and the products of the double backward. Against float64 ATen
+// over the whole float range (including where exp underflows and softplus(x) == x), and their
+// first and second derivatives to float32 rounding.
+TEST(FastPath, Float32SoftplusKernelsMatchFloat64) {
+  const at::Tensor x64 =
+      at::cat({at::linspace(-120.0, 120.0, 240001, at::kDouble), randn({1000}) * 3.0,
+               at::tensor({0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e6, -1e6}, at::kDouble)});
+  const at::Tensor x32 = x64.to(at::kFloat);
+  const at::Tensor xr = x32.to(at::kDouble);  // what the float32 path sees, exactly
+  for (const std::string name : {"softplus", "ssp"}) {
+    const double shift = name == "ssp" ? std::log(2.0) : 0.0;
+    const at::Tensor ref = at::softplus(xr) - shift;
+    const at::Tensor got = apply_activation(name, x32).to(at::kDouble);
+    // Relative to the larger of the terms (softplus and the shift): the shift cancels near zero.
+    const at::Tensor err = (got - ref).abs() / (at::softplus(xr) + shift + 1e-30);
+    EXPECT_LE(err.max().item<double>(), 5e-7) << name;
+    EXPECT_TRUE(at::isfinite(got).all().item<bool>()) << name;
+  }
+  // Derivatives: the sigmoid saved by the kernel, and the double backward's two products.
+  const at::Tensor w64 = randn({x64.numel()});
+  at::Tensor x = x32.clone().requires_grad_(true), w = w64.to(at::kFloat).requires_grad_(true);
+  const at::Tensor y = (apply_activation("ssp", x) * w).sum();
+  const at::Tensor g = torch::autograd::grad({y}, {x}, {}, true, true)[0];
+  const auto h = torch::autograd::grad({(g * g).sum()}, {x, w});
+  const at::Tensor s = at::sigmoid(xr), wr = w.detach().to(at::kDouble);
+  const at::Tensor g_ref = wr * s;
+  const at::Tensor hx_ref = 2.0 * g_ref * wr * s * (1.0 - s), hw_ref = 2.0 * g_ref * s;
+  // Relative, with a floor a millionth of the largest value: where sigmoid(x) rounds to 1 in
+  // float32 (x > 17), s (1 - s) is 0 there, as it is in ATen's sigmoid_backward.
+  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+    const double floor = 1e-6 * b.abs().max().item<double>();
+    return ((a.to(at::kDouble) - b).abs() / (b.abs() + floor)).max().item<double>();
+  };
+  EXPECT_LE(rel(g, g_ref), 1e-6);
+  EXPECT_LE(rel(h[0], hx_ref), 1e-5);
+  EXPECT_LE(rel(h[1], hw_ref), 1e-5);
+}
+
 // The geometry of EdgeGeometry against edge_vectors() and the formulas in batch.h.
 TEST(FastPath, EdgeGeometryMatchesPlainFormulas) {
   const GraphBatch b = testing::batch_of(
@@ -250,6 +290,61 @@ TEST(FastPath, GaussiansToThirdOrder) {
     return torch::autograd::grad({weighted(g2 * g2, 1.3)}, {pos}, {}, false, false)[0];
   };
   expect_close(third(true), third(false), "gaussians third derivative");
+}
+
+// SchNet's fused filter (model/schnet_filter.h) against its plain-ops reference, in float64:
+// (1) the training pattern, forces with create_graph w.r.t. d only, then a loss of forces and
+// filter values backpropagated to every input (the hand-written second derivative); (2) first
+// and second derivatives in every input at once (weight gradients with create_graph take the
+// fallback); (3) a third derivative (SchnetFilterGrad's fallback).
+TEST(FastPath, SchnetFilterToThirdOrder) {
+  const int64_t e = 40, ng = 7, nf = 5;
+  const double cutoff = 5.0, spacing = cutoff / double(ng - 1);
+  at::manual_seed(11);
+  const FilterBasis basis{at::linspace(0.0, cutoff, ng, at::kDouble), -0.5 / (spacing * spacing),
+                          cutoff};
+  const at::Tensor d0 = 0.4 + 4.4 * at::rand({e}, at::kDouble);
+  const std::vector<at::Tensor> start = {
+      d0, randn({nf, ng}), randn({nf}), randn({nf, nf}) * 0.5, randn({nf}), randn({e, nf})};
+  const auto filter = [&](bool fast, const std::vector<at::Tensor>& x) {
+    if (!fast) return schnet_filter_reference(x[0], basis, x[1], x[2], x[3], x[4]);
+    const at::Tensor xd = x[0].detach().unsqueeze(1) - basis.mu.unsqueeze(0);
+    const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * xd * xd, -80.0));
+    return schnet_filter(x[0], gauss, basis, x[1], x[2], x[3], x[4]);
+  };
+  const auto leaves = [&] {
+    std::vector<at::Tensor> x;
+    for (const auto& t : start) x.push_back(t.clone().requires_grad_(true));
+    return x;
+  };
+  // (1) The training step's pattern.
+  std::vector<at::Tensor> grads[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    const std::vector<at::Tensor> x = leaves();
+    const at::Tensor w = filter(fast, x);
+    const at::Tensor energy = (w * x[5]).sum();
+    const at::Tensor gd = torch::autograd::grad({energy}, {x[0]}, {}, true, true)[0];
+    const at::Tensor loss = weighted(gd * gd, 1.1) + weighted(w, 0.5) + energy * energy;
+    grads[fast] = torch::autograd::grad({loss}, x);
+  }
+  for (size_t i = 0; i < start.size(); ++i)
+    expect_close(grads[1][i], grads[0][i], "filter loss gradient " + std::to_string(i));
+  // (2) Every input at once.
+  expect_same_to_second_order([&](const std::vector<at::Tensor>& x) { return filter(true, x); },
+                              [&](const std::vector<at::Tensor>& x) { return filter(false, x); },
+                              {start.begin(), start.begin() + 5}, "schnet filter");
+  // (3) Third order through the force pass.
+  at::Tensor third[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    const std::vector<at::Tensor> x = leaves();
+    const at::Tensor w = filter(fast, x);
+    const at::Tensor g1 = torch::autograd::grad({(w * x[5]).sum()}, {x[0]}, {}, true, true)[0];
+    const auto g2 = torch::autograd::grad({weighted(g1 * g1, 0.7)}, {x[0], x[3]}, {}, true, true);
+    const at::Tensor l3 = weighted(g2[0] * g2[0], 1.3) + weighted(g2[1] * g2[1], 0.2);
+    const auto g3 = torch::autograd::grad({l3}, {x[0], x[1]});
+    third[fast] = at::cat({g3[0].flatten(), g3[1].flatten()});
+  }
+  expect_close(third[1], third[0], "filter third derivative");
 }
 
 // PaiNN's message block rewritten on fused ops (filter split by rows, gather_mul_sum,

@@ -1,0 +1,25 @@
+// Elementwise float32 kernels that LibTorch 1.13 runs slowly on CPU: softplus with its sigmoid in
+// one pass (ATen's softplus alone costs ~3 ns an element here), and the products of its
+// derivatives. Raw pointers, no torch; each kernel is compiled for AVX-512, AVX2 and baseline
+// x86-64 and picked at load time (GCC target_clones), so one binary runs anywhere.
+#pragma once
+
+#include <cstdint>
+
+namespace ddgnn::kernels {
+
+// y = softplus(x) - shift and s = sigmoid(x), n elements. softplus(x) = max(x, 0) +
+// log1p(exp(-|x|)): no overflow, and within 3e-7 relative of the float64 value (PyTorch's
+// threshold of 20 only changes results below float32's resolution). s may be null.
+void softplus_sigmoid(const float* x, float* y, float* s, int64_t n, float shift);
+
+// The derivatives of g * s with s = sigmoid(x) (softplus's backward applied to g), given the
+// upstream gradient gg: gx = gg * g * sigmoid'(x), gg_s = gg * s. sigmoid' is computed from x
+// (accurate also where s rounds to 1). Either output may be null.
+void softplus_grad_backward(const float* gg, const float* g, const float* x, const float* s,
+                            float* gx, float* gg_s, int64_t n);
+
+// Gaussians out[e, k] = exp(max(coeff (d[e] - mu[k])^2, -80)), e < n_rows, k < n (coeff < 0).
+void gaussians(const float* d, const float* mu, float* out, int64_t n_rows, int64_t n, float coeff);
+
+}  // namespace ddgnn::kernels
