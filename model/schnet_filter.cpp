@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -182,40 +183,54 @@ at::Tensor get(AutogradContext* ctx, const std::string& name) {
   return ctx->saved_data.at(name).toTensor();
 }
 
-// Inputs (as given to both functions after their first argument): d, a1, b1, a2, b2.
-FilterBasis basis_of(AutogradContext* ctx) {
-  return FilterBasis{get(ctx, "mu"), ctx->saved_data.at("coeff").toDouble(),
-                     ctx->saved_data.at("cutoff").toDouble()};
-}
-
-// Gradients of `outputs` (with `grad_outputs`) with respect to those `inputs` whose flag is set,
-// with create_graph: the any-order fallback (undefined where not asked or not reachable).
+// Gradients of `outputs` (with `grad_outputs`, undefined ones skipped) with respect to those
+// `inputs` whose flag is set, with create_graph: the any-order fallback (undefined where not
+// asked or not reachable).
 variable_list grads_of(const variable_list& outputs, const variable_list& grad_outputs,
                        const variable_list& inputs, const std::vector<bool>& wanted) {
-  variable_list asked;
+  variable_list asked, outs, gouts;
   std::vector<size_t> where;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (wanted[i] && inputs[i].defined() && inputs[i].requires_grad()) {
       asked.push_back(inputs[i]);
       where.push_back(i);
     }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (grad_outputs[i].defined() && outputs[i].requires_grad()) {
+      outs.push_back(outputs[i]);
+      gouts.push_back(grad_outputs[i]);
+    }
   variable_list out(inputs.size());
-  if (asked.empty()) return out;
-  const variable_list g = torch::autograd::grad(outputs, asked, grad_outputs,
-                                                /*retain_graph=*/true, /*create_graph=*/true,
-                                                /*allow_unused=*/true);
+  if (asked.empty() || outs.empty()) return out;
+  const variable_list g = torch::autograd::grad(outs, asked, gouts, /*retain_graph=*/true,
+                                                /*create_graph=*/true, /*allow_unused=*/true);
   for (size_t i = 0; i < where.size(); ++i) out[where[i]] = g[i];
   return out;
 }
 
-// gd = dL/dd of the filter given gW = dL/dW, with hand-written derivative (the force loss).
-// Inputs: gW [E, nf], d, a1, b1, a2, b2; the forward's values arrive in `fwd` (saved_data).
+// W, U and P from plain differentiable ops (the reference and every fallback).
+std::array<at::Tensor, 3> reference_parts(const at::Tensor& d, const FilterBasis& basis,
+                                          const at::Tensor& a1, const at::Tensor& b1,
+                                          const at::Tensor& a2, const at::Tensor& b2) {
+  const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
+  const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
+  const at::Tensor p = at::addmm(b1, gauss, a1.t());
+  const at::Tensor u = at::addmm(b2, apply_activation("ssp", p), a2.t());
+  const at::Tensor c = 0.5 * (at::cos(d * (M_PI / basis.cutoff)) + 1.0);
+  return {u * c.unsqueeze(1), u, p};
+}
+
+// gd = dL/dd of the filter given gW = dL/dW: r1 c1 + sum_k gG G' with gU = gW c, r1 = sum_f gW U,
+// gS = gU A2, gP = gS s(P), gG = gP A1. Inputs gW, d, A1, A2, U, P: U and P are the filter's own
+// outputs (SchnetFilter returns them besides W), so that the force loss's gradients with
+// respect to them reach SchnetFilter's backward and join its own there (one set of [E, nf]
+// matmuls for both, as autograd would share them). The forward's values arrive in `fwd`.
 struct SchnetFilterGrad : public torch::autograd::Function<SchnetFilterGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gw_in, const at::Tensor& d,
-                            const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
-                            const at::Tensor& b2, c10::Dict<std::string, at::Tensor> fwd,
+                            const at::Tensor& a1, const at::Tensor& a2, const at::Tensor& u,
+                            const at::Tensor& p, c10::Dict<std::string, at::Tensor> fwd,
                             double coeff, double cutoff) {
-    ctx->save_for_backward({gw_in, d, a1, b1, a2, b2});
+    ctx->save_for_backward({gw_in, d, a1, a2, u, p});
     for (const char* name : kSavedNames) put(ctx, name, fwd.at(name));
     ctx->saved_data["coeff"] = coeff;
     ctx->saved_data["cutoff"] = cutoff;
@@ -233,110 +248,149 @@ struct SchnetFilterGrad : public torch::autograd::Function<SchnetFilterGrad> {
     return gauss_grad_dot(gg, fwd.at("gauss"), d, fwd.at("mu"), coeff, r1 * fwd.at("c1"));
   }
 
+  // The backward below from differentiable ATen ops of the inputs (the fallback when a graph is
+  // recorded, for third derivatives). Written out rather than taken by autograd::grad of the
+  // forward formula: U and P are outputs of SchnetFilter, so a gradient taken with respect to
+  // both them and d would also reach d through SchnetFilter and count that path twice.
+  static variable_list backward_differentiable(const variable_list& in, const at::Tensor& v_in,
+                                               AutogradContext* ctx) {
+    const at::Tensor &gw = in[0], &d = in[1], &a1 = in[2], &a2 = in[3], &u = in[4], &p = in[5];
+    const double coeff = ctx->saved_data.at("coeff").toDouble();
+    const double k = M_PI / ctx->saved_data.at("cutoff").toDouble();
+    const at::Tensor v = v_in.unsqueeze(1);
+    const at::Tensor x = d.unsqueeze(1) - get(ctx, "mu").unsqueeze(0);
+    const at::Tensor gauss = at::exp(at::clamp_min(coeff * x * x, -80.0));
+    const at::Tensor dgauss = 2.0 * coeff * x * gauss;
+    const at::Tensor ddgauss = (2.0 * coeff + 4.0 * coeff * coeff * x * x) * gauss;
+    const at::Tensor c = (0.5 * (at::cos(d * k) + 1.0)).unsqueeze(1);
+    const at::Tensor c1 = (-0.5 * k * at::sin(d * k)).unsqueeze(1);
+    const at::Tensor c2 = (-0.5 * k * k * at::cos(d * k)).unsqueeze(1);
+    const at::Tensor sig = at::sigmoid(p);
+    const at::Tensor gu = gw * c, r1 = (gw * u).sum(1, true), gs = gu.mm(a2), gp = gs * sig;
+    const at::Tensor gg = gp.mm(a1);
+    const at::Tensor dgg = v * dgauss, dd1 = v * (gg * ddgauss).sum(1, true);
+    const at::Tensor dgp = dgg.mm(a1.t()), da1 = gp.t().mm(dgg);
+    const at::Tensor dgs = dgp * sig, dp = dgp * gs * sig * (1.0 - sig);
+    const at::Tensor dgu = dgs.mm(a2.t()), da2 = gu.t().mm(dgs);
+    const at::Tensor dgw = dgu * c + v * c1 * u, du = v * c1 * gw;
+    const at::Tensor dd2 = c1 * (dgu * gw).sum(1, true) + v * r1 * c2;
+    return {dgw, (dd1 + dd2).squeeze(1), da1, da2, du, dp};
+  }
+
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const variable_list in = ctx->get_saved_variables();  // gW, d, a1, b1, a2, b2
+    const variable_list in = ctx->get_saved_variables();  // gW, d, a1, a2, U, P
     std::vector<bool> need(6);
     for (size_t i = 0; i < 6; ++i) need[i] = ctx->needs_input_grad(i);
     variable_list out(9);
     if (!grad[0].defined()) return out;
     if (at::GradMode::is_enabled()) {  // third order: differentiable ops
-      const FilterBasis basis = basis_of(ctx);
-      const at::Tensor w = schnet_filter_reference(in[1], basis, in[2], in[3], in[4], in[5]);
-      const at::Tensor gd = torch::autograd::grad({w}, {in[1]}, {in[0]}, true, true)[0];
-      const variable_list g = grads_of({gd}, {grad[0]}, in, need);
-      for (size_t i = 0; i < 6; ++i) out[i] = g[i];
+      const variable_list g = backward_differentiable(in, grad[0], ctx);
+      for (size_t i = 0; i < 6; ++i)
+        if (need[i]) out[i] = g[i];
       return out;
     }
     const at::Tensor v = grad[0].contiguous();
-    const at::Tensor &d = in[1], &a1 = in[2], &a2 = in[4];
-    const at::Tensor gauss = get(ctx, "gauss"), mu = get(ctx, "mu"), sig = get(ctx, "sig");
+    const at::Tensor &d = in[1], &a1 = in[2], &a2 = in[3];
     const double coeff = ctx->saved_data.at("coeff").toDouble();
-    // Through gd = r1 c1 + sum_k gG G'.
-    auto [dgg, dd1] = gauss_second(v, get(ctx, "gG"), gauss, d, mu, coeff);
+    // Through gd = r1 c1 + sum_k gG G': the direct term on d, and dL/dgG.
+    auto [dgg, dd1] = gauss_second(v, get(ctx, "gG"), get(ctx, "gauss"), d, get(ctx, "mu"), coeff);
     // gG = gP A1.
     const at::Tensor dgp = at::mm(dgg, a1.t());
-    at::Tensor da1 = need[2] ? at::mm(get(ctx, "gP").t(), dgg) : at::Tensor();
-    // gP = gS s.
-    auto [dgs, dp] = sigmoid_second(dgp, get(ctx, "gS"), sig);
+    if (need[2]) out[2] = at::mm(get(ctx, "gP").t(), dgg);
+    // gP = gS s(P): dL/dgS, and dL/dP (to SchnetFilter's backward).
+    auto [dgs, dp] = sigmoid_second(dgp, get(ctx, "gS"), get(ctx, "sig"));
     // gS = gU A2.
     const at::Tensor dgu = at::mm(dgs, a2.t());
-    at::Tensor da2 = need[4] ? at::mm(get(ctx, "gU").t(), dgs) : at::Tensor();
-    // gU = gW c and r1 = sum_f gW U.
+    if (need[3]) out[3] = at::mm(get(ctx, "gU").t(), dgs);
+    // gU = gW c and r1 = sum_f gW U: dL/dgW, dL/dU (to SchnetFilter's backward), the term on d.
     auto [dgw, du, dd2] = cutoff_second(dgu, get(ctx, "gW"), get(ctx, "U"), v, get(ctx, "c"),
                                         get(ctx, "c1"), get(ctx, "c2"), get(ctx, "r1"));
-    // Back through the forward: U = S A2^T + b2, S = ssp(P), P = G A1^T + b1, G = G(d).
-    if (need[4]) da2 = da2 + at::mm(du.t(), get(ctx, "S"));
-    if (need[5]) out[5] = du.sum(0);
-    at::Tensor dp_total = dp.addcmul_(at::mm(du, a2), sig);
-    if (need[2]) out[2] = da1 + at::mm(dp_total.t(), gauss);
-    if (need[3]) out[3] = dp_total.sum(0);
-    if (need[1]) out[1] = gauss_grad_dot(at::mm(dp_total, a1), gauss, d, mu, coeff, dd1 + dd2);
     if (need[0]) out[0] = dgw;
-    if (need[4]) out[4] = da2;
+    if (need[1]) out[1] = dd1.add_(dd2);
+    if (need[4]) out[4] = du;
+    if (need[5]) out[5] = dp;
     return out;
   }
 };
 
+// W = U c(d) with U = ssp(G A1^T + b1) A2^T + b2; also returns U and P = G A1^T + b1 (for
+// SchnetFilterGrad; nothing else reads them).
 struct SchnetFilter : public torch::autograd::Function<SchnetFilter> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& d_in,
-                            const at::Tensor& gauss_in, const at::Tensor& mu, const at::Tensor& a1,
-                            const at::Tensor& b1, const at::Tensor& a2, const at::Tensor& b2,
-                            const at::Tensor& c, const at::Tensor& c1, const at::Tensor& c2,
-                            double coeff, double cutoff) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& d_in,
+                               const at::Tensor& gauss_in, const at::Tensor& mu,
+                               const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
+                               const at::Tensor& b2, const at::Tensor& c, const at::Tensor& c1,
+                               const at::Tensor& c2, double coeff, double cutoff) {
     const at::Tensor d = d_in.contiguous(), gauss = gauss_in.contiguous();
-    ctx->save_for_backward({d_in, a1, b1, a2, b2});
     const at::Tensor p = at::addmm(b1, gauss, a1.t());
     auto [s, sig] = ssp_and_sigmoid(p);
     const at::Tensor u = at::addmm(b2, s, a2.t());
-    const at::Tensor values[] = {gauss, mu.contiguous(), sig, s, u, c, c1, c2};
+    // U is also an output: the context keeps an alias without autograd metadata (the output
+    // itself would hold this node through its grad_fn, a reference cycle).
+    const at::Tensor values[] = {gauss, mu.contiguous(), sig, s, u.detach(), c, c1, c2};
     for (size_t i = 0; i < 8; ++i) put(ctx, kSavedNames[i], values[i]);
     ctx->saved_data["coeff"] = coeff;
     ctx->saved_data["cutoff"] = cutoff;
-    return scale_rows(u, c);
+    // Outputs saved this way are held without a cycle (SavedVariable knows they are outputs).
+    ctx->save_for_backward({d_in, a1, b1, a2, b2, u, p});
+    // Unused outputs (U and P, except in the force loss's backward) get undefined gradients,
+    // not zero tensors: the backward tells the cases apart by that.
+    ctx->set_materialize_grads(false);
+    return {scale_rows(u, c), u, p};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const variable_list in = ctx->get_saved_variables();  // d, a1, b1, a2, b2
+    const variable_list in = ctx->get_saved_variables();  // d, a1, b1, a2, b2, U, P
     // Input slots: d, gauss, mu, a1, b1, a2, b2, c, c1, c2 (the tensors: needs_input_grad counts
     // only these), coeff, cutoff.
     const bool need_d = ctx->needs_input_grad(0);
     const bool need_w[4] = {ctx->needs_input_grad(3), ctx->needs_input_grad(4),
                             ctx->needs_input_grad(5), ctx->needs_input_grad(6)};
     const bool need_weights = need_w[0] || need_w[1] || need_w[2] || need_w[3];
+    const at::Tensor &gw = grad[0], &gu_extra = grad[1], &gp_extra = grad[2];
     variable_list out(12);
-    if (!grad[0].defined()) return out;
+    if (!gw.defined() && !gu_extra.defined() && !gp_extra.defined()) return out;
     const double coeff = ctx->saved_data.at("coeff").toDouble();
     const double cutoff = ctx->saved_data.at("cutoff").toDouble();
     if (at::GradMode::is_enabled()) {
-      if (!need_weights) {  // the force pass: a function with a hand-written derivative
+      if (!need_weights && gw.defined() && !gu_extra.defined() && !gp_extra.defined()) {
+        // The force pass: a function with a hand-written derivative.
         if (!need_d) return out;
         c10::Dict<std::string, at::Tensor> fwd;
         for (const char* name : kSavedNames) fwd.insert(name, get(ctx, name));
-        out[0] =
-            SchnetFilterGrad::apply(grad[0], in[0], in[1], in[2], in[3], in[4], fwd, coeff, cutoff);
+        out[0] = SchnetFilterGrad::apply(gw, in[0], in[1], in[3], in[5], in[6], fwd, coeff, cutoff);
         return out;
       }
-      // Weight gradients with create_graph (not a training step's): differentiable ops.
-      const at::Tensor w =
-          schnet_filter_reference(in[0], basis_of(ctx), in[1], in[2], in[3], in[4]);
-      const variable_list g =
-          grads_of({w}, {grad[0]}, in, {need_d, need_w[0], need_w[1], need_w[2], need_w[3]});
+      // Anything else with create_graph (not a training step's): differentiable ops.
+      const FilterBasis basis{get(ctx, "mu"), coeff, cutoff, {}};
+      const auto parts = reference_parts(in[0], basis, in[1], in[2], in[3], in[4]);
+      const variable_list g = grads_of({parts[0], parts[1], parts[2]}, {gw, gu_extra, gp_extra},
+                                       {in[0], in[1], in[2], in[3], in[4]},
+                                       {need_d, need_w[0], need_w[1], need_w[2], need_w[3]});
       out[0] = g[0];
       for (size_t i = 0; i < 4; ++i) out[3 + i] = g[1 + i];
       return out;
     }
-    const at::Tensor gw = grad[0].contiguous();
-    const at::Tensor gauss = get(ctx, "gauss"), s = get(ctx, "S");
-    auto [gu, r1] = grad_through_cutoff(gw, get(ctx, "U"), get(ctx, "c"));
-    if (need_w[2]) out[5] = at::mm(gu.t(), s);
+    // dL/dU in total: through W = U c, plus what the force loss sent to U.
+    const at::Tensor gauss = get(ctx, "gauss");
+    at::Tensor gu, r1;
+    if (gw.defined()) {
+      std::tie(gu, r1) = grad_through_cutoff(gw.contiguous(), get(ctx, "U"), get(ctx, "c"));
+      if (gu_extra.defined()) gu.add_(gu_extra);
+    } else {
+      gu = gu_extra.defined() ? gu_extra.contiguous() : at::zeros_like(get(ctx, "U"));
+    }
+    if (need_w[2]) out[5] = at::mm(gu.t(), get(ctx, "S"));
     if (need_w[3]) out[6] = gu.sum(0);
     if (!(need_d || need_w[0] || need_w[1])) return out;
-    const at::Tensor gp = at::mm(gu, in[3]).mul_(get(ctx, "sig"));
+    // dL/dP in total: through S = ssp(P), plus what the force loss sent to P.
+    at::Tensor gp = at::mm(gu, in[3]).mul_(get(ctx, "sig"));
+    if (gp_extra.defined()) gp.add_(gp_extra);
     if (need_w[0]) out[3] = at::mm(gp.t(), gauss);
     if (need_w[1]) out[4] = gp.sum(0);
     if (need_d)
       out[0] = gauss_grad_dot(at::mm(gp, in[1]), gauss, in[0].contiguous(), get(ctx, "mu"), coeff,
-                              r1 * get(ctx, "c1"));
+                              r1.defined() ? r1 * get(ctx, "c1") : at::Tensor());
     return out;
   }
 };
@@ -364,18 +418,14 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
     cut = {0.5 * (at::cos(x) + 1.0), -0.5 * k * at::sin(x), -0.5 * k * k * at::cos(x)};
   }
   return SchnetFilter::apply(d, gauss.detach(), basis.mu, a1, b1, a2, b2, cut[0].detach(),
-                             cut[1].detach(), cut[2].detach(), basis.coeff, basis.cutoff);
+                             cut[1].detach(), cut[2].detach(), basis.coeff, basis.cutoff)[0];
 }
 
 at::Tensor schnet_filter_reference(const at::Tensor& d, const FilterBasis& basis,
                                    const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
                                    const at::Tensor& b2) {
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
-  const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
-  const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
-  const at::Tensor s = apply_activation("ssp", at::addmm(b1, gauss, a1.t()));
-  const at::Tensor c = 0.5 * (at::cos(d * (M_PI / basis.cutoff)) + 1.0);
-  return at::addmm(b2, s, a2.t()) * c.unsqueeze(1);
+  return reference_parts(d, basis, a1, b1, a2, b2)[0];
 }
 
 }  // namespace ddgnn
