@@ -338,9 +338,12 @@ std::vector<KeySpec> build_schema() {
   add(section(train + "Scheduler", "Learning-rate schedule (HydraGNN's fixed ReduceLROnPlateau).")
           .ddgnn_only());
   add(key(train + "Scheduler.type", T::kEnum,
-          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every epoch")
+          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every epoch; "
+          "TimeExponential: lr falls geometrically from learning_rate to min_lr over "
+          "time_limit_s, set after every epoch from the elapsed time (a run that is slowed "
+          "down still anneals fully; not bit-reproducible, since it follows the clock)")
           .def("ReduceLROnPlateau")
-          .one_of({"ReduceLROnPlateau", "ExponentialLR", "none"})
+          .one_of({"ReduceLROnPlateau", "ExponentialLR", "TimeExponential", "none"})
           .ddgnn_only());
   add(key(train + "Scheduler.factor", T::kNumber, "learning rate × factor on a plateau")
           .def(0.5)

@@ -166,6 +166,20 @@ TrainSettings train_settings(const Config& c) {
   s.plateau.factor = c.get<double>(kTrain + "Scheduler.factor");
   s.plateau.patience = c.get<int>(kTrain + "Scheduler.patience");
   s.plateau.min_lr = c.get<double>(kTrain + "Scheduler.min_lr");
+  if (schedule == "TimeExponential") {
+    s.time_exponential = true;
+    if (c.get<double>(kTrain + "time_limit_s") <= 0)
+      throw ConfigError(kTrain +
+                            "Scheduler.type: TimeExponential anneals over time_limit_s, "
+                            "which is not set",
+                        "set " + kTrain + "time_limit_s (seconds), or use ExponentialLR");
+    if (!(s.plateau.min_lr > 0 && s.plateau.min_lr < s.learning_rate))
+      throw ConfigError(kTrain +
+                            "Scheduler.min_lr: TimeExponential needs 0 < min_lr < "
+                            "learning_rate, got " +
+                            std::to_string(s.plateau.min_lr),
+                        "set Scheduler.min_lr to the final learning rate");
+  }
   s.early_stopping = c.get<bool>(kTrain + "EarlyStopping");
   s.patience = c.get<int>(kTrain + "patience");
   s.time_limit_s = c.get<double>(kTrain + "time_limit_s");

@@ -63,6 +63,7 @@ struct TrainSettings {
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
   bool scheduler = true;           // ReduceLROnPlateau
   double exponential_gamma = 0.0;  // ExponentialLR: lr × gamma after every epoch (0 = off)
+  bool time_exponential = false;   // TimeExponential: learning_rate → min_lr over time_limit_s
   PlateauOptions plateau;
   bool early_stopping = false;
   int patience = 10;

@@ -821,6 +821,9 @@ nlohmann::json Trainer::run_impl() {
       set_lr(*m_opt, std::max(m_s.plateau.min_lr, get_lr(*m_opt) * m_s.exponential_gamma));
     const bool stop_early = m_early && m_early->step(val_loss);
     const double elapsed = m_elapsed_before + seconds(m_t_start, Clock::now());
+    if (m_s.time_exponential)
+      set_lr(*m_opt, time_exponential_lr(m_s.learning_rate, m_s.plateau.min_lr,
+                                         elapsed / m_s.time_limit_s));
     const bool out_of_time = m_s.time_limit_s > 0 && elapsed >= m_s.time_limit_s;
     const bool last = epoch == m_s.num_epoch || stop_early || out_of_time;
 

@@ -11,6 +11,7 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -498,6 +499,10 @@ void load_optimizer(torch::optim::Optimizer& optimizer, std::istream& stream) {
         "was it written by ddgnn's save_optimizer?");
   }
   load_optimizer(optimizer, in, "optimizer stream");
+}
+
+double time_exponential_lr(double lr0, double final, double fraction) {
+  return lr0 * std::pow(final / lr0, std::clamp(fraction, 0.0, 1.0));
 }
 
 }  // namespace ddgnn

@@ -59,6 +59,10 @@ void set_lr(torch::optim::Optimizer& optimizer, double learning_rate);
 
 // ---- learning-rate schedule (`NeuralNetwork.Training.Scheduler`) ----
 
+// The TimeExponential schedule: lr0 (final / lr0)^f at the fraction f of the time budget spent
+// (clamped to [0, 1]): geometric decay from lr0 to `final` over the budget.
+double time_exponential_lr(double lr0, double final, double fraction);
+
 // torch.optim.lr_scheduler.ReduceLROnPlateau's arguments; mode is always 'min' and
 // threshold_mode always 'rel'. Defaults are PyTorch's (the config has its own defaults).
 struct PlateauOptions {

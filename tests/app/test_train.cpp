@@ -312,6 +312,45 @@ TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
   EXPECT_LT(lines(read_text(dir.file("early") + "/metrics.csv")).size(), 10u);
 }
 
+// TimeExponential sets the lr after every epoch from the elapsed share of time_limit_s: a long
+// budget and three short epochs give three learning rates just below the start, decreasing.
+// Without a time limit it is a configuration error.
+TEST(Train, TimeExponentialScheduleFollowsTheClock) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 10;
+  write_lj_dataset(dir.file("d.h5"), o);
+  nlohmann::json c = small_config(dir.file("d.h5"), dir.file("run"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 3;
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 3600;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "TimeExponential"}, {"min_lr", 1e-5}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = lines(read_text(dir.file("run") + "/metrics.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  std::stringstream hs(rows[0]);
+  size_t lr_col = 0;
+  for (std::string h; std::getline(hs, h, ',') && h != "lr";) ++lr_col;
+  std::vector<double> lr;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::stringstream ss(rows[i]);
+    std::string cell;
+    for (size_t k = 0; k <= lr_col; ++k) std::getline(ss, cell, ',');
+    lr.push_back(std::stod(cell));
+  }
+  EXPECT_DOUBLE_EQ(lr[0], 0.003);
+  EXPECT_LT(lr[1], lr[0]);
+  EXPECT_LT(lr[2], lr[1]);
+  EXPECT_GT(lr[2], 0.0029);  // a few seconds of an hour
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 0;
+  c["Output"]["run_dir"] = dir.file("no_limit");
+  const Result bad = run("train -c " + write_config(dir, "bad.json", c));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("TimeExponential anneals over time_limit_s"), std::string::npos)
+      << bad.out;
+  EXPECT_FALSE(fs::exists(dir.file("no_limit")));
+}
+
 // Loader.atom_budget caps atoms per batch; drop_remainder drops the last short batch: the
 // "steps" column of metrics.csv counts optimizer steps per epoch (24 training graphs of 6 atoms).
 TEST(Train, AtomBudgetAndDropRemainder) {

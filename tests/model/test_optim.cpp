@@ -107,6 +107,15 @@ std::vector<double> reference_steps(OptimizerType type, std::vector<double> w, d
 
 // ---- optimizers ----
 
+TEST(Schedule, TimeExponentialGoesGeometricallyFromStartToFinal) {
+  EXPECT_DOUBLE_EQ(time_exponential_lr(1e-2, 1e-4, 0.0), 1e-2);
+  EXPECT_DOUBLE_EQ(time_exponential_lr(1e-2, 1e-4, 0.5), 1e-3);
+  EXPECT_DOUBLE_EQ(time_exponential_lr(1e-2, 1e-4, 1.0), 1e-4);
+  EXPECT_DOUBLE_EQ(time_exponential_lr(1e-2, 1e-4, 7.0), 1e-4);   // past the budget
+  EXPECT_DOUBLE_EQ(time_exponential_lr(1e-2, 1e-4, -1.0), 1e-2);  // clock before the start
+  EXPECT_LT(time_exponential_lr(1e-2, 1e-4, 0.3), time_exponential_lr(1e-2, 1e-4, 0.2));
+}
+
 TEST(Optimizer, NamesRoundTrip) {
   for (auto type : kAllTypes) EXPECT_EQ(parse_optimizer_type(to_string(type)), type);
   EXPECT_EQ(known_optimizer_names().size(), kAllTypes.size());
