@@ -1,0 +1,90 @@
+// The distributed in-memory store, as bytes: every rank of a loader group holds one contiguous
+// partition of the samples (packed records, loader/packed.h) in memory that MPI can expose
+// (MPI_Win_allocate), with the offsets of its own records. Fetchers (comm/fetch.h) read it.
+//
+// Metadata per rank is O(N/P + P), never O(N): the partition is arithmetic (rank r owns ids
+// [floor(N r / P), floor(N (r + 1) / P)), so owner(i) is computed, not looked up), and a
+// record's size and offset are known only to its owner — a fetcher asks the owner for them
+// (`rma` reads them from the owner's offset window, `collective` gets them in the reply).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddgnn {
+
+// Contiguous balanced partition of n items over p parts.
+struct Partition {
+  int64_t n = 0;
+  int p = 1;
+  int64_t first(int r) const { return r >= p ? n : n * r / p; }
+  int64_t count(int r) const { return first(r + 1) - first(r); }
+  // The part that holds item i (0 <= i < n).
+  int owner(int64_t i) const;
+};
+
+// A replica group: the ranks of `world` that hold one full copy of the dataset between them
+// (HydraGNN's ddstore_width). width = 0 or >= the world size: one group of every rank; otherwise
+// ranks [k width, (k + 1) width) form group k (the world size must be a multiple of width).
+// Fetches stay inside a group.
+class LoaderGroup {
+ public:
+  LoaderGroup(MPI_Comm world, int width);
+  ~LoaderGroup();
+  LoaderGroup(const LoaderGroup&) = delete;
+  LoaderGroup& operator=(const LoaderGroup&) = delete;
+  MPI_Comm comm() const { return m_comm; }
+  int rank() const { return m_rank; }
+  int size() const { return m_size; }
+  int index() const { return m_index; }  // which group (0-based)
+  int count() const { return m_count; }  // how many groups
+
+ private:
+  MPI_Comm m_comm = MPI_COMM_NULL;
+  int m_rank = 0, m_size = 1, m_index = 0, m_count = 1;
+};
+
+// This rank's partition, in window memory. Collective over the group at construction and
+// destruction (MPI_Win_allocate / MPI_Win_free).
+class ByteStore {
+ public:
+  // n_total records in all; this rank holds ids partition().first(rank) .. + count, whose
+  // record sizes are `sizes`; the records' bytes are written by the caller through data()
+  // after construction. Throws a ConfigError, before allocating, when this rank's bytes exceed
+  // budget_bytes (> 0), naming the figure it would need.
+  ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>& sizes,
+            int64_t budget_bytes = 0);
+  ~ByteStore();
+  ByteStore(const ByteStore&) = delete;
+  ByteStore& operator=(const ByteStore&) = delete;
+
+  MPI_Comm comm() const { return m_comm; }
+  int rank() const { return m_rank; }
+  int size() const { return m_size; }
+  const Partition& partition() const { return m_part; }
+  int64_t first() const { return m_part.first(m_rank); }
+  int64_t count() const { return m_part.count(m_rank); }
+  uint8_t* data() { return m_bytes; }
+  const uint8_t* data() const { return m_bytes; }
+  int64_t n_bytes() const { return m_n_bytes; }
+  // [count + 1] byte offsets of this rank's records in data().
+  const int64_t* offsets() const { return m_offsets; }
+  MPI_Win byte_window() const { return m_byte_win; }
+  MPI_Win offset_window() const { return m_offset_win; }
+  // Total bytes over the group (an allreduce, for the load log).
+  int64_t group_bytes() const;
+
+ private:
+  MPI_Comm m_comm;
+  int m_rank = 0, m_size = 1;
+  Partition m_part;
+  uint8_t* m_bytes = nullptr;
+  int64_t* m_offsets = nullptr;
+  int64_t m_n_bytes = 0;
+  MPI_Win m_byte_win = MPI_WIN_NULL, m_offset_win = MPI_WIN_NULL;
+};
+
+}  // namespace ddgnn

@@ -1,0 +1,32 @@
+// The distributed sampler: (seed, epoch, rank, world) -> this rank's batches of sample ids, with
+// no state and no communication. Every sample appears exactly once per epoch across the ranks,
+// and every rank gets the same number of steps:
+//   the epoch's order is permutation(n, seed * 1000003 + epoch) (loader/split.h); step s covers
+//   positions [s B P, (s + 1) B P) of it, rank r taking [s B P + r B, s B P + (r + 1) B);
+//   the last step holds the remainder R < B P, dealt out as evenly as possible: rank r gets
+//   floor(R / P) samples, plus one when r < R mod P (so with R < P some ranks' last batch is
+//   empty: they still step, with no samples, and gradient averaging weighs ranks by graphs).
+// With drop_remainder the last short step is dropped on every rank instead.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ddgnn {
+
+struct SamplerOptions {
+  int64_t n_samples = 0;    // ids 0 .. n_samples - 1 (indices into the training split)
+  int64_t batch_size = 1;   // B, samples per rank per step
+  int rank = 0, world = 1;  // position among the ranks that share the epoch
+  uint64_t seed = 0;
+  bool shuffle = true;  // false: the epoch's order is 0, 1, ..., n - 1
+  bool drop_remainder = false;
+};
+
+// Steps per epoch (the same on every rank).
+int64_t sampler_steps(const SamplerOptions& o);
+
+// This rank's batches for `epoch` (1-based, as the trainer counts), each a list of ids.
+std::vector<std::vector<int64_t>> sampler_epoch(const SamplerOptions& o, int64_t epoch);
+
+}  // namespace ddgnn

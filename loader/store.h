@@ -1,0 +1,32 @@
+// Loading a dataset into the distributed in-memory store: each rank of a loader group reads only
+// its contiguous part of the HDF5 file (hyperslab reads through Dataset::read) and packs it
+// (loader/packed.h) into window memory (comm/store.h). Fetched records come back as GraphBlocks.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/fetch.h"
+#include "comm/store.h"
+#include "loader/dataset.h"
+
+namespace ddgnn {
+
+struct StoreLoad {
+  std::unique_ptr<ByteStore> store;
+  double seconds = 0.0;  // this rank's read + pack time
+};
+
+// Collective over `group`: rank r of the group loads graphs partition().first(r) .. + count of
+// `dataset`. With `replicated` pass MPI_COMM_SELF: this rank loads everything. budget_bytes > 0
+// refuses (ConfigError, on every rank, before allocating) a partition that would not fit.
+StoreLoad load_store(const Dataset& dataset, MPI_Comm group, int64_t budget_bytes = 0);
+
+// Fetches `ids` through `fetcher` and unpacks them, in request order.
+GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,
+                        const std::vector<ColumnInfo>& extra);
+
+}  // namespace ddgnn

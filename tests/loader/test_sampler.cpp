@@ -1,0 +1,109 @@
+// The distributed sampler: over every (n, batch, ranks) tried, each rank gets the same number of
+// steps and the ranks' batches together hold every sample exactly once per epoch; the remainder
+// is dealt out evenly; the order is a function of (seed, epoch) only; drop_remainder drops the
+// last short step everywhere. Packed records round-trip a GraphBlock exactly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "core/error.h"
+#include "loader/packed.h"
+#include "loader/sampler.h"
+
+namespace ddgnn {
+namespace {
+
+TEST(Sampler, EverySampleOnceEqualStepsEvenRemainder) {
+  for (int64_t n : {0, 1, 5, 37, 64, 100})
+    for (int64_t b : {1, 3, 8})
+      for (int p : {1, 2, 3, 4, 7}) {
+        SamplerOptions o;
+        o.n_samples = n;
+        o.batch_size = b;
+        o.world = p;
+        o.seed = 9;
+        std::vector<int64_t> all;
+        for (int r = 0; r < p; ++r) {
+          o.rank = r;
+          const auto batches = sampler_epoch(o, 3);
+          ASSERT_EQ(int64_t(batches.size()), sampler_steps(o));
+          EXPECT_EQ(int64_t(batches.size()), (n + b * p - 1) / (b * p));
+          for (size_t s = 0; s < batches.size(); ++s) {
+            const int64_t size = int64_t(batches[s].size());
+            if (s + 1 < batches.size())
+              EXPECT_EQ(size, b);
+            else
+              EXPECT_LE(size, b);
+            all.insert(all.end(), batches[s].begin(), batches[s].end());
+          }
+          // The last step's sizes differ by at most one between ranks.
+          if (!batches.empty()) {
+            const int64_t rem = n - (int64_t(batches.size()) - 1) * b * p;
+            const int64_t last = int64_t(batches.back().size());
+            EXPECT_TRUE(last == rem / p || last == rem / p + 1) << n << " " << b << " " << p;
+          }
+        }
+        std::sort(all.begin(), all.end());
+        std::vector<int64_t> expected(static_cast<size_t>(n));
+        std::iota(expected.begin(), expected.end(), int64_t(0));
+        EXPECT_EQ(all, expected) << "n " << n << " batch " << b << " ranks " << p;
+      }
+}
+
+TEST(Sampler, DeterministicPerEpochAndDropRemainder) {
+  SamplerOptions o;
+  o.n_samples = 50;
+  o.batch_size = 4;
+  o.world = 3;
+  o.rank = 1;
+  o.seed = 2;
+  EXPECT_EQ(sampler_epoch(o, 4), sampler_epoch(o, 4));
+  EXPECT_NE(sampler_epoch(o, 4), sampler_epoch(o, 5));
+  o.shuffle = false;
+  EXPECT_EQ(sampler_epoch(o, 1)[0], (std::vector<int64_t>{4, 5, 6, 7}));
+  o.drop_remainder = true;
+  EXPECT_EQ(sampler_steps(o), 4);  // 50 / 12
+  for (const auto& batch : sampler_epoch(o, 1)) EXPECT_EQ(batch.size(), 4u);
+  o.rank = 3;
+  EXPECT_THROW(sampler_steps(o), Error);
+}
+
+TEST(Packed, RecordsRoundTripAGraphBlock) {
+  testing::TempDir dir;
+  testing::LjOptions lo;
+  lo.n_frames = 9;
+  lo.charges = true;
+  lo.periodic = true;
+  lo.single_atom_frame = 4;
+  testing::write_lj_dataset(dir.file("d.h5"), lo);
+  const Dataset ds(dir.file("d.h5"));
+  const GraphBlock b = ds.read(2, 6);
+  const std::vector<int64_t> off = packed_offsets(b);
+  std::vector<uint8_t> bytes(static_cast<size_t>(off.back()));
+  pack_block(b, off, bytes.data());
+  const GraphBlock u = unpack_records(bytes.data(), off.data(), 6, ds.extra_columns());
+  EXPECT_EQ(u.n_atoms, b.n_atoms);
+  EXPECT_EQ(u.atom_start, b.atom_start);
+  EXPECT_EQ(u.energy, b.energy);
+  EXPECT_EQ(u.cell, b.cell);
+  EXPECT_EQ(u.pbc, b.pbc);
+  EXPECT_EQ(u.z, b.z);
+  EXPECT_EQ(u.pos, b.pos);
+  EXPECT_EQ(u.forces, b.forces);
+  EXPECT_EQ(u.extra, b.extra);
+  // A record cut short is named.
+  std::vector<int64_t> bad = off;
+  bad[3] -= 8;
+  try {
+    unpack_records(bytes.data(), bad.data(), 6, ds.extra_columns());
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("record 3 of 6"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddgnn

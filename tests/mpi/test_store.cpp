@@ -1,0 +1,222 @@
+// The distributed store and its fetchers on real MPI ranks (ctest runs this under mpiexec -n 1,
+// 2 and 4 --oversubscribe): every backend delivers byte-identical records for the same (seed,
+// epoch), equal to the graphs read straight from the HDF5 file; every sample exactly once per
+// epoch across ranks; replica groups; a memory budget refused on every rank without a hang.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../common/lj_dataset.h"
+#include "comm/fetch.h"
+#include "comm/mpi.h"
+#include "comm/store.h"
+#include "core/error.h"
+#include "loader/packed.h"
+#include "loader/sampler.h"
+#include "loader/store.h"
+
+namespace ddgnn {
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+
+// One dataset for the whole job: rank 0 writes it, everyone opens it.
+class StoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string dir;
+    if (world_rank() == 0) {
+      char tmpl[] = "/tmp/ddgnn_mpi_store_XXXXXX";
+      dir = mkdtemp(tmpl);
+      testing::LjOptions o;
+      o.n_frames = 37;  // not a multiple of any rank count or batch size
+      o.n_atoms = 5;
+      o.charges = true;          // an extra column travels too
+      o.single_atom_frame = 11;  // records of different sizes
+      testing::write_lj_dataset(dir + "/d.h5", o);
+    }
+    int len = int(dir.size());
+    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dir.resize(static_cast<size_t>(len));
+    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    s_dir = dir;
+    s_dataset = new Dataset(dir + "/d.h5");
+  }
+  static void TearDownTestSuite() {
+    delete s_dataset;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) std::filesystem::remove_all(s_dir);
+  }
+
+  // The packed records of `ids` made from direct reads of the file (the reference).
+  static std::vector<uint8_t> reference(const std::vector<int64_t>& ids) {
+    std::vector<uint8_t> out;
+    for (int64_t id : ids) {
+      const GraphBlock b = s_dataset->read(id, 1);
+      const std::vector<int64_t> off = packed_offsets(b);
+      std::vector<uint8_t> rec(size_t(off.back()));
+      pack_block(b, off, rec.data());
+      out.insert(out.end(), rec.begin(), rec.end());
+    }
+    return out;
+  }
+
+  static std::string s_dir;
+  static Dataset* s_dataset;
+};
+std::string StoreTest::s_dir;
+Dataset* StoreTest::s_dataset = nullptr;
+
+// Runs two epochs of the sampler through `fetcher`: records equal the reference, and the ids
+// of all ranks of the sampler's world cover the dataset exactly once per epoch.
+void check_epochs(Fetcher& fetcher, MPI_Comm sampler_comm, int64_t n,
+                  const std::function<std::vector<uint8_t>(const std::vector<int64_t>&)>& ref) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(sampler_comm, &rank);
+  MPI_Comm_size(sampler_comm, &world);
+  SamplerOptions o;
+  o.n_samples = n;
+  o.batch_size = 3;
+  o.rank = rank;
+  o.world = world;
+  o.seed = 5;
+  for (int64_t epoch = 1; epoch <= 2; ++epoch) {
+    const auto batches = sampler_epoch(o, epoch);
+    EXPECT_EQ(int64_t(batches.size()), sampler_steps(o));
+    std::vector<int64_t> mine;
+    for (const auto& ids : batches) {
+      Fetched f;
+      fetcher.fetch(ids.data(), int64_t(ids.size()), f);
+      ASSERT_EQ(f.offsets.size(), ids.size() + 1);
+      EXPECT_TRUE(f.bytes == ref(ids)) << fetcher.name() << " epoch " << epoch;
+      mine.insert(mine.end(), ids.begin(), ids.end());
+    }
+    int count = int(mine.size());
+    std::vector<int> counts(static_cast<size_t>(world)), displs(static_cast<size_t>(world));
+    MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, sampler_comm);
+    int total = 0;
+    for (int r = 0; r < world; ++r) displs[size_t(r)] = total, total += counts[size_t(r)];
+    std::vector<int64_t> all(static_cast<size_t>(total));
+    MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(),
+                   MPI_INT64_T, sampler_comm);
+    std::sort(all.begin(), all.end());
+    std::vector<int64_t> expected(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) expected[size_t(i)] = i;
+    EXPECT_EQ(all, expected) << fetcher.name() << ": every sample exactly once in epoch " << epoch;
+  }
+}
+
+TEST_F(StoreTest, EveryBackendDeliversTheFileBytesAndEachSampleOncePerEpoch) {
+  StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD);
+  const ByteStore& store = *load.store;
+  const Partition part{37, world_size()};
+  EXPECT_EQ(store.count(), part.count(world_rank()));
+  EXPECT_EQ(store.group_bytes(), int64_t(reference([] {
+                                           std::vector<int64_t> all(37);
+                                           for (int i = 0; i < 37; ++i) all[size_t(i)] = i;
+                                           return all;
+                                         }())
+                                             .size()));
+  for (const std::string backend : {"rma", "collective"}) {
+    auto fetcher = make_fetcher(backend, *load.store);
+    check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
+    // Unsorted ids with repeats and runs of consecutive ids, across owners.
+    const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36, 11, 12, 13, 14, 15};
+    Fetched f;
+    fetcher->fetch(ids.data(), int64_t(ids.size()), f);
+    EXPECT_TRUE(f.bytes == reference(ids)) << backend;
+    // Unpacked, the graphs equal the file's.
+    const GraphBlock b = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
+                                        s_dataset->extra_columns());
+    const GraphBlock direct = s_dataset->read(17, 1);
+    EXPECT_EQ(b.n_atoms[5], direct.n_atoms[0]);
+    EXPECT_EQ(b.energy[5], direct.energy[0]);
+    EXPECT_TRUE(
+        std::equal(direct.pos.begin(), direct.pos.end(), b.pos.begin() + b.atom_start[5] * 3));
+    EXPECT_TRUE(std::equal(direct.extra[0].begin(), direct.extra[0].end(),
+                           b.extra[0].begin() + b.atom_start[5]));
+    // An empty request (a rank whose last batch is empty) is fine, collectively too.
+    fetcher->fetch(nullptr, 0, f);
+    EXPECT_EQ(f.offsets, std::vector<int64_t>{0});
+    // A bad id names itself.
+    const int64_t bad = 37;
+    try {
+      fetcher->fetch(&bad, 1, f);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("sample id 37"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(StoreTest, CollectiveRoundsSmallerThanARecordStillDeliver) {
+  StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD);
+  FetcherOptions o;
+  o.round_bytes = 100;  // below every record: one record per peer pair and round
+  auto fetcher = make_fetcher("collective", *load.store, o);
+  check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
+}
+
+TEST_F(StoreTest, ReplicatedHoldsEverythingOnEveryRank) {
+  StoreLoad load = load_store(*s_dataset, MPI_COMM_SELF);
+  EXPECT_EQ(load.store->count(), 37);
+  auto fetcher = make_fetcher("local", *load.store);
+  check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
+}
+
+TEST_F(StoreTest, ReplicaGroupsFetchInsideTheirGroup) {
+  const int p = world_size();
+  const int width = p >= 2 && p % 2 == 0 ? 2 : 0;
+  LoaderGroup group(MPI_COMM_WORLD, width);
+  EXPECT_EQ(group.size(), width > 0 ? 2 : p);
+  EXPECT_EQ(group.count(), p / group.size());
+  StoreLoad load = load_store(*s_dataset, group.comm());
+  EXPECT_EQ(load.store->group_bytes(), load_store(*s_dataset, MPI_COMM_SELF).store->n_bytes());
+  auto fetcher = make_fetcher("rma", *load.store);
+  // Each group is its own sampler world: it sees every sample once per epoch.
+  check_epochs(*fetcher, group.comm(), 37, reference);
+  if (p >= 3) {
+    EXPECT_THROW(LoaderGroup(MPI_COMM_WORLD, p - 1), ConfigError);
+  }
+}
+
+TEST_F(StoreTest, OverBudgetIsRefusedOnEveryRankWithTheFigure) {
+  try {
+    load_store(*s_dataset, MPI_COMM_WORLD, /*budget_bytes=*/1024);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("MiB on the most loaded rank"), std::string::npos)
+        << e.what();
+  }
+  // Every rank got here: a collective still works.
+  int one = 1, sum = 0;
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(sum, world_size());
+}
+
+}  // namespace
+}  // namespace ddgnn
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ddgnn::MpiEnvironment env(&argc, &argv);
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return failed;
+}
