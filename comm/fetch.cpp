@@ -54,14 +54,11 @@ class LocalFetcher : public Fetcher {
 
 class RmaFetcher : public Fetcher {
  public:
+  // The store holds the passive-target epoch (lock_all from ready() to its destruction), so
+  // any number of fetchers may read it.
   explicit RmaFetcher(ByteStore& s) : m_store(s) {
-    MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, s.offset_window()));
-    MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, s.byte_window()));
-  }
-  ~RmaFetcher() override {
-    if (!mpi_active()) return;
-    MPI_Win_unlock_all(m_store.byte_window());
-    MPI_Win_unlock_all(m_store.offset_window());
+    if (s.byte_window() == MPI_WIN_NULL)
+      throw Error("fetch (rma): the store has no window for one-sided access");
   }
   std::string name() const override { return "rma"; }
   bool collective() const override { return false; }
@@ -144,6 +141,67 @@ class RmaFetcher : public Fetcher {
   std::vector<int64_t> m_bounds, m_run_offsets;
   std::vector<int> m_owner;
   std::vector<std::pair<int64_t, int64_t>> m_runs;  // (first position, length) of remote runs
+};
+
+// Node-local records by pointer into the node's shared window; the rest through rma.
+class ShmFetcher : public Fetcher {
+ public:
+  explicit ShmFetcher(ByteStore& s) : m_store(s) {
+    if (!s.shared())
+      throw Error("fetch (shm): the store is not in node shared memory (StoreOptions::shared)");
+    if (s.byte_window() != MPI_WIN_NULL) m_remote = std::make_unique<RmaFetcher>(s);
+  }
+  std::string name() const override { return "shm"; }
+  bool collective() const override { return false; }
+  void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
+    const ByteStore& s = m_store;
+    const Partition& part = s.partition();
+    m_remote_ids.clear();
+    m_remote_at.clear();
+    out.offsets.assign(static_cast<size_t>(n + 1), 0);
+    m_src.assign(static_cast<size_t>(n), nullptr);
+    for (int64_t k = 0; k < n; ++k) {
+      check_id(ids[k], part.n);
+      const int r = part.owner(ids[k]);
+      const int64_t* off = s.node_offsets(r);
+      int64_t size = 0;
+      if (off != nullptr) {
+        const int64_t li = ids[k] - part.first(r);
+        m_src[static_cast<size_t>(k)] = s.node_bytes(r) + off[li];
+        size = off[li + 1] - off[li];
+      } else {
+        m_remote_at.push_back(k);
+        m_remote_ids.push_back(ids[k]);
+      }
+      out.offsets[static_cast<size_t>(k + 1)] = size;
+    }
+    if (!m_remote_ids.empty()) {
+      m_remote->fetch(m_remote_ids.data(), int64_t(m_remote_ids.size()), m_tmp);
+      for (size_t j = 0; j < m_remote_at.size(); ++j)
+        out.offsets[static_cast<size_t>(m_remote_at[j] + 1)] =
+            m_tmp.offsets[j + 1] - m_tmp.offsets[j];
+    }
+    for (int64_t k = 0; k < n; ++k)
+      out.offsets[static_cast<size_t>(k + 1)] += out.offsets[static_cast<size_t>(k)];
+    out.bytes.resize(static_cast<size_t>(out.offsets.back()));
+    for (int64_t k = 0; k < n; ++k)
+      if (m_src[static_cast<size_t>(k)] != nullptr)
+        std::memcpy(out.bytes.data() + out.offsets[static_cast<size_t>(k)],
+                    m_src[static_cast<size_t>(k)],
+                    static_cast<size_t>(out.offsets[static_cast<size_t>(k + 1)] -
+                                        out.offsets[static_cast<size_t>(k)]));
+    for (size_t j = 0; j < m_remote_at.size(); ++j)
+      std::memcpy(out.bytes.data() + out.offsets[static_cast<size_t>(m_remote_at[j])],
+                  m_tmp.bytes.data() + m_tmp.offsets[j],
+                  static_cast<size_t>(m_tmp.offsets[j + 1] - m_tmp.offsets[j]));
+  }
+
+ private:
+  ByteStore& m_store;
+  std::unique_ptr<RmaFetcher> m_remote;
+  std::vector<int64_t> m_remote_ids, m_remote_at;
+  std::vector<const uint8_t*> m_src;
+  Fetched m_tmp;
 };
 
 class CollectiveFetcher : public Fetcher {
@@ -298,8 +356,9 @@ std::unique_ptr<Fetcher> make_fetcher(const std::string& backend, ByteStore& sto
   if (backend == "rma") return std::make_unique<RmaFetcher>(store);
   if (backend == "collective") return std::make_unique<CollectiveFetcher>(store, options);
   if (backend == "local") return std::make_unique<LocalFetcher>(store);
+  if (backend == "shm") return std::make_unique<ShmFetcher>(store);
   throw ConfigError("unknown fetch backend '" + backend + "'",
-                    "known backends: rma, collective, local");
+                    "known backends: rma, collective, shm, local");
 }
 
 }  // namespace ddgnn

@@ -6,6 +6,8 @@
 //               sizes and then payloads (MPI_Alltoallv in rounds of at most round_bytes per
 //               peer pair). Collective: every rank of the group calls fetch the same number of
 //               times (the sampler gives every rank the same number of steps).
+//   shm         a store in node shared memory (StoreOptions::shared): the node's records by
+//               pointer (a memcpy, no MPI call), other nodes' through rma.
 //   local       the store holds every id (the `replicated` backend: a store over MPI_COMM_SELF).
 // Bytes only: the records' layout is loader/packed.h's business.
 #pragma once
@@ -40,7 +42,7 @@ struct FetcherOptions {
   int64_t round_bytes = int64_t(64) << 20;  // collective: cap per peer pair and round
 };
 
-// backend: "rma", "collective" or "local" (see above). The store must outlive the fetcher.
+// backend: "rma", "collective", "shm" or "local" (see above). The store must outlive the fetcher.
 // Unknown names are a ConfigError listing the known ones.
 std::unique_ptr<Fetcher> make_fetcher(const std::string& backend, ByteStore& store,
                                       const FetcherOptions& options = {});

@@ -39,8 +39,8 @@ LoaderGroup::~LoaderGroup() {
 }
 
 ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>& sizes,
-                     int64_t budget_bytes)
-    : m_comm(group) {
+                     const StoreOptions& options)
+    : m_comm(group), m_shared(options.shared) {
   MPI_CHECK(MPI_Comm_rank(group, &m_rank));
   MPI_CHECK(MPI_Comm_size(group, &m_size));
   m_part = Partition{n_total, m_size};
@@ -48,35 +48,93 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
     throw Error("ByteStore: " + std::to_string(sizes.size()) + " record sizes for the " +
                 std::to_string(count()) + " records of rank " + std::to_string(m_rank));
   for (int64_t s : sizes) m_n_bytes += s;
-  // Every rank decides together, so that no rank is left waiting in MPI_Win_allocate.
+  // Every rank decides together, so that no rank is left waiting in a collective allocation.
   const int64_t need = m_n_bytes + 8 * (count() + 1);
   int64_t worst = need;
   MPI_CHECK(MPI_Allreduce(&need, &worst, 1, MPI_INT64_T, MPI_MAX, group));
-  if (budget_bytes > 0 && worst > budget_bytes)
+  if (options.budget_bytes > 0 && worst > options.budget_bytes)
     throw ConfigError("the dataset needs " + std::to_string(worst / (1 << 20)) +
                           " MiB on the most loaded rank of its loader group, over the budget of " +
-                          std::to_string(budget_bytes / (1 << 20)) + " MiB",
+                          std::to_string(options.budget_bytes / (1 << 20)) + " MiB",
                       "use more ranks per replica group (Loader.width), or raise "
                       "Loader.memory_budget_mb");
-  MPI_Info info;
-  MPI_CHECK(MPI_Info_create(&info));
-  // Only passive-target epochs with lock_all: the implementation may skip lock bookkeeping.
-  MPI_CHECK(MPI_Info_set(info, "same_disp_unit", "true"));
-  MPI_CHECK(MPI_Win_allocate(MPI_Aint(std::max<int64_t>(m_n_bytes, 1)), 1, info, group, &m_bytes,
-                             &m_byte_win));
-  MPI_CHECK(
-      MPI_Win_allocate(MPI_Aint(8 * (count() + 1)), 8, info, group, &m_offsets, &m_offset_win));
-  MPI_Info_free(&info);
-  MPI_CHECK(MPI_Win_set_errhandler(m_byte_win, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Win_set_errhandler(m_offset_win, MPI_ERRORS_RETURN));
+  const MPI_Aint byte_size = MPI_Aint(std::max<int64_t>(m_n_bytes, 1));
+  const MPI_Aint offset_size = MPI_Aint(8 * (count() + 1));
+  if (!m_shared) {
+    MPI_CHECK(MPI_Win_allocate(byte_size, 1, MPI_INFO_NULL, group, &m_bytes, &m_byte_win));
+    MPI_CHECK(MPI_Win_allocate(offset_size, 8, MPI_INFO_NULL, group, &m_offsets, &m_offset_win));
+  } else {
+    if (options.node_size > 0)
+      MPI_CHECK(MPI_Comm_split(group, m_rank / options.node_size, m_rank, &m_node));
+    else
+      MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_node));
+    MPI_CHECK(MPI_Comm_set_errhandler(m_node, MPI_ERRORS_RETURN));
+    MPI_CHECK(
+        MPI_Win_allocate_shared(byte_size, 1, MPI_INFO_NULL, m_node, &m_bytes, &m_shm_byte_win));
+    MPI_CHECK(MPI_Win_allocate_shared(offset_size, 8, MPI_INFO_NULL, m_node, &m_offsets,
+                                      &m_shm_offset_win));
+    int node_size = 1;
+    MPI_CHECK(MPI_Comm_size(m_node, &node_size));
+    // Ranks elsewhere reach this memory one-sidedly (only when the group spans several nodes).
+    int spans = node_size < m_size ? 1 : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, group));
+    if (spans) {
+      MPI_CHECK(MPI_Win_create(m_bytes, byte_size, 1, MPI_INFO_NULL, group, &m_byte_win));
+      MPI_CHECK(MPI_Win_create(m_offsets, offset_size, 8, MPI_INFO_NULL, group, &m_offset_win));
+    }
+  }
+  for (MPI_Win w : {m_byte_win, m_offset_win, m_shm_byte_win, m_shm_offset_win})
+    if (w != MPI_WIN_NULL) MPI_CHECK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
   m_offsets[0] = 0;
-  for (int64_t i = 0; i < count(); ++i) m_offsets[i + 1] = m_offsets[i] + sizes[size_t(i)];
+  for (int64_t i = 0; i < count(); ++i)
+    m_offsets[i + 1] = m_offsets[i] + sizes[static_cast<size_t>(i)];
+  if (m_shared) {
+    // Base addresses of the node peers' segments, by group rank.
+    m_node_bytes.assign(static_cast<size_t>(m_size), nullptr);
+    m_node_offsets.assign(static_cast<size_t>(m_size), nullptr);
+    MPI_Group group_g, node_g;
+    MPI_CHECK(MPI_Comm_group(group, &group_g));
+    MPI_CHECK(MPI_Comm_group(m_node, &node_g));
+    for (int r = 0; r < m_size; ++r) {
+      int nr = MPI_UNDEFINED;
+      MPI_CHECK(MPI_Group_translate_ranks(group_g, 1, &r, node_g, &nr));
+      if (nr == MPI_UNDEFINED) continue;
+      MPI_Aint size = 0;
+      int disp = 0;
+      void* base = nullptr;
+      MPI_CHECK(MPI_Win_shared_query(m_shm_byte_win, nr, &size, &disp, &base));
+      m_node_bytes[static_cast<size_t>(r)] = static_cast<const uint8_t*>(base);
+      MPI_CHECK(MPI_Win_shared_query(m_shm_offset_win, nr, &size, &disp, &base));
+      m_node_offsets[static_cast<size_t>(r)] = static_cast<const int64_t*>(base);
+    }
+    MPI_Group_free(&group_g);
+    MPI_Group_free(&node_g);
+  }
 }
 
 ByteStore::~ByteStore() {
   if (!mpi_active()) return;
-  if (m_offset_win != MPI_WIN_NULL) MPI_Win_free(&m_offset_win);
-  if (m_byte_win != MPI_WIN_NULL) MPI_Win_free(&m_byte_win);
+  if (m_locked)
+    for (MPI_Win w : {m_byte_win, m_offset_win})
+      if (w != MPI_WIN_NULL) MPI_Win_unlock_all(w);
+  for (MPI_Win* w : {&m_offset_win, &m_byte_win, &m_shm_offset_win, &m_shm_byte_win})
+    if (*w != MPI_WIN_NULL) MPI_Win_free(w);
+  if (m_node != MPI_COMM_NULL) MPI_Comm_free(&m_node);
+}
+
+void ByteStore::ready() {
+  for (MPI_Win w : {m_shm_byte_win, m_shm_offset_win})
+    if (w != MPI_WIN_NULL) {
+      MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w));
+      MPI_CHECK(MPI_Win_sync(w));
+      MPI_CHECK(MPI_Win_unlock_all(w));
+    }
+  MPI_CHECK(MPI_Barrier(m_comm));
+  // One passive-target epoch for the store's life: fetches only get and flush.
+  if (!m_locked)
+    for (MPI_Win w : {m_byte_win, m_offset_win})
+      if (w != MPI_WIN_NULL) MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w));
+  m_locked = true;
 }
 
 int64_t ByteStore::group_bytes() const {

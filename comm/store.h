@@ -47,16 +47,27 @@ class LoaderGroup {
   int m_rank = 0, m_size = 1, m_index = 0, m_count = 1;
 };
 
+struct StoreOptions {
+  int64_t budget_bytes = 0;  // > 0: refuse a partition that needs more on any rank
+  // Node shared memory (the `shm` backend): the records live in one node-level window
+  // (MPI_Win_allocate_shared over the ranks of a node), which the node's ranks read by pointer;
+  // ranks on other nodes reach them through a window created over that memory.
+  bool shared = false;
+  // 0: nodes are what MPI_COMM_TYPE_SHARED says. k > 0: ranks [j k, (j + 1) k) of the group
+  // count as one node (to test the cross-node path on one machine).
+  int node_size = 0;
+};
+
 // This rank's partition, in window memory. Collective over the group at construction and
-// destruction (MPI_Win_allocate / MPI_Win_free).
+// destruction (MPI_Win_allocate or MPI_Win_allocate_shared / MPI_Win_free).
 class ByteStore {
  public:
   // n_total records in all; this rank holds ids partition().first(rank) .. + count, whose
   // record sizes are `sizes`; the records' bytes are written by the caller through data()
   // after construction. Throws a ConfigError, before allocating, when this rank's bytes exceed
-  // budget_bytes (> 0), naming the figure it would need.
+  // options.budget_bytes (> 0), naming the figure it would need.
   ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>& sizes,
-            int64_t budget_bytes = 0);
+            const StoreOptions& options = {});
   ~ByteStore();
   ByteStore(const ByteStore&) = delete;
   ByteStore& operator=(const ByteStore&) = delete;
@@ -72,8 +83,18 @@ class ByteStore {
   int64_t n_bytes() const { return m_n_bytes; }
   // [count + 1] byte offsets of this rank's records in data().
   const int64_t* offsets() const { return m_offsets; }
+  // Group-wide windows for one-sided access (MPI_WIN_NULL for a shared store whose group is
+  // one node: nothing is remote).
   MPI_Win byte_window() const { return m_byte_win; }
   MPI_Win offset_window() const { return m_offset_win; }
+  // Shared store: the node's ranks, and for group rank r on this node its records and offsets
+  // (nullptr for ranks on other nodes).
+  bool shared() const { return m_shared; }
+  const uint8_t* node_bytes(int r) const { return m_node_bytes[static_cast<size_t>(r)]; }
+  const int64_t* node_offsets(int r) const { return m_node_offsets[static_cast<size_t>(r)]; }
+  // Collective: call once the records are written through data(), before any fetch (the
+  // node's ranks read them by pointer; the barrier orders the writes before those reads).
+  void ready();
   // Total bytes over the group (an allreduce, for the load log).
   int64_t group_bytes() const;
 
@@ -85,6 +106,11 @@ class ByteStore {
   int64_t* m_offsets = nullptr;
   int64_t m_n_bytes = 0;
   MPI_Win m_byte_win = MPI_WIN_NULL, m_offset_win = MPI_WIN_NULL;
+  bool m_shared = false, m_locked = false;
+  MPI_Comm m_node = MPI_COMM_NULL;
+  MPI_Win m_shm_byte_win = MPI_WIN_NULL, m_shm_offset_win = MPI_WIN_NULL;
+  std::vector<const uint8_t*> m_node_bytes;
+  std::vector<const int64_t*> m_node_offsets;
 };
 
 }  // namespace ddgnn

@@ -2,12 +2,14 @@
 #include "loader/store.h"
 
 #include <chrono>
+#include <string>
 
+#include "core/error.h"
 #include "loader/packed.h"
 
 namespace ddgnn {
 
-StoreLoad load_store(const Dataset& dataset, MPI_Comm group, int64_t budget_bytes) {
+StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   int rank = 0, size = 1;
   MPI_Comm_rank(group, &rank);
@@ -19,10 +21,50 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, int64_t budget_byte
   std::vector<int64_t> sizes(block.n_graphs());
   for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = offsets[i + 1] - offsets[i];
   StoreLoad out;
-  out.store = std::make_unique<ByteStore>(group, dataset.n_graphs(), sizes, budget_bytes);
+  out.store = std::make_unique<ByteStore>(group, dataset.n_graphs(), sizes, options);
   pack_block(block, offsets, out.store->data());
+  out.store->ready();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
+}
+
+namespace {
+
+class FileFetcher : public Fetcher {
+ public:
+  explicit FileFetcher(const Dataset& dataset) : m_dataset(dataset) {}
+  std::string name() const override { return "file"; }
+  bool collective() const override { return false; }
+  void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
+    out.bytes.clear();
+    out.offsets.assign(1, 0);
+    for (int64_t k = 0; k < n;) {
+      if (ids[k] < 0 || ids[k] >= m_dataset.n_graphs())
+        throw Error("fetch: sample id " + std::to_string(ids[k]) +
+                    " is outside the dataset (0 .. " + std::to_string(m_dataset.n_graphs() - 1) +
+                    ")");
+      int64_t len = 1;
+      while (k + len < n && ids[k + len] == ids[k] + len && ids[k + len] < m_dataset.n_graphs())
+        ++len;
+      const GraphBlock block = m_dataset.read(ids[k], len);
+      const std::vector<int64_t> off = packed_offsets(block);
+      const size_t at = out.bytes.size();
+      out.bytes.resize(at + static_cast<size_t>(off.back()));
+      pack_block(block, off, out.bytes.data() + at);
+      for (int64_t j = 0; j < len; ++j)
+        out.offsets.push_back(int64_t(at) + off[static_cast<size_t>(j + 1)]);
+      k += len;
+    }
+  }
+
+ private:
+  const Dataset& m_dataset;
+};
+
+}  // namespace
+
+std::unique_ptr<Fetcher> make_file_fetcher(const Dataset& dataset) {
+  return std::make_unique<FileFetcher>(dataset);
 }
 
 GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,

@@ -21,9 +21,15 @@ struct StoreLoad {
 };
 
 // Collective over `group`: rank r of the group loads graphs partition().first(r) .. + count of
-// `dataset`. With `replicated` pass MPI_COMM_SELF: this rank loads everything. budget_bytes > 0
-// refuses (ConfigError, on every rank, before allocating) a partition that would not fit.
-StoreLoad load_store(const Dataset& dataset, MPI_Comm group, int64_t budget_bytes = 0);
+// `dataset`. With `replicated` pass MPI_COMM_SELF: this rank loads everything. A budget
+// (options.budget_bytes > 0) refuses, with a ConfigError on every rank before allocating, a
+// partition that would not fit; options.shared puts it in node shared memory (`shm`).
+StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options = {});
+
+// The `file` backend: every fetch reads its records from the HDF5 file (runs of consecutive ids
+// as one read), packs and returns them; no store, no communication (the file-I/O baseline).
+// The dataset must outlive the fetcher.
+std::unique_ptr<Fetcher> make_file_fetcher(const Dataset& dataset);
 
 // Fetches `ids` through `fetcher` and unpacks them, in request order.
 GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,

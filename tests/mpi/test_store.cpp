@@ -165,6 +165,39 @@ TEST_F(StoreTest, EveryBackendDeliversTheFileBytesAndEachSampleOncePerEpoch) {
   }
 }
 
+// shm on the real node (every rank here shares one), and with "nodes" of 2 ranks, so that
+// half of the records come through the created window (the cross-node path).
+TEST_F(StoreTest, ShmReadsNodeRecordsByPointerAndOthersByRma) {
+  for (int node_size : {0, 2}) {
+    StoreOptions o;
+    o.shared = true;
+    o.node_size = node_size;
+    StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD, o);
+    EXPECT_EQ(load.store->byte_window() != MPI_WIN_NULL, node_size == 2 && world_size() > 2);
+    auto fetcher = make_fetcher("shm", *load.store);
+    check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
+    const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36};
+    Fetched f;
+    fetcher->fetch(ids.data(), int64_t(ids.size()), f);
+    EXPECT_TRUE(f.bytes == reference(ids)) << "node size " << node_size;
+    // The rma and collective fetchers read a shared store too (when it has windows).
+    if (load.store->byte_window() != MPI_WIN_NULL)
+      check_epochs(*make_fetcher("rma", *load.store), MPI_COMM_WORLD, 37, reference);
+    check_epochs(*make_fetcher("collective", *load.store), MPI_COMM_WORLD, 37, reference);
+  }
+  StoreLoad plain = load_store(*s_dataset, MPI_COMM_WORLD);
+  EXPECT_THROW(make_fetcher("shm", *plain.store), Error);
+}
+
+TEST_F(StoreTest, FileBackendReadsTheSameRecords) {
+  auto fetcher = make_file_fetcher(*s_dataset);
+  check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
+  const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36};
+  Fetched f;
+  fetcher->fetch(ids.data(), int64_t(ids.size()), f);
+  EXPECT_TRUE(f.bytes == reference(ids));
+}
+
 TEST_F(StoreTest, CollectiveRoundsSmallerThanARecordStillDeliver) {
   StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD);
   FetcherOptions o;
@@ -198,7 +231,9 @@ TEST_F(StoreTest, ReplicaGroupsFetchInsideTheirGroup) {
 
 TEST_F(StoreTest, OverBudgetIsRefusedOnEveryRankWithTheFigure) {
   try {
-    load_store(*s_dataset, MPI_COMM_WORLD, /*budget_bytes=*/1024);
+    StoreOptions o;
+    o.budget_bytes = 1024;
+    load_store(*s_dataset, MPI_COMM_WORLD, o);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("MiB on the most loaded rank"), std::string::npos)
