@@ -52,4 +52,28 @@ void abort_job(int code) {
   if (world_size_or_one() > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  int first = local ? rank : size;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return;
+  std::string message;
+  if (rank == first) try {
+      std::rethrow_exception(local);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "unknown exception";
+    }
+  int len = int(message.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, comm));
+  message.resize(static_cast<size_t>(len));
+  MPI_CHECK(MPI_Bcast(message.data(), len, MPI_CHAR, first, comm));
+  if (local) std::rethrow_exception(local);
+  throw CommError("rank " + std::to_string(first) + " failed: " + message,
+                  "see that rank's error; this rank stopped with it");
+}
+
 }  // namespace ddgnn

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <string>
 
 namespace ddgnn {
@@ -41,5 +42,10 @@ int world_rank_or_none();
 int world_size_or_one();
 // Stops every rank of the job (MPI_Abort) when MPI is active with more than one rank.
 void abort_job(int code);
+
+// Collective over `comm`: when any rank's `local` holds an exception, every rank throws — the
+// failing ranks their own, the others a CommError quoting the lowest failing rank's message —
+// so that no rank goes on into a collective that a failed rank will never join.
+void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local);
 
 }  // namespace ddgnn

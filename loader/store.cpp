@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "comm/mpi.h"
 #include "core/error.h"
 #include "loader/packed.h"
 
@@ -15,8 +16,16 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
   MPI_Comm_rank(group, &rank);
   MPI_Comm_size(group, &size);
   const Partition part{dataset.n_graphs(), size};
+  // A rank that cannot read its part (a checksum mismatch, say) reports it, and every other
+  // rank stops with it instead of waiting in the allocation below.
   GraphBlock block;
-  if (part.count(rank) > 0) block = dataset.read(part.first(rank), part.count(rank));
+  std::exception_ptr failed;
+  try {
+    if (part.count(rank) > 0) block = dataset.read(part.first(rank), part.count(rank));
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  throw_if_any_failed(group, failed);
   const std::vector<int64_t> offsets = packed_offsets(block);
   std::vector<int64_t> sizes(block.n_graphs());
   for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = offsets[i + 1] - offsets[i];

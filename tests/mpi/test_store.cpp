@@ -3,6 +3,7 @@
 // epoch), equal to the graphs read straight from the HDF5 file; every sample exactly once per
 // epoch across ranks; replica groups; a memory budget refused on every rank without a hang.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -243,6 +244,58 @@ TEST_F(StoreTest, OverBudgetIsRefusedOnEveryRankWithTheFigure) {
   int one = 1, sum = 0;
   MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(sum, world_size());
+}
+
+// A corrupted checksum block is reported by the ranks whose part reads it (a DataError naming
+// the array and rows); every other rank stops with a CommError quoting that rank, no hang.
+TEST(StoreErrors, CorruptedPartitionIsReportedByItsOwnerAndStopsEveryRank) {
+  std::string dir;
+  if (world_rank() == 0) {
+    char tmpl[] = "/tmp/ddgnn_mpi_corrupt_XXXXXX";
+    dir = mkdtemp(tmpl);
+    testing::LjOptions o;
+    o.n_frames = 1400;
+    o.n_atoms = 100;  // 140,000 atom rows: three checksum blocks of 65,536
+    testing::write_lj_dataset(dir + "/d.h5", o);
+    hid_t f = H5Fopen((dir + "/d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "atoms/pos", H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    hsize_t start[2] = {139000, 0}, count[2] = {1, 1};  // in the last block, the last graphs
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(2, count, nullptr);
+    const double v = 123.0;
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, &v);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  int len = int(dir.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(static_cast<size_t>(len));
+  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  {
+    const Dataset ds(dir + "/d.h5");
+    // Ranks whose graphs reach atom rows 131072.. read the bad block.
+    const Partition part{1400, world_size()};
+    const bool reads_bad_block =
+        (part.first(world_rank()) + part.count(world_rank())) * 100 > 131072;
+    try {
+      load_store(ds, MPI_COMM_WORLD);
+      ADD_FAILURE() << "no error";
+    } catch (const DataError& e) {
+      EXPECT_TRUE(reads_bad_block) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch in array 'atoms/pos'"),
+                std::string::npos)
+          << e.what();
+    } catch (const CommError& e) {
+      EXPECT_FALSE(reads_bad_block) << e.what();
+      EXPECT_NE(std::string(e.what()).find("failed: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
