@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "../common/h5_edit.h"
 #include "../common/temp_dir.h"
 #include "core/error.h"
 #include "loader/dataset.h"
@@ -220,20 +221,8 @@ TEST(Dataset, CorruptedArrayIsReportedWithBlockAndRows) {
   std::vector<Frame> frames;
   for (unsigned s = 0; s < 20; ++s) frames.push_back(make_frame(6, s, true));
   write(dir.file("d.h5"), frames);
-  {  // flip one position value behind the writer's back
-    hid_t f = H5Fopen(dir.file("d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "atoms/pos", H5P_DEFAULT);
-    hid_t space = H5Dget_space(d);
-    hsize_t start[2] = {50, 1}, count[2] = {1, 1};
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    hid_t mem = H5Screate_simple(2, count, nullptr);
-    const double v = 123.0;
-    H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, &v);
-    H5Sclose(mem);
-    H5Sclose(space);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  // flip one position value behind the writer's back
+  testing::overwrite_double(dir.file("d.h5"), "atoms/pos", 50, 1, 123.0);
   Dataset ds(dir.file("d.h5"));
   try {
     ds.read(0, 20);

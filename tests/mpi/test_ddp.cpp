@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/lj_dataset.h"
+#include "../common/mpi_test.h"
 #include "app/collate.h"
 #include "app/ddp.h"
 #include "comm/mpi.h"
@@ -24,41 +25,24 @@
 namespace ddgnn {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using testing::world_rank;
+using testing::world_size;
 
 class DdpTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string dir;
-    if (world_rank() == 0) {
-      char tmpl[] = "/tmp/ddgnn_mpi_ddp_XXXXXX";
-      dir = mkdtemp(tmpl);
+    s_dir = testing::shared_temp_dir([](const std::string& dir) {
       testing::LjOptions o;
       o.n_frames = 32;
       o.n_atoms = 5;  // equal sizes: per-rank means weighted by graphs are the global mean
       testing::write_lj_dataset(dir + "/d.h5", o);
-    }
-    int len = int(dir.size());
-    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    dir.resize(static_cast<size_t>(len));
-    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-    s_dir = dir;
-    const Dataset ds(dir + "/d.h5");
+    });
+    const Dataset ds(s_dir + "/d.h5");
     s_block = new GraphBlock(ds.read(0, ds.n_graphs()));
   }
   static void TearDownTestSuite() {
     delete s_block;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) std::filesystem::remove_all(s_dir);
+    testing::remove_shared_temp_dir(s_dir);
   }
 
   static std::shared_ptr<Gnn> model(uint64_t seed) {
@@ -164,10 +148,6 @@ TEST_F(DdpTest, AveragedGradientsAndTwentyStepsEqualOneRankWithTheWholeBatch) {
 }  // namespace ddgnn
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ddgnn::MpiEnvironment env(&argc, &argv);
   at::set_num_threads(1);
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return failed;
+  return ddgnn::testing::run_mpi_tests(argc, argv);
 }

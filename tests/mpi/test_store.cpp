@@ -3,7 +3,6 @@
 // epoch), equal to the graphs read straight from the HDF5 file; every sample exactly once per
 // epoch across ranks; replica groups; a memory budget refused on every rank without a hang.
 #include <gtest/gtest.h>
-#include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -14,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/h5_edit.h"
 #include "../common/lj_dataset.h"
+#include "../common/mpi_test.h"
 #include "comm/fetch.h"
 #include "comm/mpi.h"
 #include "comm/store.h"
@@ -26,43 +27,26 @@
 namespace ddgnn {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using testing::world_rank;
+using testing::world_size;
 
 // One dataset for the whole job: rank 0 writes it, everyone opens it.
 class StoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string dir;
-    if (world_rank() == 0) {
-      char tmpl[] = "/tmp/ddgnn_mpi_store_XXXXXX";
-      dir = mkdtemp(tmpl);
+    s_dir = testing::shared_temp_dir([](const std::string& dir) {
       testing::LjOptions o;
       o.n_frames = 37;  // not a multiple of any rank count or batch size
       o.n_atoms = 5;
       o.charges = true;          // an extra column travels too
       o.single_atom_frame = 11;  // records of different sizes
       testing::write_lj_dataset(dir + "/d.h5", o);
-    }
-    int len = int(dir.size());
-    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    dir.resize(static_cast<size_t>(len));
-    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-    s_dir = dir;
-    s_dataset = new Dataset(dir + "/d.h5");
+    });
+    s_dataset = new Dataset(s_dir + "/d.h5");
   }
   static void TearDownTestSuite() {
     delete s_dataset;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) std::filesystem::remove_all(s_dir);
+    testing::remove_shared_temp_dir(s_dir);
   }
 
   // The packed records of `ids` made from direct reads of the file (the reference).
@@ -249,31 +233,13 @@ TEST_F(StoreTest, OverBudgetIsRefusedOnEveryRankWithTheFigure) {
 // A corrupted checksum block is reported by the ranks whose part reads it (a DataError naming
 // the array and rows); every other rank stops with a CommError quoting that rank, no hang.
 TEST(StoreErrors, CorruptedPartitionIsReportedByItsOwnerAndStopsEveryRank) {
-  std::string dir;
-  if (world_rank() == 0) {
-    char tmpl[] = "/tmp/ddgnn_mpi_corrupt_XXXXXX";
-    dir = mkdtemp(tmpl);
+  const std::string dir = testing::shared_temp_dir([](const std::string& d) {
     testing::LjOptions o;
     o.n_frames = 1400;
     o.n_atoms = 100;  // 140,000 atom rows: three checksum blocks of 65,536
-    testing::write_lj_dataset(dir + "/d.h5", o);
-    hid_t f = H5Fopen((dir + "/d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "atoms/pos", H5P_DEFAULT);
-    hid_t space = H5Dget_space(d);
-    hsize_t start[2] = {139000, 0}, count[2] = {1, 1};  // in the last block, the last graphs
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    hid_t mem = H5Screate_simple(2, count, nullptr);
-    const double v = 123.0;
-    H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, &v);
-    H5Sclose(mem);
-    H5Sclose(space);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
-  int len = int(dir.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  dir.resize(static_cast<size_t>(len));
-  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    testing::write_lj_dataset(d + "/d.h5", o);
+    testing::overwrite_double(d + "/d.h5", "atoms/pos", 139000, 0, 123.0);  // the last block
+  });
   {
     const Dataset ds(dir + "/d.h5");
     // Ranks whose graphs reach atom rows 131072.. read the bad block.
@@ -294,17 +260,12 @@ TEST(StoreErrors, CorruptedPartitionIsReportedByItsOwnerAndStopsEveryRank) {
       EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) std::filesystem::remove_all(dir);
+  testing::remove_shared_temp_dir(dir);
 }
 
 }  // namespace
 }  // namespace ddgnn
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ddgnn::MpiEnvironment env(&argc, &argv);
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return failed;
+  return ddgnn::testing::run_mpi_tests(argc, argv);
 }
