@@ -15,9 +15,10 @@ struct Command {
   std::function<int()> run;  // returns the process exit code
 };
 
-Command add_convert_command(CLI::App& app);  // ddgnn convert in.extxyz... out.h5
-Command add_info_command(CLI::App& app);     // ddgnn info data.h5
-Command add_config_command(CLI::App& app);   // ddgnn config --config c.json [--set k=v]...
+Command add_convert_command(CLI::App& app);       // ddgnn convert in.extxyz... out.h5
+Command add_info_command(CLI::App& app);          // ddgnn info data.h5
+Command add_config_command(CLI::App& app);        // ddgnn config --config c.json [--set k=v]...
+Command add_bench_loader_command(CLI::App& app);  // mpiexec -n P ddgnn bench-loader
 #ifdef DDGNN_WITH_TORCH
 Command add_train_command(CLI::App& app);     // ddgnn train --config c.json [--set k=v]...
 Command add_evaluate_command(CLI::App& app);  // ddgnn evaluate --run DIR | --checkpoint FILE

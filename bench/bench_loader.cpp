@@ -1,131 +1,18 @@
-// Fetch throughput of the loader backends on real MPI ranks: a grid over backend × sample size
-// × batch size (× the ranks and width of the launch), each cell the median over repetitions of
-// the time to fetch one batch of random samples (drawn as the sampler draws them: every rank
-// asks for its own batch at once), reported as µs per sample and GB/s, next to this machine's
-// memcpy bandwidth measured in the same run (every rank copying at once) as the ceiling.
-// Synthetic records of a fixed size (the store does not look inside them).
+// Fetch throughput of the loader backends on real MPI ranks (the grid of comm/bench_loader.h;
+// `ddgnn bench-loader` runs the same).
 // usage: mpiexec -n P bench_loader [out.csv] [width=0] [MiB per rank=64]
 // The CSV (appended; header when new) is what `ddgnn tune` learns from (issue 5).
-#include <mpi.h>
+#include <cstdlib>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <memory>
-#include <random>
-#include <string>
-#include <vector>
-
-#include "comm/fetch.h"
+#include "comm/bench_loader.h"
 #include "comm/mpi.h"
-#include "comm/store.h"
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// GB/s of memcpy of a buffer larger than the caches, all ranks copying at once (best of 5).
-double memcpy_gbps(MPI_Comm comm) {
-  const size_t n = size_t(128) << 20;
-  std::vector<uint8_t> a(n, 1), b(n, 0);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    MPI_Barrier(comm);
-    const auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), n);
-    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, t);
-    a[size_t(rep)] = b[size_t(rep) + 1];  // keep the copies observable
-  }
-  return double(n) / best / 1e9;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   ddgnn::MpiEnvironment env(&argc, &argv);
-  const std::string out_path = argc > 1 ? argv[1] : "";
-  const int width = argc > 2 ? std::atoi(argv[2]) : 0;
-  const int64_t mib_per_rank = argc > 3 ? std::atoll(argv[3]) : 64;
-  ddgnn::LoaderGroup group(MPI_COMM_WORLD, width);
-  const int world_rank = env.rank(), world = env.size();
-  const double memcpy_bw = memcpy_gbps(MPI_COMM_WORLD);
-  if (world_rank == 0)
-    std::printf("%d ranks, width %d (%d per group), memcpy %.2f GB/s per rank\n", world, width,
-                group.size(), memcpy_bw);
-  std::FILE* csv = nullptr;
-  if (world_rank == 0 && !out_path.empty()) {
-    const bool fresh = !std::ifstream(out_path).good();
-    csv = std::fopen(out_path.c_str(), "a");
-    if (fresh && csv)
-      std::fprintf(csv,
-                   "backend,ranks,group_ranks,width,sample_bytes,batch,fraction_remote,"
-                   "us_per_sample,gb_per_s,memcpy_gb_per_s,seconds_per_batch\n");
-  }
-  if (world_rank == 0)
-    std::printf("%-11s %8s %6s %10s %8s %8s %9s\n", "backend", "bytes", "batch", "us/sample",
-                "GB/s", "memcpy%", "remote");
-  for (const int64_t sample :
-       {int64_t(1) << 10, int64_t(4) << 10, int64_t(64) << 10, int64_t(1) << 20}) {
-    const int64_t per_rank = std::max<int64_t>(64, (mib_per_rank << 20) / sample);
-    const int64_t n_total = per_rank * group.size();
-    for (const bool shared : {false, true}) {
-      ddgnn::StoreOptions so;
-      so.shared = shared;
-      const ddgnn::Partition part{n_total, group.size()};
-      std::vector<int64_t> sizes(size_t(part.count(group.rank())), sample);
-      ddgnn::ByteStore store(group.comm(), n_total, sizes, so);
-      for (int64_t i = 0; i < store.n_bytes(); ++i) store.data()[i] = uint8_t(i * 131 + 7);
-      store.ready();
-      std::vector<std::string> backends =
-          shared ? std::vector<std::string>{"shm"} : std::vector<std::string>{"rma", "collective"};
-      for (const std::string& backend : backends) {
-        auto fetcher = ddgnn::make_fetcher(backend, store);
-        for (const int64_t batch : {int64_t(16), int64_t(64), int64_t(256)}) {
-          if (batch * sample > (int64_t(256) << 20)) continue;  // keep a batch under 256 MiB
-          std::mt19937_64 rng(uint64_t(world_rank) * 7919 + uint64_t(batch));
-          std::uniform_int_distribution<int64_t> pick(0, n_total - 1);
-          std::vector<int64_t> ids(static_cast<size_t>(batch));
-          ddgnn::Fetched f;
-          std::vector<double> times;
-          int64_t remote = 0, asked = 0;
-          const int reps = sample >= (int64_t(1) << 20) ? 8 : 30;
-          for (int rep = -2; rep < reps; ++rep) {
-            for (auto& id : ids) id = pick(rng);
-            MPI_Barrier(group.comm());
-            const auto t0 = Clock::now();
-            fetcher->fetch(ids.data(), batch, f);
-            const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-            if (rep < 0) continue;
-            times.push_back(t);
-            for (int64_t id : ids) remote += part.owner(id) != group.rank() ? 1 : 0;
-            asked += batch;
-          }
-          // The slowest rank's median is the step's.
-          double t = median(times);
-          MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          const double us = 1e6 * t / double(batch), gbps = double(batch * sample) / t / 1e9;
-          const double frac = double(remote) / double(std::max<int64_t>(asked, 1));
-          if (world_rank == 0) {
-            std::printf("%-11s %8lld %6lld %10.2f %8.2f %7.0f%% %8.0f%%\n", backend.c_str(),
-                        (long long)sample, (long long)batch, us, gbps, 100 * gbps / memcpy_bw,
-                        100 * frac);
-            if (csv)
-              std::fprintf(csv, "%s,%d,%d,%d,%lld,%lld,%.4f,%.4f,%.4f,%.3f,%.6g\n", backend.c_str(),
-                           world, group.size(), width, (long long)sample, (long long)batch, frac,
-                           us, gbps, memcpy_bw, t);
-          }
-        }
-      }
-    }
-  }
-  if (csv) std::fclose(csv);
+  ddgnn::LoaderBenchOptions o;
+  if (argc > 1) o.csv = argv[1];
+  if (argc > 2) o.width = std::atoi(argv[2]);
+  if (argc > 3) o.mib_per_rank = std::atoll(argv[3]);
+  ddgnn::run_loader_bench(o);
   return 0;
 }

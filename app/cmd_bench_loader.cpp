@@ -1,0 +1,56 @@
+// `mpiexec -n P ddgnn bench-loader [--out grid.csv] [--width W] [--mib-per-rank M]`: the loader
+// backends' benchmark grid (comm/bench_loader.h) on the ranks of the launch.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "app/commands.h"
+#include "comm/bench_loader.h"
+#include "comm/mpi.h"
+#include "core/error.h"
+
+namespace ddgnn {
+
+Command add_bench_loader_command(CLI::App& app) {
+  auto o = std::make_shared<LoaderBenchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "bench-loader",
+      "measure the loader backends (rma, collective, shm): µs per sample and GB/s against "
+      "memcpy, over sample sizes and batch sizes, on the ranks of this launch");
+  sub->add_option("--out", o->csv, "CSV to append the grid to (rank 0 writes it)");
+  sub->add_option("--width", o->width, "replica-group width (0: one group of all ranks)")
+      ->capture_default_str();
+  sub->add_option("--mib-per-rank", o->mib_per_rank, "store size per rank, MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--sample-bytes", o->sample_bytes, "record sizes to measure")
+      ->capture_default_str();
+  sub->add_option("--batch", o->batch_sizes, "batch sizes to measure")->capture_default_str();
+  sub->add_option("--backends", o->backends, "backends to measure")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rma", "collective", "shm"}));
+  return {sub, [o] {
+            int argc = 0;
+            char** argv = nullptr;
+            MpiEnvironment env(&argc, &argv);
+            // Errors are reported while MPI is up, so that the other ranks are stopped too.
+            try {
+              for (int64_t s : o->sample_bytes)
+                if (s < 1)
+                  throw ConfigError("--sample-bytes: " + std::to_string(s) + " is not positive");
+              for (int64_t b : o->batch_sizes)
+                if (b < 1) throw ConfigError("--batch: " + std::to_string(b) + " is not positive");
+              run_loader_bench(*o);
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "%s\n", error_line(e, env.size() > 1 ? env.rank() : -1).c_str());
+              std::fflush(stderr);
+              abort_job(1);
+              return 1;
+            }
+            return 0;
+          }};
+}
+
+}  // namespace ddgnn

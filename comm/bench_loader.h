@@ -1,0 +1,27 @@
+// The loader backends' benchmark grid (`ddgnn bench-loader`, bench/bench_loader): backend ×
+// sample size × batch size on the ranks of a launch, each cell the median over repetitions of
+// the time to fetch one batch of random samples (every rank asks for its own batch at once; the
+// slowest rank's time counts), as µs per sample and GB/s, beside this machine's memcpy bandwidth
+// measured in the same run (every rank copying at once) as the ceiling. Synthetic records of a
+// fixed size: the store does not look inside them. Collective over MPI_COMM_WORLD.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddgnn {
+
+struct LoaderBenchOptions {
+  std::string csv;  // appended to (header when new) on rank 0; empty: print only
+  int width = 0;    // replica-group width (Loader.width)
+  int64_t mib_per_rank = 64;
+  std::vector<int64_t> sample_bytes = {1 << 10, 4 << 10, 64 << 10, 1 << 20};
+  std::vector<int64_t> batch_sizes = {16, 64, 256};
+  std::vector<std::string> backends = {"rma", "collective", "shm"};
+};
+
+// Runs the grid; rank 0 prints a table (and writes the CSV). Returns the rows written.
+int64_t run_loader_bench(const LoaderBenchOptions& options);
+
+}  // namespace ddgnn
