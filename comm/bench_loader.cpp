@@ -78,6 +78,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     for (const bool shared : {false, true}) {
       StoreOptions so;
       so.shared = shared;
+      so.world = MPI_COMM_WORLD;
       const Partition part{n_total, group.size()};
       std::vector<int64_t> sizes(size_t(part.count(group.rank())), sample);
       ByteStore store(group.comm(), n_total, sizes, so);

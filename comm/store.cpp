@@ -2,6 +2,8 @@
 #include "comm/store.h"
 
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <string>
 
 #include "comm/mpi.h"
@@ -38,6 +40,35 @@ LoaderGroup::~LoaderGroup() {
   if (m_comm != MPI_COMM_NULL && mpi_active()) MPI_Comm_free(&m_comm);
 }
 
+namespace {
+
+// Runs `create` on every rank, one communicator of the disjoint `sub` communicators that cover
+// `world` at a time (a barrier over `world` between turns), so that their windows are never
+// created concurrently. An error on a rank stops every rank (no one is left in a barrier).
+void in_turns(MPI_Comm world, MPI_Comm sub, const std::function<void()>& create) {
+  int sub_rank = 0, world_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(sub, &sub_rank));
+  MPI_CHECK(MPI_Comm_rank(world, &world_rank));
+  // My communicator's ordinal: the number of leaders (sub rank 0) before mine in world order.
+  int leader = sub_rank == 0 ? 1 : 0, before = 0, total = 0;
+  MPI_CHECK(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, world));
+  if (world_rank == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
+  MPI_CHECK(MPI_Allreduce(&leader, &total, 1, MPI_INT, MPI_SUM, world));
+  MPI_CHECK(MPI_Bcast(&before, 1, MPI_INT, 0, sub));
+  std::exception_ptr failed;
+  for (int turn = 0; turn < total; ++turn) {
+    if (turn == before) try {
+        create();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    if (total > 1) MPI_CHECK(MPI_Barrier(world));
+  }
+  throw_if_any_failed(world, failed);
+}
+
+}  // namespace
+
 ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>& sizes,
                      const StoreOptions& options)
     : m_comm(group), m_shared(options.shared) {
@@ -60,28 +91,34 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
                       "Loader.memory_budget_mb");
   const MPI_Aint byte_size = MPI_Aint(std::max<int64_t>(m_n_bytes, 1));
   const MPI_Aint offset_size = MPI_Aint(8 * (count() + 1));
+  const MPI_Comm turns = options.world != MPI_COMM_NULL ? options.world : group;
   if (!m_shared) {
-    MPI_CHECK(MPI_Win_allocate(byte_size, 1, MPI_INFO_NULL, group, &m_bytes, &m_byte_win));
-    MPI_CHECK(MPI_Win_allocate(offset_size, 8, MPI_INFO_NULL, group, &m_offsets, &m_offset_win));
+    in_turns(turns, group, [&] {
+      MPI_CHECK(MPI_Win_allocate(byte_size, 1, MPI_INFO_NULL, group, &m_bytes, &m_byte_win));
+      MPI_CHECK(MPI_Win_allocate(offset_size, 8, MPI_INFO_NULL, group, &m_offsets, &m_offset_win));
+    });
   } else {
     if (options.node_size > 0)
       MPI_CHECK(MPI_Comm_split(group, m_rank / options.node_size, m_rank, &m_node));
     else
       MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_node));
     MPI_CHECK(MPI_Comm_set_errhandler(m_node, MPI_ERRORS_RETURN));
-    MPI_CHECK(
-        MPI_Win_allocate_shared(byte_size, 1, MPI_INFO_NULL, m_node, &m_bytes, &m_shm_byte_win));
-    MPI_CHECK(MPI_Win_allocate_shared(offset_size, 8, MPI_INFO_NULL, m_node, &m_offsets,
-                                      &m_shm_offset_win));
+    in_turns(turns, m_node, [&] {
+      MPI_CHECK(
+          MPI_Win_allocate_shared(byte_size, 1, MPI_INFO_NULL, m_node, &m_bytes, &m_shm_byte_win));
+      MPI_CHECK(MPI_Win_allocate_shared(offset_size, 8, MPI_INFO_NULL, m_node, &m_offsets,
+                                        &m_shm_offset_win));
+    });
     int node_size = 1;
     MPI_CHECK(MPI_Comm_size(m_node, &node_size));
     // Ranks elsewhere reach this memory one-sidedly (only when the group spans several nodes).
     int spans = node_size < m_size ? 1 : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, group));
-    if (spans) {
-      MPI_CHECK(MPI_Win_create(m_bytes, byte_size, 1, MPI_INFO_NULL, group, &m_byte_win));
-      MPI_CHECK(MPI_Win_create(m_offsets, offset_size, 8, MPI_INFO_NULL, group, &m_offset_win));
-    }
+    if (spans)
+      in_turns(turns, group, [&] {
+        MPI_CHECK(MPI_Win_create(m_bytes, byte_size, 1, MPI_INFO_NULL, group, &m_byte_win));
+        MPI_CHECK(MPI_Win_create(m_offsets, offset_size, 8, MPI_INFO_NULL, group, &m_offset_win));
+      });
   }
   for (MPI_Win w : {m_byte_win, m_offset_win, m_shm_byte_win, m_shm_offset_win})
     if (w != MPI_WIN_NULL) MPI_CHECK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));

@@ -56,6 +56,11 @@ struct StoreOptions {
   // 0: nodes are what MPI_COMM_TYPE_SHARED says. k > 0: ranks [j k, (j + 1) k) of the group
   // count as one node (to test the cross-node path on one machine).
   int node_size = 0;
+  // The communicator of all replica groups (LoaderGroup's world) when there are several.
+  // Windows of disjoint communicators are then created in turns: Open MPI 4.1 names the
+  // shared-memory file of a window by the communicator's context id, which the groups of one
+  // MPI_Comm_split share, so concurrent creation on one node collides (ompi issue #9492).
+  MPI_Comm world = MPI_COMM_NULL;
 };
 
 // This rank's partition, in window memory. Collective over the group at construction and

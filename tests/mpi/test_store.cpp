@@ -204,7 +204,9 @@ TEST_F(StoreTest, ReplicaGroupsFetchInsideTheirGroup) {
   LoaderGroup group(MPI_COMM_WORLD, width);
   EXPECT_EQ(group.size(), width > 0 ? 2 : p);
   EXPECT_EQ(group.count(), p / group.size());
-  StoreLoad load = load_store(*s_dataset, group.comm());
+  StoreOptions o;
+  o.world = MPI_COMM_WORLD;  // several groups: their windows are created in turns
+  StoreLoad load = load_store(*s_dataset, group.comm(), o);
   EXPECT_EQ(load.store->group_bytes(), load_store(*s_dataset, MPI_COMM_SELF).store->n_bytes());
   auto fetcher = make_fetcher("rma", *load.store);
   // Each group is its own sampler world: it sees every sample once per epoch.
