@@ -20,6 +20,16 @@ int32_t extra_width_of(const std::vector<ColumnInfo>& extra) {
   return w;
 }
 
+// Widths (doubles per atom) of a block's extra columns, from their sizes.
+std::vector<int32_t> extra_widths(const GraphBlock& block) {
+  int64_t total_atoms = 0;
+  for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
+  std::vector<int32_t> widths;
+  for (const auto& e : block.extra)
+    widths.push_back(total_atoms > 0 ? int32_t(int64_t(e.size()) / total_atoms) : 0);
+  return widths;
+}
+
 }  // namespace
 
 int64_t packed_size(int64_t n_atoms, bool has_forces, int32_t extra_width) {
@@ -29,12 +39,9 @@ int64_t packed_size(int64_t n_atoms, bool has_forces, int32_t extra_width) {
 
 std::vector<int64_t> packed_offsets(const GraphBlock& block) {
   const bool forces = !block.forces.empty();
-  int32_t width = 0;  // the extra columns' widths follow from their sizes
+  int32_t width = 0;
+  for (int32_t w : extra_widths(block)) width += w;
   std::vector<int64_t> off(block.n_graphs() + 1, 0);
-  int64_t total_atoms = 0;
-  for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
-  for (const auto& e : block.extra)
-    width += total_atoms > 0 ? int32_t(int64_t(e.size()) / total_atoms) : 0;
   for (size_t i = 0; i < block.n_graphs(); ++i)
     off[i + 1] = off[i] + packed_size(block.n_atoms[i], forces, width);
   return off;
@@ -42,14 +49,9 @@ std::vector<int64_t> packed_offsets(const GraphBlock& block) {
 
 void pack_block(const GraphBlock& block, const std::vector<int64_t>& offsets, uint8_t* out) {
   const bool forces = !block.forces.empty();
-  int64_t total_atoms = 0;
-  for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
-  std::vector<int32_t> widths;
+  const std::vector<int32_t> widths = extra_widths(block);
   int32_t width = 0;
-  for (const auto& e : block.extra) {
-    widths.push_back(total_atoms > 0 ? int32_t(int64_t(e.size()) / total_atoms) : 0);
-    width += widths.back();
-  }
+  for (int32_t w : widths) width += w;
   for (size_t i = 0; i < block.n_graphs(); ++i) {
     uint8_t* rec = out + offsets[i];
     const int64_t n = block.n_atoms[i], a0 = block.atom_start[i];

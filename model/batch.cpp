@@ -225,15 +225,14 @@ const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
   return m_cache[key] = gaussians_fused(m_len.detach(), mu, coeff);
 }
 
-const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
-  if (m_cutoff_values[0].defined()) return m_cutoff_values;
-  const at::Tensor d = m_len.detach().contiguous();
+std::array<at::Tensor, 3> cosine_cutoff_values(const at::Tensor& d_in, double cutoff) {
+  const at::Tensor d = d_in.detach().contiguous();
   at::Tensor c = at::empty_like(d), c1 = at::empty_like(d), c2 = at::empty_like(d);
-  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "cutoff_values", [&] {
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "cosine_cutoff_values", [&] {
     const scalar_t* dp = d.data_ptr<scalar_t>();
     scalar_t *cp = c.data_ptr<scalar_t>(), *c1p = c1.data_ptr<scalar_t>(),
              *c2p = c2.data_ptr<scalar_t>();
-    const double k = M_PI / m_cutoff;
+    const double k = M_PI / cutoff;
     for (int64_t e = 0; e < d.numel(); ++e) {
       const double cs = std::cos(k * double(dp[e])), sn = std::sin(k * double(dp[e]));
       cp[e] = scalar_t(0.5 * (cs + 1.0));
@@ -241,7 +240,11 @@ const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
       c2p[e] = scalar_t(-0.5 * k * k * cs);
     }
   });
-  m_cutoff_values = {c, c1, c2};
+  return {c, c1, c2};
+}
+
+const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
+  if (!m_cutoff_values[0].defined()) m_cutoff_values = cosine_cutoff_values(m_len, m_cutoff);
   return m_cutoff_values;
 }
 

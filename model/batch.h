@@ -46,6 +46,10 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
                       const double* energy, const double* forces,
                       const RadiusGraphOptions& graph_options, c10::ScalarType dtype);
 
+// The cosine cutoff 0.5 (cos(pi d / cutoff) + 1) of lengths d [E] and its first and second
+// derivatives in d, as values without autograd ([E] each, d's dtype).
+std::array<at::Tensor, 3> cosine_cutoff_values(const at::Tensor& d, double cutoff);
+
 // Edge geometry of one step, from the batch and the positions it is differentiated against.
 // Radial expansions are memoised by name, so several layers share one computation per step.
 class EdgeGeometry {

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "model/activation.h"
+#include "model/batch.h"
 #include "model/kernels.h"
 
 namespace ddgnn {
@@ -411,12 +412,9 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
   if (!d.device().is_cpu() || gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
     return schnet_filter_reference(d, basis, a1, b1, a2, b2);
-  std::array<at::Tensor, 3> cut = basis.cutoff_values;
-  if (!cut[0].defined()) {
-    const at::Tensor x = d.detach() * (M_PI / basis.cutoff),
-                     k = at::scalar_tensor(M_PI / basis.cutoff, d.options());
-    cut = {0.5 * (at::cos(x) + 1.0), -0.5 * k * at::sin(x), -0.5 * k * k * at::cos(x)};
-  }
+  const std::array<at::Tensor, 3> cut = basis.cutoff_values[0].defined()
+                                            ? basis.cutoff_values
+                                            : cosine_cutoff_values(d, basis.cutoff);
   return SchnetFilter::apply(d, gauss.detach(), basis.mu, a1, b1, a2, b2, cut[0].detach(),
                              cut[1].detach(), cut[2].detach(), basis.coeff, basis.cutoff)[0];
 }
