@@ -1,8 +1,6 @@
 // `mpiexec -n P ddgnn bench-loader [--out grid.csv] [--width W] [--mib-per-rank M]`: the loader
 // backends' benchmark grid (comm/bench_loader.h) on the ranks of the launch.
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <exception>
 #include <memory>
 #include <string>
 
@@ -32,24 +30,14 @@ Command add_bench_loader_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"rma", "collective", "shm"}));
   return {sub, [o] {
-            int argc = 0;
-            char** argv = nullptr;
-            MpiEnvironment env(&argc, &argv);
-            // Errors are reported while MPI is up, so that the other ranks are stopped too.
-            try {
+            return run_under_mpi([&](const MpiEnvironment&) {
               for (int64_t s : o->sample_bytes)
                 if (s < 1)
                   throw ConfigError("--sample-bytes: " + std::to_string(s) + " is not positive");
               for (int64_t b : o->batch_sizes)
                 if (b < 1) throw ConfigError("--batch: " + std::to_string(b) + " is not positive");
               run_loader_bench(*o);
-            } catch (const std::exception& e) {
-              std::fprintf(stderr, "%s\n", error_line(e, env.size() > 1 ? env.rank() : -1).c_str());
-              std::fflush(stderr);
-              abort_job(1);
-              return 1;
-            }
-            return 0;
+            });
           }};
 }
 

@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/trainer.h"
+#include "comm/mpi.h"
 #include "core/error.h"
 
 namespace ddgnn {
@@ -40,8 +41,8 @@ Command add_train_command(CLI::App& app) {
     const Config config = load_config(options->config, options->overrides, co);
     TrainOptions to;
     to.overwrite = options->overwrite;
-    train(config, to);
-    return 0;
+    // Every run is an MPI job (a world of one without mpiexec): errors stop all ranks.
+    return run_under_mpi([&](const MpiEnvironment&) { train(config, to); });
   };
   return {sub, run};
 }

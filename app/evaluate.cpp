@@ -139,7 +139,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     for (size_t g = 0; g < chunk.size(); ++g) {
       const size_t id = size_t(chunk[g]);
       const int64_t n = block.n_atoms[id], a0 = block.atom_start[id];
-      const int64_t gid = block.first + int64_t(id);
+      const int64_t gid = block.id_of(size_t(id));
       n_atoms_total += n;
       if (!e_pred.empty()) {
         acc.add_energies(&e_pred[g], &block.energy[id], &n, 1);

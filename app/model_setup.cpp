@@ -89,9 +89,9 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
   return s;
 }
 
-Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
+Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
                           const std::vector<HeadTarget>& targets, bool use_forces) {
-  const TargetStats st = compute_target_stats(block, ids);
+  const TargetStats st = compute_target_stats(visit, sum);
   Normalizer n;
   n.reference_energy = st.reference_energy;
   n.mean_residual_per_atom = st.residual_mean_per_atom;
@@ -101,27 +101,37 @@ Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& i
   n.column_std.resize(targets.size());
   for (size_t k = 0; k < targets.size(); ++k) {
     if (targets[k].source != TargetSource::kColumn) continue;
-    const auto& col = block.extra[size_t(targets[k].column)];
     const int64_t d = targets[k].dim;
-    std::vector<double> sum(size_t(d), 0.0), sq(size_t(d), 0.0);
-    int64_t count = 0;
-    for (int64_t id : ids) {
-      const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
-      for (int64_t a = a0; a < a0 + na; ++a, ++count)
-        for (int64_t c = 0; c < d; ++c) {
-          const double v = col[size_t(a * d + c)];
-          sum[size_t(c)] += v;
-          sq[size_t(c)] += v * v;
-        }
-    }
+    // [sum (d), sum of squares (d), count]
+    std::vector<long double> acc(size_t(2 * d + 1), 0.0L);
+    visit([&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+      const auto& col = block.extra[size_t(targets[k].column)];
+      for (int64_t id : ids) {
+        const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+        for (int64_t a = a0; a < a0 + na; ++a, acc.back() += 1)
+          for (int64_t c = 0; c < d; ++c) {
+            const double v = col[size_t(a * d + c)];
+            acc[size_t(c)] += v;
+            acc[size_t(d + c)] += (long double)v * v;
+          }
+      }
+    });
+    sum(acc.data(), int64_t(acc.size()));
+    const long double count = acc.back();
     for (int64_t c = 0; c < d; ++c) {
-      const double mean = count ? sum[size_t(c)] / double(count) : 0.0;
-      const double var = count ? sq[size_t(c)] / double(count) - mean * mean : 0.0;
+      const double mean = count > 0 ? double(acc[size_t(c)] / count) : 0.0;
+      const double var = count > 0 ? double(acc[size_t(d + c)] / count) - mean * mean : 0.0;
       n.column_mean[k].push_back(mean);
       n.column_std[k].push_back(var > 1e-24 ? std::sqrt(var) : 1.0);
     }
   }
   return n;
+}
+
+Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
+                          const std::vector<HeadTarget>& targets, bool use_forces) {
+  return fit_normalizer([&](const auto& f) { f(block, ids); }, [](long double*, int64_t) {},
+                        targets, use_forces);
 }
 
 PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>& ids,
@@ -139,7 +149,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
       if (ptr[atom + 1] == ptr[atom]) {
         const bool alone = block.n_atoms[id] == 1;
         throw DataError(
-            "graph " + std::to_string(block.first + int64_t(id)) + ": atom " + std::to_string(a) +
+            "graph " + std::to_string(block.id_of(id)) + ": atom " + std::to_string(a) +
                 " (Z=" + std::to_string(int(block.z[size_t(block.atom_start[id] + a)])) + ") " +
                 (alone ? "is the graph's only atom and has" : "has") +
                 " no neighbour within the radius " + std::to_string(setup.graph.radius) +
@@ -205,7 +215,7 @@ Prediction predict(Gnn& gnn, const ModelSetup& setup, const GraphBatch& batch, b
 }
 
 at::Tensor total_loss(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup,
-                      const EnergyForceWeights& w, const LossSpec& loss) {
+                      const EnergyForceWeights& w, const LossSpec& loss, const StepShare& share) {
   const GraphBatch& batch = b.batch;
   at::Tensor total;
   auto add = [&](const at::Tensor& term) { total = total.defined() ? total + term : term; };
@@ -217,14 +227,16 @@ at::Tensor total_loss(const Prediction& p, const PreparedBatch& b, const ModelSe
       ef.energy = p.energy;
       ef.forces = p.forces;
       EnergyForceWeights ew = w;
-      if (!setup.conservative) ew.force_weight = 0.0;
+      ew.energy_weight *= share.graphs;
+      ew.energy_peratom_weight *= share.graphs;
+      ew.force_weight = setup.conservative ? ew.force_weight * share.atoms : 0.0;
       GraphBatch targets = batch;
       if (!setup.conservative) targets.forces = at::Tensor();
       add(t.weight * energy_force_loss(ef, targets, ew, loss));
-    } else if (t.source == TargetSource::kForces) {
-      add(t.weight * regression_loss(p.outputs[k], batch.forces, loss));
     } else {
-      add(t.weight * regression_loss(p.outputs[k], b.columns[k], loss));
+      const double s = t.kind == HeadSpec::kGraph ? share.graphs : share.atoms;
+      const at::Tensor& target = t.source == TargetSource::kForces ? batch.forces : b.columns[k];
+      add((t.weight * s) * regression_loss(p.outputs[k], target, loss));
     }
   }
   if (!total.defined()) total = at::zeros({}, batch.pos.options());

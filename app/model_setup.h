@@ -17,6 +17,7 @@
 
 #include "app/train_settings.h"
 #include "loader/dataset.h"
+#include "loader/targets.h"
 #include "model/batch.h"
 #include "model/gnn.h"
 
@@ -46,7 +47,11 @@ struct ModelSetup {
 nlohmann::json to_json(const ModelSetup& setup);
 ModelSetup model_setup_from_json(const nlohmann::json& j);  // DataError on a bad record
 
-// Fits the normaliser on the graphs `ids` of `block` (the training split).
+// Fits the normaliser on the training split: every graph that `visit` shows on any rank, the
+// ranks' partial sums added up by `sum` (loader/targets.h).
+Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
+                          const std::vector<HeadTarget>& targets, bool use_forces);
+// The same on this process alone: the graphs `ids` of `block`.
 Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
                           const std::vector<HeadTarget>& targets, bool use_forces);
 
@@ -54,7 +59,8 @@ Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& i
 // in the model dtype), the offsets to map energies back, and one target per column head.
 struct PreparedBatch {
   GraphBatch batch;
-  std::vector<int64_t> ids;         // block-relative graph ids, in batch order
+  std::vector<int64_t> ids;         // graph ids, in batch order: block-relative from prepare_batch;
+                                    // the trainer sets the file ids
   std::vector<double> offset;       // [n_graphs] eV, E = s * E_n + offset
   std::vector<at::Tensor> columns;  // per head: [n_atoms, k] normalised (kColumn heads only)
   double seconds = 0.0;             // wall time of collate (gather + radius graph)
@@ -73,11 +79,21 @@ struct Prediction {
 // create_graph keeps the graph of conservative forces (training with a force loss).
 Prediction predict(Gnn& gnn, const ModelSetup& setup, const GraphBatch& batch, bool create_graph);
 
+// This rank's part of a step that several ranks share: its graphs and atoms over those of all
+// ranks. Losses are means over graphs (energy terms) or atoms (force and per-atom terms), so
+// each term scaled by its share and summed over ranks is the loss of the whole step (exactly for
+// mse, mae and huber; rmse's root is taken per rank). {1, 1} on one rank.
+struct StepShare {
+  double graphs = 1.0, atoms = 1.0;
+};
+
 // The weighted loss of all heads (normalised units): the energy head contributes
 // energy_weight * L(E) + energy_peratom_weight * L(E/n) [+ force_weight * L(F) when
-// conservative]; a forces head L(F); a column head L(column); each times its task weight.
+// conservative]; a forces head L(F); a column head L(column); each times its task weight and
+// its share of the step.
 at::Tensor total_loss(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup,
-                      const EnergyForceWeights& weights, const LossSpec& loss);
+                      const EnergyForceWeights& weights, const LossSpec& loss,
+                      const StepShare& share = {});
 
 // Physical-unit predictions of a batch (eV per graph, eV/Å per atom) from normalised ones.
 std::vector<double> energies_ev(const at::Tensor& energy_n, const PreparedBatch& b,

@@ -193,6 +193,12 @@ TrainSettings train_settings(const Config& c) {
   s.drop_remainder = c.get<bool>("Loader.drop_remainder");
   s.atom_budget = c.get<int64_t>("Loader.atom_budget");
   s.prefetch_depth = c.get<int64_t>("Loader.prefetch_depth");
+  s.backend = c.get<std::string>("Loader.backend");
+  s.width = c.get<int64_t>("Loader.width");
+  s.memory_budget_gb = c.get<double>("Loader.memory_budget_gb");
+  s.bucket_mb = c.get<double>("Comm.bucket_mb");
+  s.grad_sync = c.get<std::string>("Comm.grad_sync");
+  s.check_parameters_every = c.get<int64_t>("Comm.check_parameters_every");
   s.threads = c.get<int64_t>("Runtime.intra_op_threads");
   s.deterministic = c.get<bool>("Runtime.deterministic");
   s.device = c.get<std::string>("Runtime.device");

@@ -80,6 +80,12 @@ struct TrainSettings {
 
   bool shuffle = true, drop_remainder = false;
   int64_t atom_budget = 0, prefetch_depth = 2;
+  std::string backend = "auto";    // Loader.backend (app/train_data.h resolves "auto")
+  int64_t width = 0;               // Loader.width: ranks per replica group (0 = all)
+  double memory_budget_gb = 16.0;  // Loader.memory_budget_gb, per node
+  double bucket_mb = 25.0;         // Comm.bucket_mb
+  std::string grad_sync = "auto";  // Comm.grad_sync
+  int64_t check_parameters_every = 0;
   int64_t threads = 0;
   bool deterministic = false;
   std::string device = "auto";

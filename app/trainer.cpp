@@ -1,5 +1,5 @@
-// The training loop of `ddgnn train` (one process). Overview in trainer.h; file formats of the run
-// directory in DESIGN.md.
+// The training loop of `ddgnn train` on the ranks of MPI_COMM_WORLD (one without mpiexec).
+// Overview in trainer.h; file formats of the run directory in DESIGN.md.
 #include "app/trainer.h"
 
 #include <ATen/ATen.h>
@@ -15,6 +15,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -24,13 +25,16 @@
 #include <thread>
 
 #include "app/checkpoint.h"
+#include "app/ddp.h"
 #include "app/model_setup.h"
 #include "app/run_log.h"
+#include "app/train_data.h"
 #include "app/train_settings.h"
 #include "comm/mpi.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "core/version.h"
+#include "loader/sampler.h"
 #include "loader/split.h"
 #include "model/metrics.h"
 #include "model/optim.h"
@@ -53,32 +57,25 @@ double peak_rss_mb() {
   return double(ru.ru_maxrss) / 1024.0;
 }
 
-// One split: graphs `ids` of `block`.
-struct Part {
-  std::string name;  // train | validate | test
-  const GraphBlock* block = nullptr;
-  std::vector<int64_t> ids;
-};
-
-// Batches of an ordered list of graph ids: batch_size graphs, or fewer when atom_budget > 0
-// caps the atoms (a graph larger than the budget goes alone). drop_remainder drops a last
-// batch smaller than batch_size.
-std::vector<std::vector<int64_t>> make_batches(const GraphBlock& block,
+// Batches of positions 0 .. n-1 in `order`: batch_size graphs, or fewer when atom_budget > 0
+// caps the atoms (n_atoms[pos]; a graph larger than the budget goes alone). drop_remainder drops
+// a last batch smaller than batch_size. One rank only: the sampler deals batches on several.
+std::vector<std::vector<int64_t>> make_batches(const std::vector<int32_t>& n_atoms,
                                                const std::vector<int64_t>& order,
                                                int64_t batch_size, int64_t atom_budget,
                                                bool drop_remainder) {
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> cur;
   int64_t atoms = 0;
-  for (int64_t id : order) {
-    const int64_t n = block.n_atoms[size_t(id)];
+  for (int64_t pos : order) {
+    const int64_t n = n_atoms[size_t(pos)];
     if (!cur.empty() &&
         (int64_t(cur.size()) == batch_size || (atom_budget > 0 && atoms + n > atom_budget))) {
       out.push_back(std::move(cur));
       cur.clear();
       atoms = 0;
     }
-    cur.push_back(id);
+    cur.push_back(pos);
     atoms += n;
   }
   if (!cur.empty() && !(drop_remainder && int64_t(cur.size()) < batch_size && !out.empty()))
@@ -86,30 +83,56 @@ std::vector<std::vector<int64_t>> make_batches(const GraphBlock& block,
   return out;
 }
 
-// Builds batches on a background thread, `depth` ahead of the consumer (depth 0: on demand).
-// Errors of the builder are rethrown by next().
+// One step's batch on this rank: the prepared graphs (none when this rank has no sample in the
+// step), and for training the graphs and atoms of the step on all ranks (the loss shares).
+struct StepBatch {
+  PreparedBatch prepared;
+  bool empty = true;
+  int64_t graphs_all = 0, atoms_all = 0;
+  double fetch_s = 0.0;  // moving the records (the backend's part of loading)
+  Clock::time_point t_fetch, t_fetched, t_built;  // the builder's phases, for the trace
+};
+
+// Fetches and prepares batches on a background thread, `depth` ahead of the consumer (depth 0:
+// on demand). The thread is the only one that uses the loader's communicators while it runs
+// (fetches, and the per-step count sums over `count_comm` when given). Errors of the builder are
+// rethrown by next().
 class Prefetcher {
  public:
-  Prefetcher(const GraphBlock& block, std::vector<std::vector<int64_t>> batches,
-             const ModelSetup& setup, int64_t depth)
-      : m_block(block), m_batches(std::move(batches)), m_setup(setup), m_depth(depth) {
+  Prefetcher(TrainData& data, int split, std::vector<std::vector<int64_t>> batches,
+             const ModelSetup& setup, int64_t depth, MPI_Comm count_comm = MPI_COMM_NULL)
+      : m_data(data),
+        m_split(split),
+        m_batches(std::move(batches)),
+        m_setup(setup),
+        m_depth(depth),
+        m_count_comm(count_comm) {
     if (m_depth > 0) m_thread = std::thread([this] { produce(); });
   }
   ~Prefetcher() {
-    {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      m_stop = true;
-    }
+    std::unique_lock<std::mutex> lock(m_mutex);
+    m_stop = true;
     m_cv.notify_all();
-    if (m_thread.joinable()) m_thread.join();
+    if (!m_thread.joinable()) return;
+    // Unwinding after an error on one of several ranks: the builder may sit in a collective
+    // fetch that the other ranks, waiting for this one elsewhere, never join. It is left there;
+    // the error path stops the whole job (MPI_Abort) right after.
+    if (std::uncaught_exceptions() > 0 && world_size_or_one() > 1 &&
+        !m_cv.wait_for(lock, std::chrono::seconds(2), [&] { return m_finished; })) {
+      lock.unlock();
+      m_thread.detach();
+      return;
+    }
+    lock.unlock();
+    m_thread.join();
   }
   size_t size() const { return m_batches.size(); }
-  PreparedBatch next() {
-    if (m_depth == 0) return prepare_batch(m_block, m_batches[m_taken++], m_setup);
+  StepBatch next() {
+    if (m_depth == 0) return build(m_batches[m_taken++]);
     std::unique_lock<std::mutex> lock(m_mutex);
     m_cv.wait(lock, [&] { return !m_queue.empty() || m_error; });
     if (m_queue.empty() && m_error) std::rethrow_exception(m_error);
-    PreparedBatch b = std::move(m_queue.front());
+    StepBatch b = std::move(m_queue.front());
     m_queue.pop_front();
     ++m_taken;
     lock.unlock();
@@ -118,15 +141,37 @@ class Prefetcher {
   }
 
  private:
+  StepBatch build(const std::vector<int64_t>& positions) {
+    StepBatch b;
+    b.t_fetch = Clock::now();
+    const GraphBlock block = m_data.fetch(m_split, positions);
+    b.t_fetched = Clock::now();
+    b.fetch_s = seconds(b.t_fetch, b.t_fetched);
+    int64_t counts[2] = {int64_t(block.n_graphs()), 0};
+    for (int32_t n : block.n_atoms) counts[1] += n;
+    if (m_count_comm != MPI_COMM_NULL)
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, m_count_comm));
+    b.graphs_all = counts[0];
+    b.atoms_all = counts[1];
+    b.empty = block.n_graphs() == 0;
+    if (!b.empty) {
+      std::vector<int64_t> ids(block.n_graphs());
+      for (size_t k = 0; k < ids.size(); ++k) ids[k] = int64_t(k);
+      b.prepared = prepare_batch(block, ids, m_setup);
+      b.prepared.ids = block.graph_ids;  // file ids, for messages and predictions
+    }
+    b.t_built = Clock::now();
+    return b;
+  }
   void produce() {
     try {
       for (size_t i = 0; i < m_batches.size(); ++i) {
         {
           std::unique_lock<std::mutex> lock(m_mutex);
           m_cv.wait(lock, [&] { return m_stop || int64_t(m_queue.size()) < m_depth; });
-          if (m_stop) return;
+          if (m_stop) break;
         }
-        PreparedBatch b = prepare_batch(m_block, m_batches[i], m_setup);
+        StepBatch b = build(m_batches[i]);
         {
           std::lock_guard<std::mutex> lock(m_mutex);
           m_queue.push_back(std::move(b));
@@ -136,21 +181,25 @@ class Prefetcher {
     } catch (...) {
       std::lock_guard<std::mutex> lock(m_mutex);
       m_error = std::current_exception();
-      m_cv.notify_all();
     }
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_finished = true;
+    m_cv.notify_all();
   }
 
-  const GraphBlock& m_block;
+  TrainData& m_data;
+  int m_split;
   std::vector<std::vector<int64_t>> m_batches;
   const ModelSetup& m_setup;
   int64_t m_depth;
+  MPI_Comm m_count_comm;
   size_t m_taken = 0;
   std::thread m_thread;
   std::mutex m_mutex;
   std::condition_variable m_cv;
-  std::deque<PreparedBatch> m_queue;
+  std::deque<StepBatch> m_queue;
   std::exception_ptr m_error;
-  bool m_stop = false;
+  bool m_stop = false, m_finished = false;
 };
 
 // Errors of one split in physical units: energy and forces (MetricsAccumulator) and each column
@@ -166,12 +215,13 @@ struct SplitMetrics {
       : col_abs(n_heads, 0), col_sq(n_heads, 0), col_n(n_heads, 0) {}
   double loss() const { return loss_graphs ? loss_sum / double(loss_graphs) : NAN; }
 
-  void add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup, double loss) {
+  // loss: the batch's loss; it counts for `loss_graphs_all` graphs (default: the batch's; in a
+  // step shared by ranks, this rank's share of the step's loss counts for the step's graphs).
+  void add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup, double loss,
+           int64_t loss_graphs_all = -1) {
     const GraphBatch& batch = b.batch;
-    loss_sum += loss * double(batch.n_graphs);
+    loss_sum += loss * double(loss_graphs_all >= 0 ? loss_graphs_all : batch.n_graphs);
     loss_graphs += batch.n_graphs;
-    const GraphBlock* none = nullptr;
-    (void)none;
     if (p.energy.defined()) {
       const std::vector<double> pred = energies_ev(p.energy, b, setup.norm);
       const std::vector<double> ref = energies_ev(batch.energy, b, setup.norm);
@@ -192,6 +242,30 @@ struct SplitMetrics {
       col_sq[k] += (d * d).sum().item<double>();
       col_n[k] += d.numel();
     }
+  }
+  // Adds up every rank's sums (collective over `comm`).
+  void reduce(MPI_Comm comm) {
+    int size = 1;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    if (size == 1) return;
+    std::vector<long double> v;
+    const auto ef_sums = ef.sums();
+    v.insert(v.end(), ef_sums.begin(), ef_sums.end());
+    v.push_back(loss_sum);
+    v.push_back((long double)loss_graphs);
+    v.insert(v.end(), col_abs.begin(), col_abs.end());
+    v.insert(v.end(), col_sq.begin(), col_sq.end());
+    for (int64_t n : col_n) v.push_back((long double)n);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_LONG_DOUBLE, MPI_SUM, comm));
+    std::array<long double, MetricsAccumulator::kSums> e;
+    std::copy(v.begin(), v.begin() + e.size(), e.begin());
+    ef.set_sums(e);
+    size_t k = e.size();
+    loss_sum = double(v[k++]);
+    loss_graphs = int64_t(v[k++]);
+    for (auto& x : col_abs) x = v[k++];
+    for (auto& x : col_sq) x = v[k++];
+    for (auto& x : col_n) x = int64_t(v[k++]);
   }
   void put(nlohmann::json& row, const std::string& split, const ModelSetup& setup) const {
     const ErrorMetrics m = ef.result();
@@ -230,28 +304,29 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
         c.push_back(s + "_" + t.name + "_rmse");
       }
   }
-  for (const char* t : {"graphs_per_s", "steps", "grad_norm", "load_s", "graph_s", "forward_s",
-                        "forces_s", "backward_s", "optimizer_s", "eval_s", "checkpoint_s",
-                        "epoch_s", "elapsed_s", "peak_rss_mb"})
+  for (const char* t : {"graphs_per_s", "steps", "grad_norm", "load_s", "fetch_s", "graph_s",
+                        "forward_s", "forces_s", "backward_s", "sync_s", "optimizer_s", "eval_s",
+                        "checkpoint_s", "epoch_s", "elapsed_s", "peak_rss_mb"})
     c.push_back(t);
   return c;
 }
 
 // Trivial baseline of a split: the training set's mean energy per atom times n_atoms, zero
-// forces.
-ErrorMetrics baseline(const Part& part, double mean_epa, bool forces) {
+// forces; this rank's share of the split (TrainData::visit_local), its sums still to be reduced.
+MetricsAccumulator baseline(const TrainData& data, int split, double mean_epa, bool forces) {
   MetricsAccumulator acc;
-  const GraphBlock& b = *part.block;
-  for (int64_t id : part.ids) {
-    const int64_t n = b.n_atoms[size_t(id)];
-    const double pred = mean_epa * double(n);
-    acc.add_energies(&pred, &b.energy[size_t(id)], &n, 1);
-    if (forces && !b.forces.empty()) {
-      const std::vector<double> zero(size_t(3 * n), 0.0);
-      acc.add_forces(zero.data(), b.forces.data() + 3 * b.atom_start[size_t(id)], n);
+  data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      const int64_t n = b.n_atoms[size_t(id)];
+      const double pred = mean_epa * double(n);
+      acc.add_energies(&pred, &b.energy[size_t(id)], &n, 1);
+      if (forces && !b.forces.empty()) {
+        const std::vector<double> zero(size_t(3 * n), 0.0);
+        acc.add_forces(zero.data(), b.forces.data() + 3 * b.atom_start[size_t(id)], n);
+      }
     }
-  }
-  return acc.result();
+  });
+  return acc;
 }
 
 nlohmann::json generator_state() {
@@ -324,27 +399,70 @@ std::string metric_triplet(const nlohmann::json& row, const std::string& key) {
   return out;
 }
 
-// The PNA layers' in-degree histogram over (at most 2000 graphs of) the training split.
-std::vector<int64_t> degree_histogram(const Part& train, const ModelSetup& setup) {
+// The PNA layers' in-degree histogram over (at most 2000 graphs of) the training split, this
+// rank's share of them; summed over the ranks by the caller.
+std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& setup,
+                                      int64_t max_graphs) {
   std::vector<int64_t> hist;
-  const size_t n = std::min<size_t>(train.ids.size(), 2000);
-  for (size_t i = 0; i < n; i += 64) {
-    std::vector<int64_t> ids(train.ids.begin() + long(i),
-                             train.ids.begin() + long(std::min(n, i + 64)));
-    const PreparedBatch b = prepare_batch(*train.block, ids, setup);
-    const at::Tensor deg = at::bincount(b.batch.edge_index[1], {}, b.batch.n_atoms());
-    const at::Tensor h = at::bincount(deg);
-    const int64_t* hp = h.data_ptr<int64_t>();
-    if (hist.size() < size_t(h.numel())) hist.resize(size_t(h.numel()), 0);
-    for (int64_t k = 0; k < h.numel(); ++k) hist[size_t(k)] += hp[k];
-  }
+  int64_t seen = 0;
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
+    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
+      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
+      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
+      seen += int64_t(ids.size());
+      const PreparedBatch b = prepare_batch(block, ids, setup);
+      const at::Tensor deg = at::bincount(b.batch.edge_index[1], {}, b.batch.n_atoms());
+      const at::Tensor h = at::bincount(deg);
+      const int64_t* hp = h.data_ptr<int64_t>();
+      if (hist.size() < size_t(h.numel())) hist.resize(size_t(h.numel()), 0);
+      for (int64_t k = 0; k < h.numel(); ++k) hist[size_t(k)] += hp[k];
+    }
+  });
   return hist;
+}
+
+// A communicator of its own (MPI_Comm_dup of the world), freed with the object.
+class OwnComm {
+ public:
+  explicit OwnComm(MPI_Comm of) {
+    MPI_CHECK(MPI_Comm_dup(of, &m_comm));
+    MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
+  }
+  ~OwnComm() {
+    if (mpi_active()) MPI_Comm_free(&m_comm);
+  }
+  OwnComm(const OwnComm&) = delete;
+  OwnComm& operator=(const OwnComm&) = delete;
+  MPI_Comm get() const { return m_comm; }
+
+ private:
+  MPI_Comm m_comm = MPI_COMM_NULL;
+};
+
+int comm_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(c, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm c) {
+  int n = 1;
+  MPI_CHECK(MPI_Comm_size(c, &n));
+  return n;
 }
 
 class Trainer {
  public:
+  // MPI must be up: the ranks of MPI_COMM_WORLD train together (one rank without mpiexec).
   Trainer(const Config& config, const TrainOptions& options)
-      : m_config(config), m_options(options), m_s(train_settings(config)) {}
+      : m_config(config),
+        m_options(options),
+        m_s(train_settings(config)),
+        m_comm(MPI_COMM_WORLD),
+        m_count_comm(MPI_COMM_WORLD),
+        m_rank(comm_rank(MPI_COMM_WORLD)),
+        m_world(comm_size(MPI_COMM_WORLD)),
+        m_root(m_rank == 0) {}
   nlohmann::json run();
 
  private:
@@ -355,20 +473,29 @@ class Trainer {
   void log_baseline();
   // One epoch of training; fills the train metrics and timing of `row`.
   void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
-  SplitMetrics evaluate_part(const Part& part, std::vector<PreparedBatch>* cache);
+  // Errors of a validation or test split over all ranks (each evaluates its share).
+  SplitMetrics evaluate_split(int split);
   void write_checkpoint(const std::string& path, int64_t epoch, bool with_optimizer);
   nlohmann::json record(int64_t epoch) const;
   void log_line(const std::string& line);
+  void event(const std::string& name, const nlohmann::json& data);
+  // Sums over the ranks whose shares of the data cover it once (TrainData::sum_stats).
+  void sum_stats(long double* v, int64_t n) const { m_data->sum_stats(v, n); }
 
   const Config& m_config;
   TrainOptions m_options;
   TrainSettings m_s;
+  OwnComm m_comm;        // the main thread's collectives: gradients, metrics, decisions
+  OwnComm m_count_comm;  // the prefetch thread's per-step sums of graphs and atoms
+  int m_rank = 0, m_world = 1;
+  bool m_root = true;  // rank 0 writes the run directory and logs
   ModelSetup m_setup;
-  std::vector<std::unique_ptr<Dataset>> m_datasets;
-  std::vector<GraphBlock> m_blocks;
-  Part m_train, m_val, m_test;
+  std::unique_ptr<TrainData> m_data;
+  std::vector<int32_t> m_train_atoms;    // atoms of each training position (atom budget, one rank)
+  int64_t m_split_atoms[3] = {0, 0, 0};  // atoms of each split, all ranks
   std::shared_ptr<Gnn> m_gnn;
   std::vector<at::Tensor> m_params;
+  std::unique_ptr<DataParallel> m_ddp;  // several ranks
   std::unique_ptr<torch::optim::Optimizer> m_opt;
   std::unique_ptr<ReduceLROnPlateau> m_plateau;
   std::unique_ptr<EarlyStopping> m_early;
@@ -376,7 +503,8 @@ class Trainer {
   std::unique_ptr<EventLog> m_events;
   std::unique_ptr<ChromeTrace> m_trace;
   std::unique_ptr<ProgressLine> m_progress;
-  std::vector<PreparedBatch> m_val_cache, m_test_cache;
+  std::vector<PreparedBatch> m_eval_cache[3];  // this rank's validation / test batches
+  bool m_eval_cached[3] = {false, false, false};
   bool m_cache_eval = true;
   bool m_forces = false;  // the model predicts forces and the data has them
   int64_t m_start_epoch = 1, m_step = 0;
@@ -384,64 +512,76 @@ class Trainer {
   int64_t m_best_epoch = 0;
   nlohmann::json m_best_row;
   int64_t m_kill_at_step = -1;  // DDGNN_DEBUG_SIGKILL_AT_STEP: tests of resume after SIGKILL
+  // DDGNN_DEBUG_FAIL_AT_STEP=R:S: rank R throws at step S (tests that no rank hangs)
+  int64_t m_fail_rank = -1, m_fail_step = -1;
   Clock::time_point m_t_start = Clock::now();
   double m_elapsed_before = 0.0;  // training seconds of the run before a resume
 };
 
 void Trainer::log_line(const std::string& line) {
+  if (!m_root) return;
   if (m_progress) m_progress->clear();
   spdlog::info("{}", line);
 }
 
+void Trainer::event(const std::string& name, const nlohmann::json& data) {
+  if (m_events) m_events->write(name, data);
+}
+
 void Trainer::load_data() {
-  auto open = [&](const std::string& path) -> const Dataset& {
-    if (!fs::exists(path))
-      throw ConfigError("Dataset.path: " + path + ": no such file",
-                        "convert extxyz data with `ddgnn convert in.extxyz " + path +
-                            "`, or correct the path (relative to the working directory)");
-    m_datasets.push_back(std::make_unique<Dataset>(path));
-    return *m_datasets.back();
-  };
-  if (!m_s.data.explicit_split()) {
-    const Dataset& ds = open(m_s.data.single);
-    m_blocks.reserve(1);
-    m_blocks.push_back(ds.read(0, ds.n_graphs()));
-    const Split split = split_graphs(ds.n_graphs(), m_s.perc_train, m_s.seed);
-    m_train = {"train", &m_blocks[0], split.train};
-    m_val = {"validate", &m_blocks[0], split.validate};
-    m_test = {"test", &m_blocks[0], split.test};
-  } else {
-    m_blocks.reserve(3);
-    Part* parts[3] = {&m_train, &m_val, &m_test};
-    const std::string paths[3] = {m_s.data.train, m_s.data.validate, m_s.data.test};
-    const char* names[3] = {"train", "validate", "test"};
-    for (int i = 0; i < 3; ++i) {
-      const Dataset& ds = open(paths[i]);
-      if (ds.n_graphs() == 0)
-        throw DataError(paths[i] + ": the " + names[i] + " file has no graphs");
-      m_blocks.push_back(ds.read(0, ds.n_graphs()));
-      std::vector<int64_t> ids(size_t(ds.n_graphs()));
-      for (size_t k = 0; k < ids.size(); ++k) ids[k] = int64_t(k);
-      *parts[i] = {names[i], &m_blocks.back(), ids};
+  if (m_world > 1 && m_s.atom_budget > 0)
+    throw ConfigError(
+        "Loader.atom_budget: atom-budget batching runs on one rank in this version (" +
+            std::to_string(m_world) + " ranks were started)",
+        "set Loader.atom_budget to 0 (batch_size graphs per rank), or train on one "
+        "rank");
+  if (m_s.grad_sync == "nccl")
+    throw ConfigError("Comm.grad_sync: \"nccl\" needs CUDA training, which this build lacks",
+                      "set Comm.grad_sync to \"mpi\" or \"auto\"");
+  m_data = std::make_unique<TrainData>(m_s, m_comm.get());
+  bind_targets(m_s, m_data->dataset(kTrain));
+  for (int k : {kValidate, kTest})
+    if (&m_data->dataset(k) != &m_data->dataset(kTrain)) {
+      TrainSettings copy = m_s;
+      bind_targets(copy, m_data->dataset(k));
     }
-  }
-  bind_targets(m_s, *m_datasets[0]);
-  for (size_t i = 1; i < m_datasets.size(); ++i) {
-    TrainSettings copy = m_s;
-    bind_targets(copy, *m_datasets[i]);
-  }
-  // Periodicity of the data against periodic_boundary_conditions.
-  int64_t periodic = 0;
-  for (const auto& b : m_blocks)
-    for (size_t g = 0; g < b.n_graphs(); ++g)
-      periodic += (b.pbc[3 * g] | b.pbc[3 * g + 1] | b.pbc[3 * g + 2]) ? 1 : 0;
-  if (periodic > 0 && !m_s.periodic)
+  const auto& r = m_data->load_report();
+  const double mib = double(1 << 20);
+  log_line("loader: backend " + m_data->backend() + ", " + std::to_string(m_world) + " rank(s), " +
+           std::to_string(r.groups) + " replica group(s) of " + std::to_string(r.group_size) +
+           "; store " + fmt("%.1f", double(r.bytes) / mib) + " MiB on rank 0 (max " +
+           fmt("%.1f", double(r.max_bytes) / mib) + ", all ranks " +
+           fmt("%.1f", double(r.total_bytes) / mib) + " MiB), loaded in " +
+           fmt("%.2f", r.max_seconds) + " s");
+  event("load", {{"backend", m_data->backend()},
+                 {"ranks", m_world},
+                 {"groups", r.groups},
+                 {"group_size", r.group_size},
+                 {"bytes_rank0", r.bytes},
+                 {"bytes_max", r.max_bytes},
+                 {"bytes_total", r.total_bytes},
+                 {"seconds_max", r.max_seconds}});
+  // Periodicity of the data against periodic_boundary_conditions, and (one rank, atom budget)
+  // the atoms of every training position, in position order (visits go in file order).
+  // Also the atoms of each split (evaluation losses are means over a whole split).
+  long double counts[4] = {0, 0, 0, 0};  // periodic graphs, atoms of train / validate / test
+  for (int k : {kTrain, kValidate, kTest})
+    m_data->visit_local(k, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+      for (int64_t g : ids) {
+        counts[0] +=
+            (b.pbc[size_t(3 * g)] | b.pbc[size_t(3 * g + 1)] | b.pbc[size_t(3 * g + 2)]) ? 1 : 0;
+        counts[1 + k] += b.n_atoms[size_t(g)];
+        if (k == kTrain && m_s.atom_budget > 0) m_train_atoms.push_back(b.n_atoms[size_t(g)]);
+      }
+    });
+  sum_stats(counts, 4);
+  for (int k : {kTrain, kValidate, kTest}) m_split_atoms[k] = int64_t(counts[1 + k]);
+  const int64_t periodic = int64_t(counts[0]);
+  if (periodic > 0 && !m_s.periodic && m_root)
     spdlog::warn(
         "{} graphs have periodic cells, but Architecture.periodic_boundary_conditions is "
         "false: their cells are ignored (no edges across the boundary)",
         periodic);
-  // Isolated atoms: an atom with no neighbour within the radius gets no message; a whole graph
-  // of such atoms has no interaction at all. Checked on the first graphs of each split.
 }
 
 void Trainer::prepare_run_dir() {
@@ -485,21 +625,39 @@ void Trainer::build_model(const nlohmann::json* resume) {
     m_setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
     m_setup.norm = saved.norm;
   } else {
-    m_setup.norm = fit_normalizer(*m_train.block, m_train.ids, m_setup.targets, m_s.needs_forces());
-    if (m_setup.spec.mpnn_type == "PNA")
-      m_setup.spec.layer.pna_deg = degree_histogram(m_train, m_setup);
+    m_setup.norm = fit_normalizer([&](const auto& f) { m_data->visit_local(kTrain, f); },
+                                  [&](long double* v, int64_t n) { sum_stats(v, n); },
+                                  m_setup.targets, m_s.needs_forces());
+    if (m_setup.spec.mpnn_type == "PNA") {
+      const std::vector<int64_t> local = degree_histogram(*m_data, m_setup, 2000);
+      long double n = (long double)local.size();
+      sum_stats(&n, 1);
+      std::vector<long double> h(size_t(n), 0.0L);
+      for (size_t k = 0; k < local.size(); ++k) h[k] = (long double)local[k];
+      sum_stats(h.data(), int64_t(h.size()));  // histograms are padded to the longest first
+      m_setup.spec.layer.pna_deg.assign(h.size(), 0);
+      for (size_t k = 0; k < h.size(); ++k) m_setup.spec.layer.pna_deg[k] = int64_t(h[k]);
+      while (m_setup.spec.layer.pna_deg.size() > 1 && m_setup.spec.layer.pna_deg.back() == 0)
+        m_setup.spec.layer.pna_deg.pop_back();
+    }
   }
   at::manual_seed(m_s.seed);
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
   m_gnn->to(m_setup.dtype);
   m_params = m_gnn->parameters();
+  if (m_world > 1) {
+    // Rank 0's initial weights everywhere, then gradients summed in buckets during backward.
+    m_ddp = std::make_unique<DataParallel>(m_params, m_comm.get(),
+                                           int64_t(m_s.bucket_mb * double(1 << 20)));
+    m_ddp->broadcast_parameters();
+  }
   m_opt = make_optimizer(m_s.optimizer, m_params, m_s.learning_rate, m_s.weight_decay);
   if (m_s.scheduler) m_plateau = std::make_unique<ReduceLROnPlateau>(*m_opt, m_s.plateau);
   if (m_s.early_stopping) m_early = std::make_unique<EarlyStopping>(m_s.patience);
   m_forces = (m_setup.conservative ||
               std::any_of(m_setup.targets.begin(), m_setup.targets.end(),
                           [](const HeadTarget& t) { return t.source == TargetSource::kForces; })) &&
-             !m_train.block->forces.empty();
+             m_data->dataset(kTrain).has_forces();
 }
 
 nlohmann::json Trainer::record(int64_t epoch) const {
@@ -515,7 +673,7 @@ nlohmann::json Trainer::record(int64_t epoch) const {
                 {"train", m_s.data.train},
                 {"validate", m_s.data.validate},
                 {"test", m_s.data.test},
-                {"n_graphs", m_blocks.empty() ? 0 : int64_t(m_blocks[0].n_graphs())}};
+                {"n_graphs", m_data ? m_data->dataset(kTrain).n_graphs() : 0}};
   if (m_plateau) r["scheduler"] = m_plateau->state();
   if (m_early) r["early_stopping"] = m_early->state();
   r["best_validate_loss"] =
@@ -531,89 +689,130 @@ void Trainer::write_checkpoint(const std::string& path, int64_t epoch, bool with
   save_checkpoint(path, *m_gnn, with_optimizer ? m_opt.get() : nullptr, record(epoch));
 }
 
-SplitMetrics Trainer::evaluate_part(const Part& part, std::vector<PreparedBatch>* cache) {
+SplitMetrics Trainer::evaluate_split(int split) {
   SplitMetrics m(m_setup.targets.size());
   m_gnn->eval();
-  EnergyForceWeights w = m_s.weights;
+  // The loss of the whole split: each batch's terms weighted by its share of the split's graphs
+  // and atoms, so that it depends neither on the batching nor on the number of ranks.
+  const int64_t split_graphs = m_data->size(split);
   auto run = [&](const PreparedBatch& b) {
     const Prediction p = predict(*m_gnn, m_setup, b.batch, /*create_graph=*/false);
+    const StepShare share{double(b.batch.n_graphs) / double(split_graphs),
+                          double(b.batch.n_atoms()) / double(m_split_atoms[split])};
     at::Tensor loss;
     {
       at::NoGradGuard no_grad;
-      loss = total_loss(p, b, m_setup, w, m_s.loss);
+      loss = total_loss(p, b, m_setup, m_s.weights, m_s.loss, share);
     }
-    m.add(p, b, m_setup, loss.item<double>());
+    m.add(p, b, m_setup, loss.item<double>(), split_graphs);
   };
-  if (cache && !cache->empty()) {
-    for (const auto& b : *cache) run(b);
+  std::vector<PreparedBatch>& cache = m_eval_cache[split];
+  if (m_eval_cached[split]) {  // the same decision on every rank: no collective fetch is skipped
+    for (const auto& b : cache) run(b);
   } else {
-    Prefetcher pf(*part.block, make_batches(*part.block, part.ids, m_s.eval_batch_size, 0, false),
-                  m_setup, m_s.prefetch_depth);
+    // Each rank its share of the split, in order; the same number of batches on every rank.
+    SamplerOptions so;
+    so.n_samples = m_data->size(split);
+    so.batch_size = m_s.eval_batch_size;
+    so.rank = m_rank;
+    so.world = m_world;
+    so.shuffle = false;
+    Prefetcher pf(*m_data, split, sampler_epoch(so, 1), m_setup, m_s.prefetch_depth);
     for (size_t i = 0; i < pf.size(); ++i) {
-      PreparedBatch b = pf.next();
-      run(b);
-      if (cache && m_cache_eval) cache->push_back(std::move(b));
+      StepBatch b = pf.next();
+      if (b.empty) continue;
+      run(b.prepared);
+      if (m_cache_eval) cache.push_back(std::move(b.prepared));
     }
+    m_eval_cached[split] = m_cache_eval;
   }
   m_gnn->train();
+  m.reduce(m_comm.get());
   return m;
 }
 
 void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {
-  std::vector<int64_t> order = m_train.ids;
-  if (m_s.shuffle) {
-    const std::vector<int64_t> perm =
-        permutation(int64_t(order.size()), m_s.seed * 1000003ULL + uint64_t(epoch));
-    for (size_t i = 0; i < order.size(); ++i) order[i] = m_train.ids[size_t(perm[i])];
+  SamplerOptions so;
+  so.n_samples = m_data->size(kTrain);
+  so.batch_size = m_s.batch_size;
+  so.rank = m_rank;
+  so.world = m_world;
+  so.seed = m_s.seed;
+  so.shuffle = m_s.shuffle;
+  so.drop_remainder = m_s.drop_remainder;
+  std::vector<std::vector<int64_t>> batches;
+  if (m_s.atom_budget > 0) {  // one rank (load_data): the sampler's order, cut by atoms
+    std::vector<int64_t> order;
+    for (const auto& b : sampler_epoch(so, epoch)) order.insert(order.end(), b.begin(), b.end());
+    batches =
+        make_batches(m_train_atoms, order, m_s.batch_size, m_s.atom_budget, m_s.drop_remainder);
+  } else {
+    batches = sampler_epoch(so, epoch);
   }
-  Prefetcher pf(
-      *m_train.block,
-      make_batches(*m_train.block, order, m_s.batch_size, m_s.atom_budget, m_s.drop_remainder),
-      m_setup, m_s.prefetch_depth);
-  double t_load = 0, t_graph = 0, t_fwd = 0, t_forces = 0, t_bwd = 0, t_opt = 0, gn_sum = 0;
-  int64_t graphs = 0, steps = 0;
+  Prefetcher pf(*m_data, kTrain, std::move(batches), m_setup, m_s.prefetch_depth,
+                m_count_comm.get());
+  double t_load = 0, t_fetch = 0, t_graph = 0, t_fwd = 0, t_forces = 0, t_bwd = 0, t_sync = 0,
+         t_opt = 0, gn_sum = 0;
+  int64_t graphs = 0, graphs_all = 0, steps = 0;
   const auto t_epoch = Clock::now();
   m_gnn->train();
   for (size_t i = 0; i < pf.size(); ++i) {
     const auto t0 = Clock::now();
-    PreparedBatch b = pf.next();
+    StepBatch sb = pf.next();
     const auto t1 = Clock::now();
-    // Forward and the energy; forces are timed separately (first backward, create_graph).
-    Prediction p;
-    at::Tensor pos = b.batch.pos;
-    if (m_setup.conservative) pos = b.batch.pos.detach().clone().requires_grad_(true);
-    p.outputs = m_gnn->forward(b.batch, pos);
-    if (m_setup.energy_head >= 0) {
-      const at::Tensor& out = p.outputs[size_t(m_setup.energy_head)];
-      p.energy = m_setup.targets[size_t(m_setup.energy_head)].kind == HeadSpec::kNode
-                     ? scatter_sum(out.select(1, 0), *b.batch.graphs)
-                     : out.select(1, 0);
-    }
-    const auto t2 = Clock::now();
-    if (m_setup.conservative) {
-      auto g = torch::autograd::grad({p.energy.sum()}, {pos}, {}, true, true, true);
-      p.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
-    } else {
-      for (size_t k = 0; k < m_setup.targets.size(); ++k)
-        if (m_setup.targets[k].source == TargetSource::kForces) p.forces = p.outputs[k];
-    }
-    const auto t3 = Clock::now();
-    at::Tensor loss = total_loss(p, b, m_setup, m_s.weights, m_s.loss);
-    const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) {
-      std::string ids;
-      for (size_t k = 0; k < b.ids.size() && k < 64; ++k)
-        ids += (k ? "," : "") + std::to_string(m_train.block->first + b.ids[k]);
-      if (b.ids.size() > 64) ids += ",...";
-      throw DataError("epoch " + std::to_string(epoch) + " step " + std::to_string(m_step + 1) +
-                          ": the loss is " + fmt("%g", loss_value) + " on the batch of graphs [" +
-                          ids + "] (indices in " + m_datasets[0]->path() + ")",
-                      "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
-                      "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
-    }
+    if (m_fail_step > 0 && m_step + 1 == m_fail_step && m_rank == m_fail_rank)
+      throw Error("DDGNN_DEBUG_FAIL_AT_STEP: rank " + std::to_string(m_rank) + " fails at step " +
+                  std::to_string(m_fail_step) + " as asked");
     m_opt->zero_grad();
-    loss.backward();
-    const auto t4 = Clock::now();
+    if (m_ddp) m_ddp->begin_step(1.0);  // the loss carries each rank's share: gradients add up
+    Prediction p;
+    double loss_value = 0.0;
+    auto t2 = t1, t3 = t1, t4 = t1;
+    if (!sb.empty) {
+      const PreparedBatch& b = sb.prepared;
+      // Forward and the energy; forces are timed separately (first backward, create_graph).
+      at::Tensor pos = b.batch.pos;
+      if (m_setup.conservative) pos = b.batch.pos.detach().clone().requires_grad_(true);
+      p.outputs = m_gnn->forward(b.batch, pos);
+      if (m_setup.energy_head >= 0) {
+        const at::Tensor& out = p.outputs[size_t(m_setup.energy_head)];
+        p.energy = m_setup.targets[size_t(m_setup.energy_head)].kind == HeadSpec::kNode
+                       ? scatter_sum(out.select(1, 0), *b.batch.graphs)
+                       : out.select(1, 0);
+      }
+      t2 = Clock::now();
+      if (m_setup.conservative) {
+        auto g = torch::autograd::grad({p.energy.sum()}, {pos}, {}, true, true, true);
+        p.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
+      } else {
+        for (size_t k = 0; k < m_setup.targets.size(); ++k)
+          if (m_setup.targets[k].source == TargetSource::kForces) p.forces = p.outputs[k];
+      }
+      t3 = Clock::now();
+      StepShare share;
+      if (m_ddp) {
+        share.graphs = double(b.batch.n_graphs) / double(sb.graphs_all);
+        share.atoms = double(b.batch.n_atoms()) / double(sb.atoms_all);
+      }
+      at::Tensor loss = total_loss(p, b, m_setup, m_s.weights, m_s.loss, share);
+      loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) {
+        std::string ids;
+        for (size_t k = 0; k < b.ids.size() && k < 64; ++k)
+          ids += (k ? "," : "") + std::to_string(b.ids[k]);
+        if (b.ids.size() > 64) ids += ",...";
+        throw DataError("epoch " + std::to_string(epoch) + " step " + std::to_string(m_step + 1) +
+                            (m_world > 1 ? " (rank " + std::to_string(m_rank) + ")" : "") +
+                            ": the loss is " + fmt("%g", loss_value) + " on the batch of graphs [" +
+                            ids + "] (indices in " + m_data->dataset(kTrain).path() + ")",
+                        "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
+                        "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
+      }
+      loss.backward();
+      t4 = Clock::now();
+    }
+    if (m_ddp) m_ddp->finish_step();
+    const auto t_synced = Clock::now();
     const double gn = m_s.grad_clip > 0 ? clip_grad_norm(m_params, m_s.grad_clip) : 0.0;
     if (m_s.grad_clip > 0 && !std::isfinite(gn))
       throw DataError("epoch " + std::to_string(epoch) + " step " + std::to_string(m_step + 1) +
@@ -623,102 +822,136 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     const auto t5 = Clock::now();
     ++m_step;
     ++steps;
+    if (m_ddp && m_s.check_parameters_every > 0 && m_step % m_s.check_parameters_every == 0)
+      m_ddp->check_identical();
     gn_sum += gn;
-    graphs += b.batch.n_graphs;
+    graphs_all += sb.graphs_all;
     t_load += seconds(t0, t1);
-    t_graph += b.seconds;
+    t_fetch += sb.fetch_s;
     t_fwd += seconds(t1, t2);
     t_forces += seconds(t2, t3);
     t_bwd += seconds(t3, t4);
-    t_opt += seconds(t4, t5);
-    {
+    t_sync += seconds(t4, t_synced);
+    t_opt += seconds(t_synced, t5);
+    if (!sb.empty) {
+      const PreparedBatch& b = sb.prepared;
+      graphs += b.batch.n_graphs;
+      t_graph += b.seconds;
       at::NoGradGuard no_grad;
       Prediction d;
       d.energy = p.energy.defined() ? p.energy.detach() : p.energy;
       d.forces = p.forces.defined() ? p.forces.detach() : p.forces;
       for (const auto& o : p.outputs) d.outputs.push_back(o.detach());
-      metrics.add(d, b, m_setup, loss_value);
+      metrics.add(d, b, m_setup, loss_value, sb.graphs_all);
     }
     if (m_trace && m_trace->recording()) {
+      m_trace->add("fetch", sb.t_fetch, sb.t_fetched, m_step, 1);
+      m_trace->add("collate", sb.t_fetched, sb.t_built, m_step, 1);
       m_trace->add("load", t0, t1, m_step);
       m_trace->add("forward", t1, t2, m_step);
       m_trace->add("forces", t2, t3, m_step);
       m_trace->add("backward", t3, t4, m_step);
-      m_trace->add("optimizer", t4, t5, m_step);
+      if (m_ddp) m_trace->add("grad_sync", t4, t_synced, m_step);
+      m_trace->add("optimizer", t_synced, t5, m_step);
       m_trace->end_step();
     }
     const double wall = seconds(t_epoch, Clock::now());
-    const double rate = double(graphs) / std::max(wall, 1e-9);
-    m_progress->update(epoch, m_s.num_epoch, graphs, int64_t(m_train.ids.size()), rate,
-                       metrics.loss(), double(int64_t(m_train.ids.size()) - graphs) / rate);
+    const double rate = double(graphs_all) / std::max(wall, 1e-9);
+    if (m_progress)
+      m_progress->update(epoch, m_s.num_epoch, graphs_all, m_data->size(kTrain), rate,
+                         metrics.loss(), double(m_data->size(kTrain) - graphs_all) / rate);
     if (m_s.verbosity >= 4)
-      spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, m_step, b.batch.n_graphs,
+      spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, m_step, sb.graphs_all,
                     loss_value);
     if (m_kill_at_step > 0 && m_step == m_kill_at_step) std::raise(SIGKILL);
   }
   const double wall = seconds(t_epoch, Clock::now());
+  metrics.reduce(m_comm.get());
   row["train_loss"] = metrics.loss();
-  row["graphs_per_s"] = double(graphs) / std::max(wall, 1e-9);
+  row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
   row["steps"] = steps;
   row["grad_norm"] =
       steps && m_s.grad_clip > 0 ? nlohmann::json(gn_sum / double(steps)) : nlohmann::json();
   row["load_s"] = t_load;
+  row["fetch_s"] = t_fetch;
   row["graph_s"] = t_graph;
   row["forward_s"] = t_fwd;
   row["forces_s"] = t_forces;
   row["backward_s"] = t_bwd;
+  row["sync_s"] = t_sync;
   row["optimizer_s"] = t_opt;
 }
 
 void Trainer::log_baseline() {
-  double e_sum = 0, n_sum = 0;
-  for (int64_t id : m_train.ids) {
-    e_sum += m_train.block->energy[size_t(id)] / double(m_train.block->n_atoms[size_t(id)]);
-    n_sum += 1;
-  }
-  const double mean_epa = e_sum / std::max(n_sum, 1.0);
+  long double epa[2] = {0, 0};  // sum of energy per atom, graphs
+  m_data->visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      epa[0] += b.energy[size_t(id)] / double(b.n_atoms[size_t(id)]);
+      epa[1] += 1;
+    }
+  });
+  sum_stats(epa, 2);
+  const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
   nlohmann::json ev;
   std::string line = "baseline (mean energy per atom, zero forces):";
-  for (const Part* part : {&m_train, &m_val, &m_test}) {
-    const ErrorMetrics m = baseline(*part, mean_epa, m_forces);
-    ev[part->name] = {{"energy_mae_mev_atom", m.energy_mae_mev_per_atom},
-                      {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom}};
-    line += " " + part->name + " E " + fmt("%.3g", m.energy_mae_mev_per_atom) + " meV/atom";
+  for (int split : {kTrain, kValidate, kTest}) {
+    MetricsAccumulator acc = baseline(*m_data, split, mean_epa, m_forces);
+    auto sums = acc.sums();
+    sum_stats(sums.data(), int64_t(sums.size()));
+    acc.set_sums(sums);
+    const ErrorMetrics m = acc.result();
+    const std::string name = split_name(split);
+    ev[name] = {{"energy_mae_mev_atom", m.energy_mae_mev_per_atom},
+                {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom}};
+    line += " " + name + " E " + fmt("%.3g", m.energy_mae_mev_per_atom) + " meV/atom";
     if (m_forces) {
-      ev[part->name]["force_mae_mev_a"] = m.force_mae_mev_per_a;
-      ev[part->name]["force_rmse_mev_a"] = m.force_rmse_mev_per_a;
+      ev[name]["force_mae_mev_a"] = m.force_mae_mev_per_a;
+      ev[name]["force_rmse_mev_a"] = m.force_rmse_mev_per_a;
       line += ", F " + fmt("%.3g", m.force_mae_mev_per_a) + " meV/Å";
     }
     line += ";";
   }
   line.pop_back();
   line += " (MAE)";
-  m_events->write("baseline", ev);
+  event("baseline", ev);
   log_line(line);
 }
 
 nlohmann::json Trainer::run_impl() {
-  if (world_size_or_one() > 1)
-    throw ConfigError("ddgnn train runs on one process in this version (" +
-                          std::to_string(world_size_or_one()) + " MPI ranks were started)",
-                      "run it without mpiexec");
   if (m_s.device == "cuda")
     throw ConfigError(
         "Runtime.device: \"cuda\": training on a GPU is not available in this "
         "version",
         "set Runtime.device to \"cpu\" or \"auto\"");
   if (const char* k = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")) m_kill_at_step = std::atoll(k);
-  if (m_config.sources.count("Output.log_level") &&
+  if (const char* k = std::getenv("DDGNN_DEBUG_FAIL_AT_STEP")) {
+    const std::string v = k;
+    const size_t colon = v.find(':');
+    if (colon != std::string::npos) {
+      m_fail_rank = std::atoll(v.substr(0, colon).c_str());
+      m_fail_step = std::atoll(v.substr(colon + 1).c_str());
+    }
+  }
+  if (m_root && m_config.sources.count("Output.log_level") &&
       m_config.sources.at("Output.log_level") != "default")
     spdlog::set_level(spdlog::level::from_str(m_config.get<std::string>("Output.log_level")));
-  const int threads =
-      m_s.threads > 0 ? int(m_s.threads) : int(std::max(1u, std::thread::hardware_concurrency()));
+  // Threads: the cores of the node shared by its ranks (one each when ranks >= cores).
+  int node_ranks = 1;
+  {
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split_type(m_comm.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    node_ranks = comm_size(node);
+    MPI_Comm_free(&node);
+  }
+  const int threads = m_s.threads > 0
+                          ? int(m_s.threads)
+                          : std::max(1, int(std::thread::hardware_concurrency()) / node_ranks);
   at::set_num_threads(threads);
   set_blas_threads(threads);
   if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
 
   load_data();
-  prepare_run_dir();
+  if (m_root) prepare_run_dir();
   std::string resume_path;
   nlohmann::json resume_record;
   if (m_s.resume) {
@@ -742,14 +975,16 @@ nlohmann::json Trainer::run_impl() {
     m_start_epoch = r.at("epoch").get<int64_t>() + 1;
     set_generator_state(r.at("rng"));
   }
-  write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
-  const std::vector<std::string> columns = metric_columns(m_setup, m_forces);
-  m_csv = std::make_unique<MetricsCsv>(m_s.run_dir + "/metrics.csv", columns, !m_s.resume,
-                                       m_start_epoch - 1);
-  m_events = std::make_unique<EventLog>(m_s.run_dir + "/events.jsonl", !m_s.resume);
-  if (m_s.trace_steps > 0)
-    m_trace = std::make_unique<ChromeTrace>(m_s.run_dir + "/trace.json", m_s.trace_steps);
-  m_progress = std::make_unique<ProgressLine>(m_s.verbosity >= 1);
+  if (m_root) {  // the run directory is rank 0's
+    write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
+    const std::vector<std::string> columns = metric_columns(m_setup, m_forces);
+    m_csv = std::make_unique<MetricsCsv>(m_s.run_dir + "/metrics.csv", columns, !m_s.resume,
+                                         m_start_epoch - 1);
+    m_events = std::make_unique<EventLog>(m_s.run_dir + "/events.jsonl", !m_s.resume);
+    if (m_s.trace_steps > 0)
+      m_trace = std::make_unique<ChromeTrace>(m_s.run_dir + "/trace.json", m_s.trace_steps);
+    m_progress = std::make_unique<ProgressLine>(m_s.verbosity >= 1);
+  }
 
   const int64_t n_params = [&] {
     int64_t n = 0;
@@ -759,38 +994,45 @@ nlohmann::json Trainer::run_impl() {
   nlohmann::json start = {{"ddgnn_version", DDGNN_VERSION},
                           {"git", DDGNN_GIT_DESCRIBE},
                           {"config", m_config.source},
-                          {"dataset", m_datasets[0]->path()},
+                          {"dataset", m_data->dataset(kTrain).path()},
                           {"graphs",
-                           {{"train", m_train.ids.size()},
-                            {"validate", m_val.ids.size()},
-                            {"test", m_test.ids.size()}}},
+                           {{"train", m_data->size(kTrain)},
+                            {"validate", m_data->size(kValidate)},
+                            {"test", m_data->size(kTest)}}},
                           {"parameters", n_params},
                           {"threads", threads},
+                          {"ranks", m_world},
+                          {"backend", m_data->backend()},
                           {"scale", m_setup.norm.scale},
                           {"mean_residual_per_atom", m_setup.norm.mean_residual_per_atom},
                           {"model", to_json(m_setup)["spec"]}};
   if (m_s.resume) {
     start["resumed_from"] = resume_path;
     start["epoch"] = m_start_epoch - 1;
-    m_events->write("resume", start);
+    event("resume", start);
     log_line("resuming " + resume_path + " after epoch " + std::to_string(m_start_epoch - 1));
   } else {
-    m_events->write("run_start", start);
+    event("run_start", start);
   }
   log_line(m_s.gnn.mpnn_type + ": " + std::to_string(n_params) + " parameters, " +
            (m_s.dtype == c10::kDouble ? "fp64" : "fp32") + ", " + std::to_string(threads) +
-           " thread(s); " + std::to_string(m_train.ids.size()) + "/" +
-           std::to_string(m_val.ids.size()) + "/" + std::to_string(m_test.ids.size()) +
-           " graphs train/validate/test from " + m_datasets[0]->path() + "; run_dir " +
-           m_s.run_dir);
-  for (const auto& w : m_config.warnings) spdlog::warn("{}", w);
+           " thread(s)" + (m_world > 1 ? " x " + std::to_string(m_world) + " ranks" : "") + "; " +
+           std::to_string(m_data->size(kTrain)) + "/" + std::to_string(m_data->size(kValidate)) +
+           "/" + std::to_string(m_data->size(kTest)) + " graphs train/validate/test from " +
+           m_data->dataset(kTrain).path() + "; run_dir " + m_s.run_dir);
+  if (m_root)
+    for (const auto& w : m_config.warnings) spdlog::warn("{}", w);
   if (!m_s.resume) log_baseline();
 
-  // Validation and test batches are the same every epoch: built once, kept when small.
-  int64_t eval_atoms = 0;
-  for (const Part* part : {&m_val, &m_test})
-    for (int64_t id : part->ids) eval_atoms += part->block->n_atoms[size_t(id)];
-  m_cache_eval = eval_atoms * 64 * 48 < int64_t(1) << 31;  // ≈ edges × bytes under 2 GB
+  // Validation and test batches are the same every epoch: built once, kept when this rank's
+  // share is small (the same decision on every rank).
+  long double eval_atoms = 0;
+  for (int split : {kValidate, kTest})
+    m_data->visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+      for (int64_t id : ids) eval_atoms += b.n_atoms[size_t(id)];
+    });
+  sum_stats(&eval_atoms, 1);
+  m_cache_eval = eval_atoms / m_world * 64 * 48 < (long double)(int64_t(1) << 31);  // ≈ edges × B
 
   nlohmann::json last_row;
   std::string stop_reason = "num_epoch";
@@ -801,15 +1043,18 @@ nlohmann::json Trainer::run_impl() {
     SplitMetrics train_m(m_setup.targets.size());
     train_epoch(epoch, row, train_m);
     const auto t_eval = Clock::now();
-    const SplitMetrics val_m = evaluate_part(m_val, &m_val_cache);
-    const SplitMetrics test_m = evaluate_part(m_test, &m_test_cache);
+    const SplitMetrics val_m = evaluate_split(kValidate);
+    const SplitMetrics test_m = evaluate_split(kTest);
     row["eval_s"] = seconds(t_eval, Clock::now());
     row["validate_loss"] = val_m.loss();
     row["test_loss"] = test_m.loss();
     train_m.put(row, "train", m_setup);
     val_m.put(row, "validate", m_setup);
     test_m.put(row, "test", m_setup);
-    const double val_loss = val_m.loss();
+    // Every decision below from rank 0's figures, so that all ranks take the same branch.
+    double decide[2] = {val_m.loss(), m_elapsed_before + seconds(m_t_start, Clock::now())};
+    MPI_CHECK(MPI_Bcast(decide, 2, MPI_DOUBLE, 0, m_comm.get()));
+    const double val_loss = decide[0];
     const bool improved = val_loss < m_best_val;
     if (improved) {
       m_best_val = val_loss;
@@ -820,7 +1065,7 @@ nlohmann::json Trainer::run_impl() {
     if (m_s.exponential_gamma > 0.0)  // the lr lives in the optimizer state: resumes exactly
       set_lr(*m_opt, std::max(m_s.plateau.min_lr, get_lr(*m_opt) * m_s.exponential_gamma));
     const bool stop_early = m_early && m_early->step(val_loss);
-    const double elapsed = m_elapsed_before + seconds(m_t_start, Clock::now());
+    const double elapsed = decide[1];
     if (m_s.time_exponential)
       set_lr(*m_opt, time_exponential_lr(m_s.learning_rate, m_s.plateau.min_lr,
                                          elapsed / m_s.time_limit_s));
@@ -830,7 +1075,7 @@ nlohmann::json Trainer::run_impl() {
     // Checkpoints: on schedule after the warm-up, and always after the last epoch.
     const auto t_ck = Clock::now();
     if (improved) m_best_row = row;
-    if (m_s.checkpoint) {
+    if (m_s.checkpoint && m_root) {
       const std::string dir = m_s.run_dir + "/checkpoints";
       if (improved && epoch > m_s.checkpoint_warmup)
         write_checkpoint(dir + "/best.pt", epoch, false);
@@ -841,16 +1086,15 @@ nlohmann::json Trainer::run_impl() {
           fs::remove(all.front());
           all.erase(all.begin());
         }
-        m_events->write("checkpoint",
-                        {{"epoch", epoch}, {"path", dir + "/" + checkpoint_name(epoch)}});
+        event("checkpoint", {{"epoch", epoch}, {"path", dir + "/" + checkpoint_name(epoch)}});
       }
     }
     row["checkpoint_s"] = seconds(t_ck, Clock::now());
     row["epoch_s"] = seconds(t_epoch, Clock::now());
     row["elapsed_s"] = m_elapsed_before + seconds(m_t_start, Clock::now());
     row["peak_rss_mb"] = peak_rss_mb();
-    m_csv->write(row);
-    m_events->write("epoch", row);
+    if (m_csv) m_csv->write(row);
+    event("epoch", row);
     std::string line = "epoch " + std::to_string(epoch) + "/" + std::to_string(m_s.num_epoch) +
                        "  lr " + fmt("%.2e", row["lr"].get<double>()) + "  loss " +
                        metric_triplet(row, "loss");
@@ -861,26 +1105,26 @@ nlohmann::json Trainer::run_impl() {
             fmt("%.1f", row["epoch_s"].get<double>()) + " s" + (improved ? "  *" : "");
     log_line(line);
     if (reduced) {
-      m_events->write("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
+      event("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
       log_line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
     }
     last_row = row;
     if (stop_early) {
       stop_reason = "early_stopping";
-      m_events->write("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
+      event("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
       log_line("early stopping: no improvement of the validation loss for " +
                std::to_string(m_s.patience) + " epochs");
       break;
     }
     if (out_of_time) {
       stop_reason = "time_limit";
-      m_events->write("time_limit", {{"epoch", epoch}, {"elapsed_s", elapsed}});
+      event("time_limit", {{"epoch", epoch}, {"elapsed_s", elapsed}});
       log_line("time limit reached (" + fmt("%.0f", m_s.time_limit_s) + " s)");
       break;
     }
   }
   if (m_trace) m_trace->finish();
-  m_progress->clear();
+  if (m_progress) m_progress->clear();
   nlohmann::json summary = {
       {"stop", stop_reason},
       {"epochs", last_row.is_null() ? m_start_epoch - 1 : last_row["epoch"].get<int64_t>()},
@@ -890,7 +1134,7 @@ nlohmann::json Trainer::run_impl() {
       {"run_dir", m_s.run_dir},
       {"elapsed_s", m_elapsed_before + seconds(m_t_start, Clock::now())},
       {"peak_rss_mb", peak_rss_mb()}};
-  m_events->write("run_end", summary);
+  event("run_end", summary);
   if (!m_best_row.is_null()) {
     std::string line = "best epoch " + std::to_string(m_best_epoch) + ": test";
     if (m_best_row.contains("test_energy_mae_mev_atom"))
@@ -921,6 +1165,13 @@ nlohmann::json Trainer::run() {
       m_events->write("error", {{"what", e.what()}, {"hint", err ? err->hint() : ""}});
     }
     if (m_trace) m_trace->finish();
+    if (m_world > 1) {
+      // Stop the job here, before the store's windows and the communicators are freed: those
+      // are collective, and the other ranks are waiting for this one somewhere else.
+      std::fprintf(stderr, "%s\n", error_line(e, m_rank).c_str());
+      std::fflush(stderr);
+      abort_job(1);
+    }
     throw;
   }
 }

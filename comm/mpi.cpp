@@ -1,7 +1,10 @@
 // MPI environment, error reporting with file:line, and the job-wide abort.
 #include "comm/mpi.h"
 
+#include <cstdio>
+
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ddgnn {
 
@@ -25,6 +28,22 @@ MpiEnvironment::~MpiEnvironment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();  // destructors never throw
+}
+
+int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body) {
+  int argc = 0;
+  char** argv = nullptr;
+  MpiEnvironment env(&argc, &argv);
+  try {
+    set_log_rank(env.rank());
+    body(env);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", error_line(e, env.size() > 1 ? env.rank() : -1).c_str());
+    std::fflush(stderr);
+    abort_job(1);
+    return 1;
+  }
+  return 0;
 }
 
 bool mpi_active() {

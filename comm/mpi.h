@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <exception>
+#include <functional>
 #include <string>
 
 namespace ddgnn {
@@ -33,6 +34,11 @@ class MpiEnvironment {
  private:
   int m_rank = 0, m_size = 1, m_thread_level = 0;
 };
+
+// Runs `body` with MPI initialised and the log told this process's rank. An error is reported
+// while MPI is still up (one line on stderr, core/error.h), then MPI_Abort stops every rank that
+// would otherwise wait for this one. Returns the exit code (0, or 1 after an error on one rank).
+int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body);
 
 // True between MPI_Init and MPI_Finalize.
 bool mpi_active();

@@ -88,7 +88,7 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
                           " MiB on the most loaded rank of its loader group, over the budget of " +
                           std::to_string(options.budget_bytes / (1 << 20)) + " MiB",
                       "use more ranks per replica group (Loader.width), or raise "
-                      "Loader.memory_budget_mb");
+                      "Loader.memory_budget_gb");
   const MPI_Aint byte_size = MPI_Aint(std::max<int64_t>(m_n_bytes, 1));
   const MPI_Aint offset_size = MPI_Aint(8 * (count() + 1));
   const MPI_Comm turns = options.world != MPI_COMM_NULL ? options.world : group;

@@ -8,6 +8,10 @@
 
 namespace ddgnn {
 
+namespace {
+LogOptions g_options;  // what init_logging was last given
+}  // namespace
+
 void init_logging(const LogOptions& options) {
   auto level = spdlog::level::from_str(options.level);
   if (level == spdlog::level::off && options.level != "off")
@@ -22,6 +26,15 @@ void init_logging(const LogOptions& options) {
     level = spdlog::level::err;
   logger->set_level(level);
   spdlog::set_default_logger(logger);
+  g_options = options;
+}
+
+void set_log_rank(int rank) {
+  if (rank == g_options.rank) return;
+  LogOptions o = g_options;
+  o.rank = rank;
+  spdlog::drop("ddgnn");
+  init_logging(o);
 }
 
 }  // namespace ddgnn

@@ -13,5 +13,7 @@ struct LogOptions {
 
 // Sets up the default spdlog logger. Ranks other than 0 log only errors unless `all_ranks`.
 void init_logging(const LogOptions& options);
+// Once MPI is up: sets up the logger again (same options) for this process's rank.
+void set_log_rank(int rank);
 
 }  // namespace ddgnn

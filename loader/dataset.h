@@ -15,9 +15,11 @@ namespace ddgnn {
 constexpr const char* kFormatName = "ddgnn-dataset";
 constexpr int64_t kFormatVersion = 1;
 
-// A contiguous range of graphs [first, first + n_graphs()) read from a dataset.
+// A contiguous range of graphs [first, first + n_graphs()) read from a dataset, or graphs
+// gathered from anywhere (first = -1; graph_ids then names each one's index in the file).
 struct GraphBlock {
-  int64_t first = 0;                 // global index of the first graph
+  int64_t first = 0;                 // global index of the first graph, -1 when not contiguous
+  std::vector<int64_t> graph_ids;    // [n_graphs] global indices when first = -1 (may be empty)
   std::vector<int64_t> atom_start;   // [n_graphs] first atom of each graph, relative to the block
   std::vector<int32_t> n_atoms;      // [n_graphs]
   std::vector<double> energy;        // [n_graphs] eV
@@ -31,6 +33,11 @@ struct GraphBlock {
   std::vector<std::vector<double>> extra;  // one per Dataset::extra_columns(), [n_atoms_block, k]
 
   size_t n_graphs() const { return n_atoms.size(); }
+  // The index in the dataset file of graph i of the block (-1 when unknown).
+  int64_t id_of(size_t i) const {
+    if (first >= 0) return first + int64_t(i);
+    return i < graph_ids.size() ? graph_ids[i] : -1;
+  }
   // Graph i of the block as a Frame (config_type left as its index; names are in the Dataset).
   void frame(size_t i, Frame& out) const;
 };

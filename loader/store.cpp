@@ -80,7 +80,9 @@ GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,
                         const std::vector<ColumnInfo>& extra) {
   Fetched f;
   fetcher.fetch(ids.data(), int64_t(ids.size()), f);
-  return unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()), extra);
+  GraphBlock block = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()), extra);
+  block.graph_ids = ids;
+  return block;
 }
 
 }  // namespace ddgnn

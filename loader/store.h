@@ -31,7 +31,7 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
 // The dataset must outlive the fetcher.
 std::unique_ptr<Fetcher> make_file_fetcher(const Dataset& dataset);
 
-// Fetches `ids` through `fetcher` and unpacks them, in request order.
+// Fetches `ids` through `fetcher` and unpacks them, in request order (graph_ids = ids).
 GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,
                         const std::vector<ColumnInfo>& extra);
 

@@ -1,10 +1,13 @@
 // Target statistics of a training split, used to normalise what the model learns: per-species
 // reference energies by least squares (subtracted before training, added back at prediction),
 // the spread of the remaining energy per atom, and the RMS force component. Units: eV, eV/Å.
+// The statistics are sums, so a split spread over ranks (or read in chunks) is handled by
+// TargetStatsBuilder: two passes, each summed over every chunk and then over the ranks.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "loader/dataset.h"
@@ -23,7 +26,19 @@ struct TargetStats {
   double residual(const uint8_t* z, int64_t n_atoms, double energy) const;
 };
 
-// Statistics over the graphs `ids` (block-relative) of `block`.
+// Sums a buffer element-wise over the ranks that share a split (in place); a no-op on one rank.
+using SumAcrossRanks = std::function<void(long double* values, int64_t n)>;
+
+// Calls `visit(block, ids)` for every chunk of the training graphs this rank holds.
+using VisitChunks =
+    std::function<void(const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>&)>;
+
+// Statistics over every graph that `visit` shows on any rank; `sum` adds up the ranks' partial
+// sums (species are ordered by atomic number, so every rank solves the same system). Throws
+// DataError when there is no graph at all.
+TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum);
+
+// Statistics over the graphs `ids` (block-relative) of `block`, on this process alone.
 TargetStats compute_target_stats(const GraphBlock& block, const std::vector<int64_t>& ids);
 
 }  // namespace ddgnn

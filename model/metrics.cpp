@@ -40,4 +40,17 @@ ErrorMetrics MetricsAccumulator::result() const {
   return m;
 }
 
+std::array<long double, MetricsAccumulator::kSums> MetricsAccumulator::sums() const {
+  return {m_e_abs, m_e_sq, m_f_abs, m_f_sq, (long double)m_graphs, (long double)m_components};
+}
+
+void MetricsAccumulator::set_sums(const std::array<long double, kSums>& s) {
+  m_e_abs = s[0];
+  m_e_sq = s[1];
+  m_f_abs = s[2];
+  m_f_sq = s[3];
+  m_graphs = int64_t(s[4]);
+  m_components = int64_t(s[5]);
+}
+
 }  // namespace ddgnn

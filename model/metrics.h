@@ -3,6 +3,7 @@
 // Plain arrays in eV and eV/Å; no torch, so evaluation code can feed it from anything.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace ddgnn {
@@ -22,6 +23,11 @@ class MetricsAccumulator {
   void add_forces(const double* force_pred, const double* force_ref, int64_t n_atoms);
   ErrorMetrics result() const;
   void reset() { *this = MetricsAccumulator(); }
+  // The running sums (|dE|, dE^2, |dF|, dF^2, graphs, force components) as one array, so that
+  // ranks can add theirs up (element-wise) and set the total back.
+  static constexpr int kSums = 6;
+  std::array<long double, kSums> sums() const;
+  void set_sums(const std::array<long double, kSums>& s);
 
  private:
   long double m_e_abs = 0, m_e_sq = 0, m_f_abs = 0, m_f_sq = 0;

@@ -14,6 +14,7 @@
 
 #include "../common/lj_dataset.h"
 #include "../common/temp_dir.h"
+#include "../common/train_run.h"
 #include "app/checkpoint.h"
 #include "app/model_setup.h"
 #include "core/error.h"
@@ -22,107 +23,17 @@ namespace ddgnn {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::checkpoint_parameters;
+using testing::lines;
 using testing::LjOptions;
+using testing::metric_values;
+using testing::read_text;
+using testing::Result;
+using testing::run;
+using testing::small_config;
 using testing::TempDir;
+using testing::write_config;
 using testing::write_lj_dataset;
-
-struct Result {
-  int code = -1;
-  bool killed = false;
-  std::string out;
-};
-
-Result run(const std::string& args, const std::string& env = "") {
-  Result r;
-  const std::string cmd = env + " " + std::string(DDGNN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  // popen runs through sh: a child killed by a signal shows as exit 128 + signal.
-  r.killed = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) || r.code == 128 + SIGKILL;
-  return r;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string l; std::getline(ss, l);) out.push_back(l);
-  return out;
-}
-
-// A small SchNet interatomic potential on `data`, writing to `run_dir`.
-nlohmann::json small_config(const std::string& data, const std::string& run_dir) {
-  return nlohmann::json::parse(R"({
-    "Dataset": {"path": ")" + data +
-                               R"("},
-    "NeuralNetwork": {
-      "Architecture": {
-        "mpnn_type": "SchNet", "hidden_dim": 8, "num_conv_layers": 2, "radius": 5.0,
-        "num_gaussians": 8, "num_filters": 8, "activation_function": "ssp",
-        "enable_interatomic_potential": true, "force_weight": 10.0,
-        "output_heads": {"node": {"num_headlayers": 1, "dim_headlayers": [8]}}
-      },
-      "Variables_of_interest": {
-        "output_names": ["energy"], "output_index": [0], "type": ["node"], "output_dim": [1]
-      },
-      "Training": {
-        "num_epoch": 4, "batch_size": 4, "perc_train": 0.6, "seed": 3,
-        "Optimizer": {"type": "Adam", "learning_rate": 0.003},
-        "Scheduler": {"type": "ReduceLROnPlateau", "patience": 0, "factor": 0.5}
-      }
-    },
-    "Runtime": {"intra_op_threads": 1},
-    "Output": {"run_dir": ")" + run_dir +
-                               R"(", "trace_steps": 5, "keep_checkpoints": 10}
-  })");
-}
-
-std::string write_config(const TempDir& dir, const std::string& name, const nlohmann::json& c) {
-  const std::string path = dir.file(name);
-  std::ofstream(path) << c.dump(2);
-  return path;
-}
-
-// Parameters of a checkpoint, loaded into a model built from its own record.
-std::vector<at::Tensor> checkpoint_parameters(const std::string& path) {
-  const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
-  Gnn gnn(setup.spec);
-  gnn.to(setup.dtype);
-  load_checkpoint_model(path, gnn);
-  std::vector<at::Tensor> out;
-  for (const auto& p : gnn.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-// metrics.csv without the timing columns (they differ between runs).
-std::vector<std::string> metric_values(const std::string& csv) {
-  const auto rows = lines(read_text(csv));
-  std::vector<std::string> header;
-  std::stringstream hs(rows.at(0));
-  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
-  std::vector<std::string> out;
-  for (size_t r = 1; r < rows.size(); ++r) {
-    std::stringstream ss(rows[r]);
-    size_t k = 0;
-    std::string kept;
-    for (std::string c; std::getline(ss, c, ','); ++k)
-      if (k < header.size() && (header[k].find("loss") != std::string::npos ||
-                                header[k].find("mev") != std::string::npos || header[k] == "lr"))
-        kept += c + ",";
-    out.push_back(kept);
-  }
-  return out;
-}
 
 TEST(Train, RunDirectoryThenEvaluate) {
   TempDir dir;

@@ -23,6 +23,7 @@ struct LjOptions {
   double cell = 7.0;           // Å
   bool charges = false;        // an extra per-atom column "charges" (a smooth function of pos)
   int single_atom_frame = -1;  // this frame holds one atom only (no neighbours)
+  int vary_atoms = 0;          // > 0: frame k holds n_atoms + k % (vary_atoms + 1) atoms
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`, minimum image when periodic; epsilon 0.0104 eV,
@@ -61,7 +62,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
   DatasetWriter w(path, wo);
   for (int k = 0; k < o.n_frames; ++k) {
     Frame f;
-    const int n = k == o.single_atom_frame ? 1 : o.n_atoms;
+    const int n = k == o.single_atom_frame ? 1 : o.n_atoms + k % (o.vary_atoms + 1);
     for (int i = 0; i < n; ++i) {
       f.z.push_back(i % 3 == 0 ? 10 : 18);
       // atoms on a 3.7 Å grid, displaced

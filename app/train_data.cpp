@@ -1,0 +1,219 @@
+// The run's datasets in the ranks' stores, split positions to file ids, fetches through the
+// configured backend, and this rank's share of each split for statistics.
+#include "app/train_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "comm/fetch.h"
+#include "comm/mpi.h"
+#include "comm/store.h"
+#include "core/error.h"
+#include "loader/packed.h"
+#include "loader/split.h"
+#include "loader/store.h"
+
+namespace ddgnn {
+
+namespace fs = std::filesystem;
+
+const char* split_name(int split) {
+  static const char* names[3] = {"train", "validate", "test"};
+  return names[split];
+}
+
+std::string resolve_backend(const std::string& backend, int world_size) {
+  if (backend != "auto") return backend;
+  return world_size > 1 ? "shm" : "replicated";
+}
+
+struct TrainData::File {
+  std::unique_ptr<Dataset> dataset;
+  std::unique_ptr<ByteStore> store;  // none for `file`
+  std::unique_ptr<Fetcher> fetcher;
+  // Graphs [stat_first, stat_first + stat_count) of the file are this rank's statistics share;
+  // they are in `store` (at index - store->first()) unless the backend is `file`.
+  int64_t stat_first = 0, stat_count = 0;
+  std::vector<int8_t> split_of;  // [stat_count] which split each of those graphs is in (-1: none)
+};
+
+namespace {
+
+int comm_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(c, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm c) {
+  int s = 1;
+  MPI_CHECK(MPI_Comm_size(c, &s));
+  return s;
+}
+
+// Ranks of `world` that share this rank's node.
+int ranks_on_node(MPI_Comm world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  const int n = comm_size(node);
+  MPI_Comm_free(&node);
+  return n;
+}
+
+}  // namespace
+
+TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MPI_CHECK(MPI_Comm_dup(world, &m_world));
+  MPI_CHECK(MPI_Comm_set_errhandler(m_world, MPI_ERRORS_RETURN));
+  const int world_size = comm_size(m_world), world_rank = comm_rank(m_world);
+  m_backend = resolve_backend(s.backend, world_size);
+  if (m_backend == "nccl")
+    throw ConfigError(
+        "Loader.backend: \"nccl\" needs GPU-resident partitions, which this build "
+        "does not train with (no CUDA training path yet)",
+        "use \"shm\", \"rma\", \"collective\", \"replicated\" or \"file\"");
+
+  // The files: one split by perc_train, or three.
+  std::vector<std::string> paths;
+  if (s.data.explicit_split())
+    paths = {s.data.train, s.data.validate, s.data.test};
+  else
+    paths = {s.data.single};
+  for (const auto& path : paths)
+    if (!fs::exists(path))
+      throw ConfigError("Dataset.path: " + path + ": no such file",
+                        "convert extxyz data with `ddgnn convert in.extxyz " + path +
+                            "`, or correct the path (relative to the working directory)");
+
+  const bool replicated = m_backend == "replicated", from_file = m_backend == "file";
+  const bool grouped = !replicated && !from_file;
+  if (grouped) m_group = std::make_unique<LoaderGroup>(m_world, int(s.width));
+  // Statistics: the group's ranks together hold the data once; with the whole file on every
+  // rank (replicated) or none (file), the world's ranks split it arithmetically.
+  MPI_CHECK(MPI_Comm_dup(grouped ? m_group->comm() : m_world, &m_stat_comm));
+  const int stat_rank = comm_rank(m_stat_comm), stat_size = comm_size(m_stat_comm);
+
+  StoreOptions so;
+  so.budget_bytes =
+      int64_t(s.memory_budget_gb * double(int64_t(1) << 30) / double(ranks_on_node(m_world)));
+  so.shared = m_backend == "shm";
+  so.world = m_world;  // windows of disjoint groups (or MPI_COMM_SELF) are created in turns
+
+  for (size_t f = 0; f < paths.size(); ++f) {
+    auto file = std::make_unique<File>();
+    file->dataset = std::make_unique<Dataset>(paths[f]);
+    const Dataset& ds = *file->dataset;
+    if (s.data.explicit_split() && ds.n_graphs() == 0)
+      throw DataError(paths[f] + ": the " + split_name(int(f)) + " file has no graphs");
+    if (from_file) {
+      file->fetcher = make_file_fetcher(ds);
+    } else {
+      StoreLoad load = load_store(ds, grouped ? m_group->comm() : MPI_COMM_SELF, so);
+      m_report.bytes += load.store->n_bytes();
+      file->store = std::move(load.store);
+      file->fetcher = make_fetcher(replicated ? "local" : m_backend, *file->store);
+    }
+    const Partition part{ds.n_graphs(), stat_size};
+    file->stat_first = grouped ? file->store->first() : part.first(stat_rank);
+    file->stat_count = grouped ? file->store->count() : part.count(stat_rank);
+    m_files.push_back(std::move(file));
+  }
+
+  // Split positions -> file ids, and which split each graph of this rank's share is in.
+  if (s.data.explicit_split()) {
+    for (int k = 0; k < 3; ++k) {
+      const File& file = *m_files[size_t(k)];
+      m_ids[k].resize(size_t(file.dataset->n_graphs()));
+      for (size_t i = 0; i < m_ids[k].size(); ++i) m_ids[k][i] = int64_t(i);
+      m_files[size_t(k)]->split_of.assign(size_t(file.stat_count), int8_t(k));
+    }
+  } else {
+    File& file = *m_files[0];
+    Split split = split_graphs(file.dataset->n_graphs(), s.perc_train, s.seed);
+    m_ids[kTrain] = std::move(split.train);
+    m_ids[kValidate] = std::move(split.validate);
+    m_ids[kTest] = std::move(split.test);
+    file.split_of.assign(size_t(file.stat_count), int8_t(-1));
+    for (int k = 0; k < 3; ++k)
+      for (int64_t id : m_ids[k])
+        if (id >= file.stat_first && id < file.stat_first + file.stat_count)
+          file.split_of[size_t(id - file.stat_first)] = int8_t(k);
+  }
+
+  m_report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m_report.groups = grouped ? m_group->count() : (replicated ? world_size : 1);
+  m_report.group_size = grouped ? m_group->size() : 1;
+  MPI_CHECK(
+      MPI_Allreduce(&m_report.seconds, &m_report.max_seconds, 1, MPI_DOUBLE, MPI_MAX, m_world));
+  MPI_CHECK(MPI_Allreduce(&m_report.bytes, &m_report.max_bytes, 1, MPI_INT64_T, MPI_MAX, m_world));
+  MPI_CHECK(
+      MPI_Allreduce(&m_report.bytes, &m_report.total_bytes, 1, MPI_INT64_T, MPI_SUM, m_world));
+  (void)world_rank;
+}
+
+TrainData::~TrainData() {
+  m_files.clear();  // stores free their windows (collective) before the communicators go
+  m_group.reset();
+  if (mpi_active()) {
+    if (m_stat_comm != MPI_COMM_NULL) MPI_Comm_free(&m_stat_comm);
+    if (m_world != MPI_COMM_NULL) MPI_Comm_free(&m_world);
+  }
+}
+
+bool TrainData::collective_fetch() const {
+  return m_files[0]->fetcher->collective();
+}
+
+const TrainData::File& TrainData::file_of(int split) const {
+  return *m_files[m_files.size() == 1 ? 0 : size_t(split)];
+}
+
+const Dataset& TrainData::dataset(int split) const {
+  return *file_of(split).dataset;
+}
+
+int64_t TrainData::file_id(int split, int64_t pos) const {
+  return m_ids[split][size_t(pos)];
+}
+
+GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions) {
+  std::vector<int64_t> ids(positions.size());
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = m_ids[split].at(size_t(positions[k]));
+  const File& file = file_of(split);
+  return fetch_graphs(*file.fetcher, ids, file.dataset->extra_columns());
+}
+
+void TrainData::visit_local(
+    int split, const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+    int64_t chunk) const {
+  const File& file = file_of(split);
+  std::vector<int64_t> ids;
+  for (int64_t c0 = 0; c0 < file.stat_count; c0 += chunk) {
+    const int64_t n = std::min(chunk, file.stat_count - c0);
+    ids.clear();
+    for (int64_t i = 0; i < n; ++i)
+      if (file.split_of[size_t(c0 + i)] == split) ids.push_back(i);
+    if (ids.empty()) continue;
+    GraphBlock block;
+    if (file.store) {
+      const int64_t li = file.stat_first + c0 - file.store->first();
+      block = unpack_records(file.store->data(), file.store->offsets() + li, n,
+                             file.dataset->extra_columns());
+      block.first = file.stat_first + c0;
+    } else {
+      block = file.dataset->read(file.stat_first + c0, n);
+    }
+    f(block, ids);
+  }
+}
+
+void TrainData::sum_stats(long double* values, int64_t n) const {
+  if (comm_size(m_stat_comm) > 1)
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, int(n), MPI_LONG_DOUBLE, MPI_SUM, m_stat_comm));
+}
+
+}  // namespace ddgnn

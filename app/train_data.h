@@ -1,0 +1,92 @@
+// The data of a training run, spread over the ranks: each dataset file (one split by perc_train,
+// or explicit train / validate / test files) is loaded once into the ranks' in-memory store
+// (comm/store.h, each rank its contiguous part) and its graphs are fetched through the backend
+// that Loader.backend names (comm/fetch.h). One rank is the same code with a world of one.
+//
+// Splits are addressed by position: graph k of the training split is position k (0 ..
+// size(kTrain) - 1); the sampler deals positions, fetch() maps them to file ids and moves the
+// records. Per-rank metadata: the store's O(N/P + P), plus the split's id lists (O(N), HydraGNN's
+// split rule is a permutation of the whole file).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/train_settings.h"
+#include "loader/dataset.h"
+#include "loader/targets.h"
+
+namespace ddgnn {
+
+class Fetcher;
+class LoaderGroup;
+class ByteStore;
+
+enum SplitIndex { kTrain = 0, kValidate = 1, kTest = 2 };
+const char* split_name(int split);
+
+// Loader.backend "auto" before the tuner decides: the local store on one rank, `shm` on several
+// (node-local records by pointer, other nodes' by rma: the fastest here at every measured size,
+// results/loader_issue4.md).
+std::string resolve_backend(const std::string& backend, int world_size);
+
+class TrainData {
+ public:
+  // Collective over `world` (its ranks all construct it with the same settings). Opens the
+  // files, splits, loads each rank's part into the store of its replica group and makes the
+  // fetcher. Throws ConfigError for a backend this build or machine lacks, or a store over the
+  // memory budget (on every rank together).
+  TrainData(const TrainSettings& settings, MPI_Comm world);
+  ~TrainData();
+  TrainData(const TrainData&) = delete;
+  TrainData& operator=(const TrainData&) = delete;
+
+  const std::string& backend() const { return m_backend; }
+  bool collective_fetch() const;
+  int64_t size(int split) const { return int64_t(m_ids[size_t(split)].size()); }
+  // The file that holds `split` (the same Dataset for all three with one file).
+  const Dataset& dataset(int split) const;
+  // The file id of position `pos` of `split`.
+  int64_t file_id(int split, int64_t pos) const;
+
+  // Graphs at `positions` of `split`, in that order (GraphBlock::graph_ids: their file ids).
+  // With a collective backend every rank of the loader group calls it the same number of times
+  // in the same order (the sampler gives every rank the same number of steps).
+  GraphBlock fetch(int split, const std::vector<int64_t>& positions);
+
+  // This rank's share of `split`, in chunks of at most `chunk` graphs, for statistics: f(block,
+  // ids) with block-relative ids. Over the ranks that sum_stats() adds up, every graph of the
+  // split is shown exactly once.
+  void visit_local(int split,
+                   const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+                   int64_t chunk = 4096) const;
+  // Element-wise sum over the ranks whose visit_local shares cover each split once.
+  void sum_stats(long double* values, int64_t n) const;
+
+  // Load figures of this rank, and the group-wide maxima, for the log.
+  struct LoadReport {
+    double seconds = 0, max_seconds = 0;
+    int64_t bytes = 0, max_bytes = 0, total_bytes = 0;
+    int groups = 1, group_size = 1;
+  };
+  const LoadReport& load_report() const { return m_report; }
+
+ private:
+  struct File;
+  const File& file_of(int split) const;
+
+  std::string m_backend;
+  MPI_Comm m_world = MPI_COMM_NULL;  // dup of the world: statistics
+  std::unique_ptr<LoaderGroup> m_group;
+  std::vector<std::unique_ptr<File>> m_files;  // one, or three (train, validate, test)
+  std::vector<int64_t> m_ids[3];               // file ids of each split's positions
+  MPI_Comm m_stat_comm = MPI_COMM_NULL;        // whose ranks' local shares cover the data once
+  LoadReport m_report;
+};
+
+}  // namespace ddgnn

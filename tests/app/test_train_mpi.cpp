@@ -1,0 +1,183 @@
+// `mpiexec -n P ddgnn train` end to end, on real Open MPI ranks (oversubscribed on this machine):
+// P ranks with B/P graphs each train exactly like one rank with B (every backend, replica
+// groups, graphs of different sizes); a rank that throws stops every rank with its message, no
+// hang; a corrupted partition is reported by its owner; the loader's bad settings are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../common/h5_edit.h"
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+
+namespace ddgnn {
+namespace {
+
+using testing::LjOptions;
+using testing::Result;
+using testing::TempDir;
+
+// `ddgnn <args>` on np ranks. Open MPI refuses root unless told (CI containers); `timeout` turns
+// a hang into a failure instead of a stuck suite.
+Result mpirun(int np, const std::string& args, const std::string& env = "") {
+  return testing::run(args, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
+                                " timeout 120 " + DDGNN_MPIEXEC + " -n " + std::to_string(np) +
+                                " --oversubscribe");
+}
+
+// 20 steps of B = 8 graphs (160 training graphs of 5, 6 or 7 atoms), float64, one epoch.
+nlohmann::json step_config(const std::string& data, const std::string& run_dir, int batch) {
+  nlohmann::json c = testing::small_config(data, run_dir);
+  auto& t = c["NeuralNetwork"]["Training"];
+  t["num_epoch"] = 1;
+  t["batch_size"] = batch;
+  t["perc_train"] = 0.8;
+  t["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.01}};
+  t["precision"] = "fp64";
+  c["Loader"] = {{"shuffle", true}};
+  return c;
+}
+
+LjOptions step_data() {
+  LjOptions o;
+  o.n_frames = 200;
+  o.n_atoms = 5;
+  o.vary_atoms = 2;
+  return o;
+}
+
+struct Trained {
+  std::vector<at::Tensor> params;
+  double train_loss = NAN, validate_loss = NAN;
+  int steps = -1;
+};
+
+Trained trained(const std::string& run_dir) {
+  Trained t;
+  t.params = testing::checkpoint_parameters(run_dir + "/checkpoints/epoch_00001.pt");
+  const auto rows = testing::lines(testing::read_text(run_dir + "/metrics.csv"));
+  std::stringstream hs(rows.at(0)), vs(rows.at(1));
+  for (std::string h, v; std::getline(hs, h, ',') && std::getline(vs, v, ',');) {
+    if (h == "train_loss") t.train_loss = std::stod(v);
+    if (h == "validate_loss") t.validate_loss = std::stod(v);
+    if (h == "steps") t.steps = std::stoi(v);
+  }
+  return t;
+}
+
+void expect_same_training(const Trained& one, const Trained& many, const std::string& what) {
+  EXPECT_EQ(many.steps, one.steps) << what;
+  EXPECT_NEAR(many.train_loss, one.train_loss, 1e-9 * std::abs(one.train_loss)) << what;
+  EXPECT_NEAR(many.validate_loss, one.validate_loss, 1e-9 * std::abs(one.validate_loss)) << what;
+  ASSERT_EQ(many.params.size(), one.params.size()) << what;
+  double worst = 0.0;
+  for (size_t k = 0; k < one.params.size(); ++k)
+    worst = std::max(worst, (many.params[k] - one.params[k]).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-9) << what << ": parameters differ by " << worst;
+}
+
+TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  auto train = [&](int np, int batch, const std::string& name, const std::string& sets) {
+    const std::string run_dir = dir.file(name);
+    const std::string cfg =
+        testing::write_config(dir, name + ".json", step_config(dir.file("lj.h5"), run_dir, batch));
+    const std::string args = "train -c " + cfg + " " + sets;
+    const Result r = np == 1 ? testing::run(args) : mpirun(np, args);
+    EXPECT_EQ(r.code, 0) << name << ": " << r.out;
+    return trained(run_dir);
+  };
+  const Trained one = train(1, 8, "one", "");
+  EXPECT_EQ(one.steps, 20);
+  for (const char* backend : {"rma", "collective", "shm", "replicated", "file"})
+    expect_same_training(
+        one,
+        train(2, 4, std::string("two_") + backend, std::string("--set Loader.backend=") + backend),
+        std::string("2 ranks, ") + backend);
+  expect_same_training(one, train(4, 2, "four_auto", ""), "4 ranks, auto");
+  expect_same_training(one,
+                       train(4, 2, "four_width2", "--set Loader.width=2 --set Loader.backend=rma"),
+                       "4 ranks, 2 replica groups, rma");
+}
+
+TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  // 160 graphs, 3 ranks of 7: 7 full steps (147) and a last step of 13, dealt 5/4/4.
+  const std::string run_dir = dir.file("r");
+  nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, 7);
+  c["Output"]["trace_steps"] = 3;
+  const Result r = mpirun(3, std::string("train -c ") + testing::write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(trained(run_dir).steps, 8);
+  // One log, from rank 0: the loader line and one epoch line.
+  size_t n_epoch_lines = 0;
+  for (const auto& l : testing::lines(r.out)) n_epoch_lines += l.find("epoch 1/1") != l.npos;
+  EXPECT_EQ(n_epoch_lines, 1u) << r.out;
+  EXPECT_NE(r.out.find("loader: backend shm, 3 rank(s)"), std::string::npos) << r.out;
+  const auto trace = nlohmann::json::parse(testing::read_text(run_dir + "/trace.json"));
+  int fetches = 0, syncs = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    fetches += e.value("name", "") == "fetch";
+    syncs += e.value("name", "") == "grad_sync";
+  }
+  EXPECT_EQ(fetches, 3);
+  EXPECT_EQ(syncs, 3);
+}
+
+TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = mpirun(4, std::string("train -c ") + cfg, "DDGNN_DEBUG_FAIL_AT_STEP=2:3");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out: a rank hung\n" << r.out;
+  EXPECT_NE(r.out.find("[rank 2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2 fails at step 3"), std::string::npos) << r.out;
+  EXPECT_LT(s, 60.0) << r.out;
+}
+
+TEST(TrainMpi, CorruptedPartitionIsReportedByItsOwner) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 1400;
+  o.n_atoms = 100;  // 140,000 atom rows: three checksum blocks of 65,536
+  write_lj_dataset(dir.file("d.h5"), o);
+  testing::overwrite_double(dir.file("d.h5"), "atoms/pos", 139000, 0, 123.0);  // the last block
+  nlohmann::json c = step_config(dir.file("d.h5"), dir.file("r"), 2);
+  const Result r = mpirun(2, std::string("train -c ") + testing::write_config(dir, "c.json", c));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out: a rank hung\n" << r.out;
+  EXPECT_NE(r.out.find("checksum mismatch in array 'atoms/pos'"), std::string::npos) << r.out;
+}
+
+TEST(TrainMpiBadInput, LoaderSettingsAreRefusedClearly) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const std::string train = "train -c " + cfg;
+  auto expect_error = [](const Result& r, const std::string& needle) {
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.code, 124) << "timed out\n" << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+  };
+  expect_error(mpirun(2, train + " --set Loader.memory_budget_gb=0.00001"), "over the budget of");
+  expect_error(mpirun(2, train + " --set Loader.atom_budget=20"),
+               "atom-budget batching runs on one rank");
+  expect_error(mpirun(3, train + " --set Loader.width=2"), "does not divide the 3 ranks");
+  expect_error(mpirun(2, train + " --set Loader.backend=nccl"), "Loader.backend: \"nccl\"");
+}
+
+}  // namespace
+}  // namespace ddgnn
