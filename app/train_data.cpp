@@ -211,6 +211,28 @@ void TrainData::visit_local(
   }
 }
 
+std::vector<int32_t> TrainData::split_atoms(int split) const {
+  // The shares are contiguous ranges of file ids in rank order, and positions follow file ids:
+  // the ranks' shares one after the other are the split in position order.
+  std::vector<int32_t> mine;
+  visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) mine.push_back(b.n_atoms[size_t(id)]);
+  });
+  const int size = comm_size(m_stat_comm);
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size), 0);
+  int n = int(mine.size());
+  MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, m_stat_comm));
+  for (int r = 1; r < size; ++r) displs[size_t(r)] = displs[size_t(r - 1)] + counts[size_t(r - 1)];
+  std::vector<int32_t> all(size_t(displs.back() + counts.back()));
+  MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_INT32_T, all.data(), counts.data(), displs.data(),
+                           MPI_INT32_T, m_stat_comm));
+  if (int64_t(all.size()) != this->size(split))
+    throw Error("TrainData: " + std::to_string(all.size()) + " atom counts for the " +
+                std::to_string(this->size(split)) + " graphs of the " + split_name(split) +
+                " split");
+  return all;
+}
+
 void TrainData::sum_stats(long double* values, int64_t n) const {
   if (comm_size(m_stat_comm) > 1)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, int(n), MPI_LONG_DOUBLE, MPI_SUM, m_stat_comm));

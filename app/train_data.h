@@ -65,6 +65,9 @@ class TrainData {
   void visit_local(int split,
                    const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
                    int64_t chunk = 4096) const;
+  // Atoms of every graph of `split`, in position order, on every rank (collective; O(N) per
+  // rank like the split lists: for atom-budget batching).
+  std::vector<int32_t> split_atoms(int split) const;
   // Element-wise sum over the ranks whose visit_local shares cover each split once.
   void sum_stats(long double* values, int64_t n) const;
 

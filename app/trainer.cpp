@@ -57,32 +57,6 @@ double peak_rss_mb() {
   return double(ru.ru_maxrss) / 1024.0;
 }
 
-// Batches of positions 0 .. n-1 in `order`: batch_size graphs, or fewer when atom_budget > 0
-// caps the atoms (n_atoms[pos]; a graph larger than the budget goes alone). drop_remainder drops
-// a last batch smaller than batch_size. One rank only: the sampler deals batches on several.
-std::vector<std::vector<int64_t>> make_batches(const std::vector<int32_t>& n_atoms,
-                                               const std::vector<int64_t>& order,
-                                               int64_t batch_size, int64_t atom_budget,
-                                               bool drop_remainder) {
-  std::vector<std::vector<int64_t>> out;
-  std::vector<int64_t> cur;
-  int64_t atoms = 0;
-  for (int64_t pos : order) {
-    const int64_t n = n_atoms[size_t(pos)];
-    if (!cur.empty() &&
-        (int64_t(cur.size()) == batch_size || (atom_budget > 0 && atoms + n > atom_budget))) {
-      out.push_back(std::move(cur));
-      cur.clear();
-      atoms = 0;
-    }
-    cur.push_back(pos);
-    atoms += n;
-  }
-  if (!cur.empty() && !(drop_remainder && int64_t(cur.size()) < batch_size && !out.empty()))
-    out.push_back(std::move(cur));
-  return out;
-}
-
 // One step's batch on this rank: the prepared graphs (none when this rank has no sample in the
 // step), and for training the graphs and atoms of the step on all ranks (the loss shares).
 struct StepBatch {
@@ -491,7 +465,7 @@ class Trainer {
   bool m_root = true;  // rank 0 writes the run directory and logs
   ModelSetup m_setup;
   std::unique_ptr<TrainData> m_data;
-  std::vector<int32_t> m_train_atoms;    // atoms of each training position (atom budget, one rank)
+  std::vector<int32_t> m_train_atoms;    // atoms of each training position (atom budget)
   int64_t m_split_atoms[3] = {0, 0, 0};  // atoms of each split, all ranks
   std::shared_ptr<Gnn> m_gnn;
   std::vector<at::Tensor> m_params;
@@ -529,12 +503,6 @@ void Trainer::event(const std::string& name, const nlohmann::json& data) {
 }
 
 void Trainer::load_data() {
-  if (m_world > 1 && m_s.atom_budget > 0)
-    throw ConfigError(
-        "Loader.atom_budget: atom-budget batching runs on one rank in this version (" +
-            std::to_string(m_world) + " ranks were started)",
-        "set Loader.atom_budget to 0 (batch_size graphs per rank), or train on one "
-        "rank");
   if (m_s.grad_sync == "nccl")
     throw ConfigError("Comm.grad_sync: \"nccl\" needs CUDA training, which this build lacks",
                       "set Comm.grad_sync to \"mpi\" or \"auto\"");
@@ -563,7 +531,8 @@ void Trainer::load_data() {
                  {"seconds_max", r.max_seconds}});
   // Periodicity of the data against periodic_boundary_conditions, and (one rank, atom budget)
   // the atoms of every training position, in position order (visits go in file order).
-  // Also the atoms of each split (evaluation losses are means over a whole split).
+  // Also the atoms of each split (evaluation losses are means over a whole split), and with an
+  // atom budget the atoms of every training graph.
   long double counts[4] = {0, 0, 0, 0};  // periodic graphs, atoms of train / validate / test
   for (int k : {kTrain, kValidate, kTest})
     m_data->visit_local(k, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
@@ -571,10 +540,10 @@ void Trainer::load_data() {
         counts[0] +=
             (b.pbc[size_t(3 * g)] | b.pbc[size_t(3 * g + 1)] | b.pbc[size_t(3 * g + 2)]) ? 1 : 0;
         counts[1 + k] += b.n_atoms[size_t(g)];
-        if (k == kTrain && m_s.atom_budget > 0) m_train_atoms.push_back(b.n_atoms[size_t(g)]);
       }
     });
   sum_stats(counts, 4);
+  if (m_s.atom_budget > 0) m_train_atoms = m_data->split_atoms(kTrain);
   for (int k : {kTrain, kValidate, kTest}) m_split_atoms[k] = int64_t(counts[1 + k]);
   const int64_t periodic = int64_t(counts[0]);
   if (periodic > 0 && !m_s.periodic && m_root)
@@ -740,15 +709,10 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   so.seed = m_s.seed;
   so.shuffle = m_s.shuffle;
   so.drop_remainder = m_s.drop_remainder;
-  std::vector<std::vector<int64_t>> batches;
-  if (m_s.atom_budget > 0) {  // one rank (load_data): the sampler's order, cut by atoms
-    std::vector<int64_t> order;
-    for (const auto& b : sampler_epoch(so, epoch)) order.insert(order.end(), b.begin(), b.end());
-    batches =
-        make_batches(m_train_atoms, order, m_s.batch_size, m_s.atom_budget, m_s.drop_remainder);
-  } else {
-    batches = sampler_epoch(so, epoch);
-  }
+  // batch_size graphs per rank, or atom-budget steps balanced over the ranks by atoms.
+  std::vector<std::vector<int64_t>> batches =
+      m_s.atom_budget > 0 ? sampler_epoch_balanced(so, m_train_atoms, m_s.atom_budget, epoch)
+                          : sampler_epoch(so, epoch);
   Prefetcher pf(*m_data, kTrain, std::move(batches), m_setup, m_s.prefetch_depth,
                 m_count_comm.get());
   double t_load = 0, t_fetch = 0, t_graph = 0, t_fwd = 0, t_forces = 0, t_bwd = 0, t_sync = 0,
@@ -935,7 +899,8 @@ nlohmann::json Trainer::run_impl() {
   if (m_root && m_config.sources.count("Output.log_level") &&
       m_config.sources.at("Output.log_level") != "default")
     spdlog::set_level(spdlog::level::from_str(m_config.get<std::string>("Output.log_level")));
-  // Threads: the cores of the node shared by its ranks (one each when ranks >= cores).
+  // Threads: the cores this rank may use (its affinity mask), shared with its node's ranks
+  // (one each when ranks >= cores).
   int node_ranks = 1;
   {
     MPI_Comm node = MPI_COMM_NULL;
@@ -943,9 +908,17 @@ nlohmann::json Trainer::run_impl() {
     node_ranks = comm_size(node);
     MPI_Comm_free(&node);
   }
-  const int threads = m_s.threads > 0
-                          ? int(m_s.threads)
-                          : std::max(1, int(std::thread::hardware_concurrency()) / node_ranks);
+  const int threads =
+      m_s.threads > 0 ? int(m_s.threads) : threads_per_rank(cores_available(), node_ranks);
+  // Waiting OpenMP threads must sleep when ranks share cores; OMP_WAIT_POLICY is read when the
+  // runtime loads, so the launcher's environment has to set it.
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (m_root && node_ranks > 1 && threads > 1 && !(policy && std::string(policy) == "PASSIVE"))
+    spdlog::warn(
+        "{} ranks share this node with {} threads each and OMP_WAIT_POLICY is not PASSIVE: "
+        "spinning OpenMP threads can slow training many times over; export "
+        "OMP_WAIT_POLICY=PASSIVE (jobs/train.sh does)",
+        node_ranks, threads);
   at::set_num_threads(threads);
   set_blas_threads(threads);
   if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);

@@ -9,4 +9,13 @@ namespace ddgnn {
 // does nothing) when it does not (another BLAS, or none).
 bool set_blas_threads(int n);
 
+// Cores this process may run on (its CPU affinity mask: a launcher that binds a rank to one core
+// leaves it one, whatever the machine has); the machine's count when the mask cannot be read.
+int cores_available();
+
+// Compute threads for a rank: the cores it may use shared with the other ranks of its node that
+// may use the same cores (`node_ranks`, 1 when alone), at least 1. E.g. 4 ranks unbound on 2
+// cores: 1 each; one rank bound to 1 core: 1; one unbound rank on 16 cores: 16.
+int threads_per_rank(int cores, int node_ranks);
+
 }  // namespace ddgnn

@@ -29,4 +29,18 @@ int64_t sampler_steps(const SamplerOptions& o);
 // This rank's batches for `epoch` (1-based, as the trainer counts), each a list of ids.
 std::vector<std::vector<int64_t>> sampler_epoch(const SamplerOptions& o, int64_t epoch);
 
+// The epoch's order of all ids (the same on every rank).
+std::vector<int64_t> sampler_order(const SamplerOptions& o, int64_t epoch);
+
+// Atom-budget batching, balanced over the ranks (as fairchem's balanced sampler): the epoch's
+// order is cut into steps of at most batch_size * world samples and atom_budget * world atoms
+// (a sample larger than that goes alone); a step's samples are dealt to the ranks longest first,
+// each to the rank with the fewest atoms so far (ties: the lower rank), and keep epoch order
+// within a rank. drop_remainder drops a last step of fewer than batch_size * world samples
+// (unless it is the only one). n_atoms[id]: atoms of sample id (every sample, on every rank).
+// Every rank gets the same number of steps; with one rank, the batches are the budget cuts.
+std::vector<std::vector<int64_t>> sampler_epoch_balanced(const SamplerOptions& o,
+                                                         const std::vector<int32_t>& n_atoms,
+                                                         int64_t atom_budget, int64_t epoch);
+
 }  // namespace ddgnn

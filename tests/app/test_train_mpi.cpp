@@ -1,7 +1,8 @@
 // `mpiexec -n P ddgnn train` end to end, on real Open MPI ranks (oversubscribed on this machine):
 // P ranks with B/P graphs each train exactly like one rank with B (every backend, replica
-// groups, graphs of different sizes); a rank that throws stops every rank with its message, no
-// hang; a corrupted partition is reported by its owner; the loader's bad settings are refused.
+// groups, graphs of different sizes, atom-budget steps balanced over the ranks); a rank that throws
+// stops every rank with its message, no hang; a corrupted partition is reported by its owner; the
+// loader's bad settings are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +105,11 @@ TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
   expect_same_training(one,
                        train(4, 2, "four_width2", "--set Loader.width=2 --set Loader.backend=rma"),
                        "4 ranks, 2 replica groups, rma");
+  // Atom-budget steps (at most 40 atoms, 8 graphs) dealt to 2 ranks balanced by atoms.
+  const Trained budget = train(1, 8, "one_budget", "--set Loader.atom_budget=40");
+  EXPECT_GT(budget.steps, 20);
+  expect_same_training(budget, train(2, 4, "two_budget", "--set Loader.atom_budget=20"),
+                       "2 ranks, atom budget");
 }
 
 TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
@@ -173,8 +179,6 @@ TEST(TrainMpiBadInput, LoaderSettingsAreRefusedClearly) {
     EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
   };
   expect_error(mpirun(2, train + " --set Loader.memory_budget_gb=0.00001"), "over the budget of");
-  expect_error(mpirun(2, train + " --set Loader.atom_budget=20"),
-               "atom-budget batching runs on one rank");
   expect_error(mpirun(3, train + " --set Loader.width=2"), "does not divide the 3 ranks");
   expect_error(mpirun(2, train + " --set Loader.backend=nccl"), "Loader.backend: \"nccl\"");
 }

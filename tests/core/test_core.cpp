@@ -1,11 +1,14 @@
-// core/: the error line that main prints, and CRC-32 with its combine rule.
+// core/: the error line that main prints, CRC-32 with its combine rule, threads per rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace ddgnn {
 
@@ -45,4 +48,18 @@ TEST(Checksum, IncrementalAndCombineAgreeWithWhole) {
   EXPECT_NE(crc32(data.data(), data.size()), whole);
 }
 
+namespace {
+
+TEST(Threads, RanksShareTheCoresTheyMayUse) {
+  const int machine = int(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_GE(cores_available(), 1);
+  EXPECT_LE(cores_available(), machine);
+  EXPECT_EQ(threads_per_rank(machine, 1), machine);      // alone, unbound
+  EXPECT_EQ(threads_per_rank(machine, 2 * machine), 1);  // oversubscribed: one each
+  EXPECT_EQ(threads_per_rank(machine, machine), 1);
+  if (machine >= 2) EXPECT_EQ(threads_per_rank(1, 2), 1);  // bound to one core
+  if (machine >= 4) EXPECT_EQ(threads_per_rank(machine, 2), machine / 2);
+}
+
+}  // namespace
 }  // namespace ddgnn

@@ -1,11 +1,15 @@
 // The distributed sampler: over every (n, batch, ranks) tried, each rank gets the same number of
 // steps and the ranks' batches together hold every sample exactly once per epoch; the remainder
 // is dealt out evenly; the order is a function of (seed, epoch) only; drop_remainder drops the
-// last short step everywhere. Packed records round-trip a GraphBlock exactly.
+// last short step everywhere. The atom-budget sampler keeps each step under the budget, deals a
+// step's samples so that the ranks' atoms are balanced, and equals the budget cuts on one rank.
+// Packed records round-trip a GraphBlock exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
+#include <random>
 
 #include "../common/lj_dataset.h"
 #include "../common/temp_dir.h"
@@ -69,6 +73,68 @@ TEST(Sampler, DeterministicPerEpochAndDropRemainder) {
   for (const auto& batch : sampler_epoch(o, 1)) EXPECT_EQ(batch.size(), 4u);
   o.rank = 3;
   EXPECT_THROW(sampler_steps(o), Error);
+}
+
+TEST(SamplerBalanced, BudgetRespectedAtomsBalancedEverySampleOnce) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> graph_atoms(3, 60);
+  for (int64_t n : {1, 7, 100, 333})
+    for (int p : {1, 2, 3, 4}) {
+      std::vector<int32_t> atoms(static_cast<size_t>(n));
+      for (auto& a : atoms) a = graph_atoms(rng);
+      SamplerOptions o;
+      o.n_samples = n;
+      o.batch_size = 6;
+      o.world = p;
+      o.seed = 4;
+      const int64_t budget = 90;  // per rank
+      std::vector<std::vector<std::vector<int64_t>>> per_rank;
+      for (int r = 0; r < p; ++r) {
+        o.rank = r;
+        per_rank.push_back(sampler_epoch_balanced(o, atoms, budget, 2));
+      }
+      std::vector<int64_t> all;
+      for (int r = 0; r < p; ++r) ASSERT_EQ(per_rank[size_t(r)].size(), per_rank[0].size());
+      double worst_imbalance = 0.0;
+      for (size_t s = 0; s < per_rank[0].size(); ++s) {
+        int64_t step_atoms = 0, step_samples = 0, most = 0, least = INT64_MAX;
+        for (int r = 0; r < p; ++r) {
+          int64_t a = 0;
+          for (int64_t id : per_rank[size_t(r)][s]) a += atoms[size_t(id)];
+          step_atoms += a;
+          step_samples += int64_t(per_rank[size_t(r)][s].size());
+          most = std::max(most, a);
+          least = std::min(least, a);
+          all.insert(all.end(), per_rank[size_t(r)][s].begin(), per_rank[size_t(r)][s].end());
+        }
+        EXPECT_LE(step_samples, o.batch_size * p);
+        if (step_samples > 1) EXPECT_LE(step_atoms, budget * p);
+        // Longest first to the least loaded: no rank exceeds another by more than one sample.
+        if (step_samples >= p) EXPECT_LE(most - least, 60) << n << " " << p << " step " << s;
+        if (step_samples >= 2 * p)
+          worst_imbalance = std::max(worst_imbalance, double(most) / double(step_atoms / p));
+      }
+      if (p > 1 && n >= 100) EXPECT_LT(worst_imbalance, 1.5) << n << " " << p;
+      std::sort(all.begin(), all.end());
+      std::vector<int64_t> expected(static_cast<size_t>(n));
+      std::iota(expected.begin(), expected.end(), int64_t(0));
+      EXPECT_EQ(all, expected) << n << " " << p;
+    }
+}
+
+TEST(SamplerBalanced, OneRankIsTheBudgetCutsOfTheEpochOrder) {
+  const std::vector<int32_t> atoms = {5, 5, 5, 20, 5, 5, 30, 1};
+  SamplerOptions o;
+  o.n_samples = 8;
+  o.batch_size = 3;
+  o.shuffle = false;
+  const auto batches = sampler_epoch_balanced(o, atoms, 12, 1);
+  // [5,5] (a third would pass 12), [5], [20] (alone: over the budget), [5,5], [30], [1]
+  const std::vector<std::vector<int64_t>> expected = {{0, 1}, {2}, {3}, {4, 5}, {6}, {7}};
+  EXPECT_EQ(batches, expected);
+  o.drop_remainder = true;
+  EXPECT_EQ(sampler_epoch_balanced(o, atoms, 0, 1).size(), 2u);  // 8 / 3: the short step dropped
+  EXPECT_THROW(sampler_epoch_balanced(o, {1, 2}, 12, 1), Error);
 }
 
 TEST(Packed, RecordsRoundTripAGraphBlock) {
