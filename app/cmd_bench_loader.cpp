@@ -13,10 +13,11 @@ namespace ddgnn {
 
 Command add_bench_loader_command(CLI::App& app) {
   auto o = std::make_shared<LoaderBenchOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "bench-loader",
-      "measure the loader backends (rma, collective, shm): µs per sample and GB/s against "
-      "memcpy, over sample sizes and batch sizes, on the ranks of this launch");
+  CLI::App* sub =
+      app.add_subcommand("bench-loader",
+                         "measure the loader backends (rma, collective, shm, replicated): µs per "
+                         "sample and GB/s against "
+                         "memcpy, over sample sizes and batch sizes, on the ranks of this launch");
   sub->add_option("--out", o->csv, "CSV to append the grid to (rank 0 writes it)");
   sub->add_option("--width", o->width, "replica-group width (0: one group of all ranks)")
       ->capture_default_str();
@@ -28,7 +29,7 @@ Command add_bench_loader_command(CLI::App& app) {
   sub->add_option("--batch", o->batch_sizes, "batch sizes to measure")->capture_default_str();
   sub->add_option("--backends", o->backends, "backends to measure")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rma", "collective", "shm"}));
+      ->check(CLI::IsMember({"rma", "collective", "shm", "replicated"}));
   return {sub, [o] {
             return run_under_mpi([&](const MpiEnvironment&) {
               for (int64_t s : o->sample_bytes)

@@ -2,12 +2,19 @@
 // `ddgnn bench-loader` runs the same).
 // usage: mpiexec -n P bench_loader [out.csv] [width=0] [MiB per rank=64]
 // The CSV (appended; header when new) is what `ddgnn tune` learns from (issue 5).
+#include <cstdio>
 #include <cstdlib>
 
 #include "comm/bench_loader.h"
 #include "comm/mpi.h"
 
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1][0] == '-') {  // an option, not a CSV path: say how to call it
+    std::fprintf(stderr,
+                 "usage: mpiexec -n P bench_loader [out.csv] [width=0] [MiB per rank=64]\n"
+                 "(options: ddgnn bench-loader --help)\n");
+    return 2;
+  }
   ddgnn::MpiEnvironment env(&argc, &argv);
   ddgnn::LoaderBenchOptions o;
   if (argc > 1) o.csv = argv[1];

@@ -71,24 +71,35 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
   if (world_rank == 0)
     std::printf("%-11s %8s %6s %10s %8s %8s %9s\n", "backend", "bytes", "batch", "us/sample",
                 "GB/s", "memcpy%", "remote");
-  for (const int64_t sample :
-       {int64_t(1) << 10, int64_t(4) << 10, int64_t(64) << 10, int64_t(1) << 20}) {
+  // Stores: one in window memory over the group (rma, collective), one in node shared memory
+  // (shm), and a full copy on every rank (replicated: the local fetcher over MPI_COMM_SELF).
+  enum Kind { kWindow, kShared, kReplicated };
+  auto kind_of = [](const std::string& backend) {
+    return backend == "shm" ? kShared : backend == "replicated" ? kReplicated : kWindow;
+  };
+  for (const int64_t sample : options.sample_bytes) {
     const int64_t per_rank = std::max<int64_t>(64, (mib_per_rank << 20) / sample);
     const int64_t n_total = per_rank * group.size();
-    for (const bool shared : {false, true}) {
+    for (const Kind kind : {kWindow, kShared, kReplicated}) {
+      if (std::none_of(options.backends.begin(), options.backends.end(),
+                       [&](const std::string& b) { return kind_of(b) == kind; }))
+        continue;
       StoreOptions so;
-      so.shared = shared;
+      so.shared = kind == kShared;
       so.world = MPI_COMM_WORLD;
-      const Partition part{n_total, group.size()};
-      std::vector<int64_t> sizes(size_t(part.count(group.rank())), sample);
-      ByteStore store(group.comm(), n_total, sizes, so);
+      const MPI_Comm store_comm = kind == kReplicated ? MPI_COMM_SELF : group.comm();
+      const int store_rank = kind == kReplicated ? 0 : group.rank();
+      const Partition part{n_total, kind == kReplicated ? 1 : group.size()};
+      std::vector<int64_t> sizes(size_t(part.count(store_rank)), sample);
+      ByteStore store(store_comm, n_total, sizes, so);
       for (int64_t i = 0; i < store.n_bytes(); ++i) store.data()[i] = uint8_t(i * 131 + 7);
       store.ready();
       for (const std::string& backend : options.backends) {
-        if ((backend == "shm") != shared) continue;
-        auto fetcher = make_fetcher(backend, store);
+        if (kind_of(backend) != kind) continue;
+        auto fetcher = make_fetcher(kind == kReplicated ? "local" : backend, store);
         for (const int64_t batch : options.batch_sizes) {
           if (batch * sample > (int64_t(256) << 20)) continue;  // keep a batch under 256 MiB
+          // Every rank of the group measures (and the collective backends need all of them).
           std::mt19937_64 rng(uint64_t(world_rank) * 7919 + uint64_t(batch));
           std::uniform_int_distribution<int64_t> pick(0, n_total - 1);
           std::vector<int64_t> ids(static_cast<size_t>(batch));
@@ -104,7 +115,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
             const double t = std::chrono::duration<double>(Clock::now() - t0).count();
             if (rep < 0) continue;
             times.push_back(t);
-            for (int64_t id : ids) remote += part.owner(id) != group.rank() ? 1 : 0;
+            for (int64_t id : ids) remote += part.owner(id) != store_rank ? 1 : 0;
             asked += batch;
           }
           // The slowest rank's median is the step's.

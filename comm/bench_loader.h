@@ -3,7 +3,8 @@
 // the time to fetch one batch of random samples (every rank asks for its own batch at once; the
 // slowest rank's time counts), as µs per sample and GB/s, beside this machine's memcpy bandwidth
 // measured in the same run (every rank copying at once) as the ceiling. Synthetic records of a
-// fixed size: the store does not look inside them. Collective over MPI_COMM_WORLD.
+// fixed size: the store does not look inside them. Collective over MPI_COMM_WORLD. (The `file`
+// backend reads graph records from HDF5: bench/train_scaling.sh measures it in training.)
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,8 @@ struct LoaderBenchOptions {
   int64_t mib_per_rank = 64;
   std::vector<int64_t> sample_bytes = {1 << 10, 4 << 10, 64 << 10, 1 << 20};
   std::vector<int64_t> batch_sizes = {16, 64, 256};
-  std::vector<std::string> backends = {"rma", "collective", "shm"};
+  // rma, collective, shm, replicated (a full copy on every rank: the local store)
+  std::vector<std::string> backends = {"rma", "collective", "shm", "replicated"};
 };
 
 // Runs the grid; rank 0 prints a table (and writes the CSV). Returns the rows written.
