@@ -69,7 +69,7 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
   const auto t0 = std::chrono::steady_clock::now();
   MPI_CHECK(MPI_Comm_dup(world, &m_world));
   MPI_CHECK(MPI_Comm_set_errhandler(m_world, MPI_ERRORS_RETURN));
-  const int world_size = comm_size(m_world), world_rank = comm_rank(m_world);
+  const int world_size = comm_size(m_world);
   m_backend = resolve_backend(s.backend, world_size);
   if (m_backend == "nccl")
     throw ConfigError(
@@ -152,7 +152,6 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
   MPI_CHECK(MPI_Allreduce(&m_report.bytes, &m_report.max_bytes, 1, MPI_INT64_T, MPI_MAX, m_world));
   MPI_CHECK(
       MPI_Allreduce(&m_report.bytes, &m_report.total_bytes, 1, MPI_INT64_T, MPI_SUM, m_world));
-  (void)world_rank;
 }
 
 TrainData::~TrainData() {

@@ -521,18 +521,9 @@ void Trainer::load_data() {
            fmt("%.1f", double(r.max_bytes) / mib) + ", all ranks " +
            fmt("%.1f", double(r.total_bytes) / mib) + " MiB), loaded in " +
            fmt("%.2f", r.max_seconds) + " s");
-  event("load", {{"backend", m_data->backend()},
-                 {"ranks", m_world},
-                 {"groups", r.groups},
-                 {"group_size", r.group_size},
-                 {"bytes_rank0", r.bytes},
-                 {"bytes_max", r.max_bytes},
-                 {"bytes_total", r.total_bytes},
-                 {"seconds_max", r.max_seconds}});
-  // Periodicity of the data against periodic_boundary_conditions, and (one rank, atom budget)
-  // the atoms of every training position, in position order (visits go in file order).
-  // Also the atoms of each split (evaluation losses are means over a whole split), and with an
-  // atom budget the atoms of every training graph.
+  // Periodicity of the data against periodic_boundary_conditions, the atoms of each split
+  // (evaluation losses are means over a whole split), and with an atom budget the atoms of
+  // every training graph.
   long double counts[4] = {0, 0, 0, 0};  // periodic graphs, atoms of train / validate / test
   for (int k : {kTrain, kValidate, kTest})
     m_data->visit_local(k, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
@@ -964,6 +955,12 @@ nlohmann::json Trainer::run_impl() {
     for (const auto& p : m_params) n += p.numel();
     return n;
   }();
+  const auto& load = m_data->load_report();
+  const nlohmann::json loader = {
+      {"backend", m_data->backend()},    {"ranks", m_world},
+      {"groups", load.groups},           {"group_size", load.group_size},
+      {"bytes_rank0", load.bytes},       {"bytes_max", load.max_bytes},
+      {"bytes_total", load.total_bytes}, {"seconds_max", load.max_seconds}};
   nlohmann::json start = {{"ddgnn_version", DDGNN_VERSION},
                           {"git", DDGNN_GIT_DESCRIBE},
                           {"config", m_config.source},
@@ -974,8 +971,7 @@ nlohmann::json Trainer::run_impl() {
                             {"test", m_data->size(kTest)}}},
                           {"parameters", n_params},
                           {"threads", threads},
-                          {"ranks", m_world},
-                          {"backend", m_data->backend()},
+                          {"loader", loader},
                           {"scale", m_setup.norm.scale},
                           {"mean_residual_per_atom", m_setup.norm.mean_residual_per_atom},
                           {"model", to_json(m_setup)["spec"]}};

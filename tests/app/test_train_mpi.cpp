@@ -112,6 +112,36 @@ TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
                        "2 ranks, atom budget");
 }
 
+// The sampler is a function of (seed, epoch): a run checkpointed on 2 ranks and resumed on 1
+// (or the other way) ends with the weights of an uninterrupted run.
+TEST(TrainMpi, ResumeOnAnotherNumberOfRanks) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  auto config = [&](const std::string& run_dir, int epochs, int batch) {
+    nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, batch);
+    c["NeuralNetwork"]["Training"]["num_epoch"] = epochs;
+    c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "ReduceLROnPlateau"}, {"patience", 0}};
+    return testing::write_config(dir,
+                                 "c" + std::to_string(epochs) + std::to_string(batch) +
+                                     run_dir.substr(run_dir.size() - 1) + ".json",
+                                 c);
+  };
+  Result r = testing::run("train -c " + config(dir.file("whole"), 3, 8));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, "train -c " + config(dir.file("split"), 2, 4));  // epochs 1-2 on 2 ranks
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = testing::run("train -c " + config(dir.file("split"), 3, 8) +
+                   " --set Training.continue=1");  // epoch 3 on 1 rank
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto a = testing::checkpoint_parameters(dir.file("whole") + "/checkpoints/epoch_00003.pt");
+  const auto b = testing::checkpoint_parameters(dir.file("split") + "/checkpoints/epoch_00003.pt");
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t k = 0; k < a.size(); ++k)
+    worst = std::max(worst, (a[k] - b[k]).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-9);
+}
+
 TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), step_data());
