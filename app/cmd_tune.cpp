@@ -1,0 +1,94 @@
+// `ddgnn tune --measurements grid.csv`: fits the loader backends' cost models (tuner/) to a
+// bench-loader grid with TPE and with least squares, and reports how well each predicts held-out
+// configurations and picks the fastest backend (leave one configuration out).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "tuner/cost_model.h"
+#include "tuner/selection.h"
+
+namespace ddgnn {
+
+Command add_tune_command(CLI::App& app) {
+  struct Options {
+    std::string measurements, out, method = "both";
+    int trials = 60;
+    uint64_t seed = 0;
+    double cores = double(std::max(1u, std::thread::hardware_concurrency()));
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "tune",
+      "fit the loader backends' cost models to measured fetch times (ddgnn bench-loader "
+      "CSV) and report held-out prediction error and backend-selection accuracy");
+  sub->add_option("--measurements,-m", o->measurements, "CSV written by ddgnn bench-loader --out")
+      ->required()
+      ->type_name("FILE.csv");
+  sub->add_option("--method", o->method, "tpe, lsq (least squares) or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tpe", "lsq", "both"}));
+  sub->add_option("--trials", o->trials, "TPE trials per fit")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--seed", o->seed, "TPE seed")->capture_default_str();
+  sub->add_option("--cores", o->cores,
+                  "cores per node where the CSV has no cores_per_node column (default: this "
+                  "machine's)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--out", o->out, "write the models fitted on every row (JSON)")
+      ->type_name("FILE.json");
+  return {sub, [o] {
+            const auto data = read_measurements(o->measurements, o->cores);
+            std::set<std::string> backends;
+            for (const auto& m : data) backends.insert(m.backend);
+            std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
+            for (const auto& b : backends) std::printf(" %s", b.c_str());
+            std::printf("\n");
+            nlohmann::json models;
+            for (const std::string method : {"tpe", "lsq"}) {
+              if (o->method != "both" && o->method != method) continue;
+              const FitMethod m = method == "tpe" ? FitMethod::kTpe : FitMethod::kLeastSquares;
+              std::printf("\n== %s ==\n%-11s %12s %12s\n",
+                          method == "tpe" ? "TPE" : "least squares", "backend", "MdAPE fit",
+                          "MdAPE held");
+              const SelectionReport rep = leave_one_configuration_out(data, m, o->trials, o->seed);
+              for (const auto& b : backends) {
+                CostModel model(b);
+                model.fit(data, m, o->trials, o->seed);
+                const auto held = rep.held_out_mdape.find(b);
+                std::printf("%-11s %11.1f%% %11.1f%%\n", b.c_str(), 100 * median_ape(model, data),
+                            held == rep.held_out_mdape.end() ? NAN : 100 * held->second);
+                nlohmann::json terms;
+                for (size_t k = 0; k < model.terms().size(); ++k)
+                  terms[model.terms()[k]] = model.parameters()[k];
+                models[method][b] = {{"terms", terms},
+                                     {"contention_exponent", model.contention_exponent()}};
+              }
+              std::printf(
+                  "selection, leave one configuration out: %d of %d right (%.1f%%); time lost "
+                  "mean %.1f%%, worst %.1f%%, mean when wrong %.1f%%\n",
+                  rep.correct, rep.configurations, 100 * rep.accuracy, 100 * rep.mean_lost,
+                  100 * rep.max_lost, 100 * rep.mean_lost_wrong);
+              std::printf("predicted pick vs always one backend (mean time ratio):");
+              for (const auto& [b, s] : rep.speedup_over) std::printf("  %s %.2fx", b.c_str(), s);
+              std::printf("\n");
+              models[method]["selection"] = {{"configurations", rep.configurations},
+                                             {"correct", rep.correct},
+                                             {"mean_lost", rep.mean_lost},
+                                             {"max_lost", rep.max_lost}};
+            }
+            if (!o->out.empty()) write_file_atomic(o->out, models.dump(2) + "\n");
+            return 0;
+          }};
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,150 @@
+// tuner/cost_model and tuner/selection: both fits recover a linear model from exact data; on a
+// non-linear (contention) truth TPE predicts held-out points better than least squares; too few
+// points, and each kind of bad measurements file, are clear errors; leave-one-configuration-out
+// picks the fastest backend when the models can tell.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common/temp_dir.h"
+#include "core/error.h"
+#include "tuner/cost_model.h"
+#include "tuner/selection.h"
+
+namespace ddgnn {
+namespace {
+
+// A grid of configurations on one node of 2 cores (4 and 8 ranks oversubscribe it).
+std::vector<FetchFeatures> grid() {
+  std::vector<FetchFeatures> out;
+  for (double ranks : {1.0, 2.0, 4.0, 8.0})
+    for (double bytes : {1024.0, 4096.0, 65536.0, 1048576.0})
+      for (double batch : {16.0, 64.0, 256.0}) {
+        FetchFeatures f;
+        f.ranks = f.ranks_per_node = ranks;
+        f.cores_per_node = 2;
+        f.bytes_mean = bytes;
+        f.batch = batch;
+        f.remote = ranks > 1 ? 1.0 - 1.0 / ranks : 0.0;
+        out.push_back(f);
+      }
+  return out;
+}
+
+// rma: 20 us a fetch, 1 us a remote sample, 5 GB/s remote and 10 GB/s local; contention
+// (oversubscription c) costs 200 us c^exponent (1 + B f).
+double rma_truth(const FetchFeatures& f, double exponent) {
+  const double c = std::max(0.0, f.ranks_per_node / f.cores_per_node - 1);
+  return 20e-6 + 1e-6 * f.batch * f.remote + f.batch * f.remote * f.bytes_mean / 5e9 +
+         f.batch * (1 - f.remote) * f.bytes_mean / 10e9 +
+         (c > 0 ? 200e-6 * std::pow(c, exponent) * (1 + f.batch * f.remote) : 0.0);
+}
+
+std::vector<FetchMeasurement> measure(const std::string& backend, double exponent, double noise,
+                                      unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0.0, noise);
+  std::vector<FetchMeasurement> out;
+  for (const auto& f : grid())
+    out.push_back({backend, f, rma_truth(f, exponent) * std::exp(noise > 0 ? n(rng) : 0.0)});
+  return out;
+}
+
+TEST(CostModel, BothFitsRecoverALinearTruth) {
+  const auto data = measure("rma", 1.0, 0.0, 1);
+  for (FitMethod m : {FitMethod::kLeastSquares, FitMethod::kTpe}) {
+    CostModel model("rma");
+    model.fit(data, m, 60, 2);
+    EXPECT_LT(median_ape(model, data), 1e-6);
+  }
+  CostModel lsq("rma");
+  lsq.fit(data, FitMethod::kLeastSquares);
+  EXPECT_NEAR(lsq.parameters()[0], 20e-6, 1e-9);  // latency
+}
+
+TEST(CostModel, TpeFitsTheContentionExponentThatLeastSquaresCannot) {
+  const auto train = measure("rma", 2.5, 0.05, 3), test = measure("rma", 2.5, 0.05, 4);
+  CostModel lsq("rma"), tpe("rma");
+  lsq.fit(train, FitMethod::kLeastSquares);
+  tpe.fit(train, FitMethod::kTpe, 60, 5);
+  EXPECT_LT(median_ape(tpe, test), median_ape(lsq, test));
+  EXPECT_NEAR(tpe.contention_exponent(), 2.5, 0.3);
+}
+
+TEST(CostModelBadInput, UnknownBackendAndTooFewPoints) {
+  try {
+    CostModel("nccl2");
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("nccl2"), std::string::npos);
+    EXPECT_NE(e.hint().find("rma"), std::string::npos);
+  }
+  auto data = measure("rma", 1.0, 0.0, 1);
+  data.resize(3);
+  try {
+    CostModel("rma").fit(data, FitMethod::kTpe);
+    ADD_FAILURE();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("need at least 7"), std::string::npos) << e.what();
+  }
+}
+
+std::string write(const testing::TempDir& dir, const std::string& text) {
+  const std::string path = dir.file("m.csv");
+  std::ofstream(path) << text;
+  return path;
+}
+
+void expect_data_error(const std::string& path, const std::string& needle) {
+  try {
+    read_measurements(path, 2);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(MeasurementsBadInput, EachKindIsNamedWithItsLine) {
+  testing::TempDir dir;
+  const std::string head = "backend,ranks,sample_bytes,batch,fraction_remote,seconds_per_batch\n";
+  expect_data_error(write(dir, "backend,ranks,batch\nrma,2,16\n"),
+                    "missing column(s) sample_bytes, fraction_remote, seconds_per_batch");
+  expect_data_error(write(dir, head + "rma,2,1024,16,0.5,0.001\nrma,2,1024,64,0.5,0\n"),
+                    "m.csv:3: seconds_per_batch = 0 is not a positive time");
+  expect_data_error(write(dir, head + "rma,2,1024,16,0.5,-1e-3\n"), "is not a positive time");
+  expect_data_error(write(dir, head + "rdma,2,1024,16,0.5,0.001\n"),
+                    "m.csv:2: unknown backend 'rdma'");
+  expect_data_error(write(dir, head + "rma,two,1024,16,0.5,0.001\n"), "'two' is not a number");
+  expect_data_error(write(dir, head), "no measurements");
+  expect_data_error(dir.file("absent.csv"), "cannot open");
+  const auto ok = read_measurements(write(dir, head + "shm,4,2048,16,0.75,0.002\n"), 2);
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].features.ranks_per_node, 4);
+  EXPECT_EQ(ok[0].features.cores_per_node, 2);
+}
+
+// Two backends whose truths cross: "rma" is cheaper per fetch, "collective" per byte. Every
+// held-out configuration's winner is predicted (the models have the right terms).
+TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
+  std::vector<FetchMeasurement> data;
+  for (const auto& f : grid()) {
+    if (f.ranks == 1) continue;
+    data.push_back({"rma", f, 20e-6 + f.batch * f.remote * f.bytes_mean / 2e9});
+    data.push_back({"collective", f,
+                    300e-6 * std::log2(f.ranks) + f.batch * f.remote * f.bytes_mean / 8e9 +
+                        f.batch * (1 - f.remote) * f.bytes_mean / 10e9});
+  }
+  const SelectionReport lsq = leave_one_configuration_out(data, FitMethod::kLeastSquares, 0, 0);
+  EXPECT_EQ(lsq.configurations, 36);
+  EXPECT_GE(lsq.accuracy, 0.97);
+  EXPECT_LT(lsq.max_lost, 0.05);
+  EXPECT_GT(lsq.speedup_over.at("rma"), 1.0);
+  EXPECT_GT(lsq.speedup_over.at("collective"), 1.0);
+}
+
+}  // namespace
+}  // namespace ddgnn

@@ -1,0 +1,82 @@
+// Cost models of the loader backends: predicted seconds for one fetch of a batch, from the run's
+// features. One parametric model per backend, every term a physical cost with its own
+// non-negative parameter:
+//   latency        1                         fixed cost of a fetch (calls, flushes, syncs)
+//   local_sample   B (1 - f)                 per local sample (lookup, pointer, copy start)
+//   local_byte     B (1 - f) S               local bytes (memcpy bandwidth)
+//   remote_sample  B f                       per remote sample (a get, a message)
+//   remote_byte    B f S                     remote bytes (network / shared-memory bandwidth)
+//   peers          P - 1                     per peer (collective exchanges with every rank)
+//   rounds         log2 P                    collective latency (tree or dissemination rounds)
+//   contention     c^k (1 + B f)             oversubscription c = max(0, R / cores - 1): ranks
+//                                            time-sharing cores wait for each other's progress
+// with B samples per rank, S mean bytes per sample, f the fraction held by another rank, P ranks
+// in the loader group, R ranks per node. Which terms a backend has is in backend_terms(). All
+// terms but contention are linear in the parameters; the contention exponent k makes the model
+// non-linear. Fits: least squares (non-negative coefficients minimising the relative squared
+// error, k = 1: the linear baseline), and TPE (the published estimator fits its parameters with
+// TPE): TPE searches k by the mean |log(predicted / measured)|, each trial solving the linear
+// coefficients by least squares (variable projection). No torch, no MPI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddgnn {
+
+struct FetchFeatures {
+  double batch = 1;           // B, samples per rank per fetch
+  double ranks = 1;           // P, ranks in the loader group
+  double ranks_per_node = 1;  // R
+  double cores_per_node = 1;
+  double bytes_mean = 0;    // S
+  double bytes_spread = 0;  // standard deviation of the sample size (recorded; not a term yet)
+  double remote = 0;        // f
+  bool device = false;      // destination in GPU memory (recorded; the CPU backends ignore it)
+};
+
+struct FetchMeasurement {
+  std::string backend;
+  FetchFeatures features;
+  double seconds = 0;  // one fetch of a batch (the slowest rank's)
+};
+
+enum class FitMethod { kTpe, kLeastSquares };
+
+class CostModel {
+ public:
+  // The backends with a model: rma, collective, shm, replicated, file.
+  static const std::vector<std::string>& backends();
+  // Term names of a backend's model (ConfigError listing the known backends otherwise).
+  static std::vector<std::string> backend_terms(const std::string& backend);
+
+  explicit CostModel(std::string backend);
+  const std::string& backend() const { return m_backend; }
+  const std::vector<std::string>& terms() const { return m_terms; }
+  const std::vector<double>& parameters() const { return m_theta; }
+  double contention_exponent() const { return m_exponent; }
+
+  double predict(const FetchFeatures& f) const;
+  // Fits to the measurements of this backend (others are ignored). Throws DataError when there
+  // are fewer than terms().size() + 1 of them, saying how many are needed, or a time is not
+  // positive. TPE: `trials` trials, seeded.
+  void fit(const std::vector<FetchMeasurement>& data, FitMethod method, int trials = 60,
+           uint64_t seed = 0);
+
+ private:
+  std::vector<double> term_values(const FetchFeatures& f, double exponent) const;
+  // Non-negative coefficients minimising the relative squared error, at a given exponent.
+  std::vector<double> least_squares(const std::vector<const FetchMeasurement*>& rows,
+                                    double exponent) const;
+
+  std::string m_backend;
+  std::vector<std::string> m_terms;
+  std::vector<double> m_theta;
+  double m_exponent = 1.0;
+};
+
+// Median absolute percentage error of `model` on the measurements of its backend.
+double median_ape(const CostModel& model, const std::vector<FetchMeasurement>& data);
+
+}  // namespace ddgnn

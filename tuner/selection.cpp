@@ -1,0 +1,176 @@
+// Reading measurements, and leave-one-configuration-out selection accuracy.
+#include "tuner/selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  for (std::string c; std::getline(ss, c, ',');) {
+    while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
+    while (!c.empty() && c.front() == ' ') c.erase(c.begin());
+    out.push_back(c);
+  }
+  return out;
+}
+
+using ConfigKey = std::tuple<double, double, double, double, double>;
+
+// Everything but the backend (the memcpy figure belongs to a run of the grid, not a setting).
+ConfigKey config_of(const FetchMeasurement& m) {
+  const FetchFeatures& f = m.features;
+  return {f.ranks, f.ranks_per_node, f.cores_per_node, f.bytes_mean, f.batch};
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<FetchMeasurement> read_measurements(const std::string& path, double cores) {
+  std::ifstream in(path);
+  if (!in)
+    throw DataError(path + ": cannot open the measurements file",
+                    "make one with `mpiexec -n P ddgnn bench-loader --out " + path + "`");
+  std::string line;
+  if (!std::getline(in, line)) throw DataError(path + ": empty, expected a CSV header");
+  const std::vector<std::string> header = split_csv(line);
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : int(it - header.begin());
+  };
+  std::string missing;
+  for (const char* c :
+       {"backend", "ranks", "sample_bytes", "batch", "fraction_remote", "seconds_per_batch"})
+    if (column(c) < 0) missing += (missing.empty() ? "" : ", ") + std::string(c);
+  if (!missing.empty())
+    throw DataError(path + ": missing column(s) " + missing,
+                    "the header of `ddgnn bench-loader --out` has them all");
+  const std::vector<std::string>& known = CostModel::backends();
+  std::vector<FetchMeasurement> out;
+  for (int line_no = 2; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::vector<std::string> cells = split_csv(line);
+    const std::string where = path + ":" + std::to_string(line_no);
+    auto number = [&](const char* name, double fallback, bool required) {
+      const int c = column(name);
+      if (c < 0 || size_t(c) >= cells.size() || cells[size_t(c)].empty()) {
+        if (required) throw DataError(where + ": no value in column " + name);
+        return fallback;
+      }
+      try {
+        size_t used = 0;
+        const double v = std::stod(cells[size_t(c)], &used);
+        if (used != cells[size_t(c)].size()) throw std::invalid_argument(name);
+        return v;
+      } catch (const std::exception&) {
+        throw DataError(where + ": column " + name + " = '" + cells[size_t(c)] +
+                        "' is not a number");
+      }
+    };
+    FetchMeasurement m;
+    m.backend = cells[size_t(column("backend"))];
+    if (std::find(known.begin(), known.end(), m.backend) == known.end()) {
+      std::string list;
+      for (const auto& b : known) list += (list.empty() ? "" : ", ") + b;
+      throw DataError(where + ": unknown backend '" + m.backend + "'", "known backends: " + list);
+    }
+    FetchFeatures& f = m.features;
+    f.ranks = number("group_ranks", number("ranks", 1, true), false);
+    f.ranks_per_node = number("ranks_per_node", number("ranks", 1, true), false);
+    f.cores_per_node = number("cores_per_node", cores, false);
+    f.bytes_mean = number("sample_bytes", 0, true);
+    f.bytes_spread = number("bytes_spread", 0, false);
+    f.batch = number("batch", 1, true);
+    f.remote = number("fraction_remote", 0, true);
+    m.seconds = number("seconds_per_batch", 0, true);
+    if (!(m.seconds > 0))
+      throw DataError(where + ": seconds_per_batch = " +
+                          cells[size_t(column("seconds_per_batch"))] + " is not a positive time",
+                      "remove the row, or measure it again");
+    if (!(f.batch >= 1) || !(f.ranks >= 1) || !(f.bytes_mean > 0) || f.remote < 0 || f.remote > 1)
+      throw DataError(where +
+                      ": batch, ranks and sample_bytes must be positive and "
+                      "fraction_remote in [0, 1]");
+    out.push_back(m);
+  }
+  if (out.empty()) throw DataError(path + ": no measurements after the header");
+  return out;
+}
+
+SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
+                                            FitMethod method, int trials, uint64_t seed) {
+  std::map<ConfigKey, std::vector<size_t>> configs;
+  for (size_t i = 0; i < data.size(); ++i) configs[config_of(data[i])].push_back(i);
+  std::set<std::string> backends;
+  for (const auto& m : data) backends.insert(m.backend);
+  SelectionReport rep;
+  std::map<std::string, std::vector<double>> errors, slowdown;
+  double lost_wrong = 0;
+  for (const auto& [key, rows] : configs) {
+    std::set<std::string> here;
+    for (size_t i : rows) here.insert(data[i].backend);
+    if (here.size() < 2) continue;
+    std::vector<FetchMeasurement> train;
+    for (size_t i = 0; i < data.size(); ++i)
+      if (config_of(data[i]) != key) train.push_back(data[i]);
+    std::string best, picked;
+    double t_best = INFINITY, p_best = INFINITY;
+    std::map<std::string, double> measured;
+    for (size_t i : rows) {
+      const FetchMeasurement& m = data[i];
+      CostModel model(m.backend);
+      model.fit(train, method, trials, seed);
+      const double p = model.predict(m.features);
+      errors[m.backend].push_back(std::abs(p - m.seconds) / m.seconds);
+      measured[m.backend] = m.seconds;
+      if (m.seconds < t_best) {
+        t_best = m.seconds;
+        best = m.backend;
+      }
+      if (p < p_best) {
+        p_best = p;
+        picked = m.backend;
+      }
+    }
+    ++rep.configurations;
+    const double lost = measured[picked] / t_best - 1;
+    rep.mean_lost += lost;
+    rep.max_lost = std::max(rep.max_lost, lost);
+    if (picked == best)
+      ++rep.correct;
+    else
+      lost_wrong += lost;
+    for (const auto& [b, t] : measured) slowdown[b].push_back(t / measured[picked]);
+  }
+  if (rep.configurations == 0)
+    throw DataError("no configuration was measured with two or more backends",
+                    "run ddgnn bench-loader with several --backends");
+  rep.accuracy = double(rep.correct) / rep.configurations;
+  rep.mean_lost /= rep.configurations;
+  const int wrong = rep.configurations - rep.correct;
+  rep.mean_lost_wrong = wrong ? lost_wrong / wrong : 0.0;
+  for (const auto& [b, e] : errors) rep.held_out_mdape[b] = median(e);
+  for (const auto& [b, s] : slowdown) {
+    double sum = 0;
+    for (double x : s) sum += x;
+    rep.speedup_over[b] = sum / double(s.size());
+  }
+  return rep;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,38 @@
+// Measurements of the loader backends (the CSV of `ddgnn bench-loader`) and how well cost models
+// fitted to them pick the fastest backend: leave-one-configuration-out, the way a run that was
+// never measured would be predicted. A configuration is everything but the backend (group ranks,
+// ranks per node, cores, sample size, batch).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tuner/cost_model.h"
+
+namespace ddgnn {
+
+// Reads a measurements CSV. Required columns: backend, ranks, sample_bytes, batch,
+// fraction_remote, seconds_per_batch; optional: group_ranks (default ranks), ranks_per_node
+// (default ranks: one node), cores_per_node (default `cores`), bytes_spread (default 0). DataError
+// naming the file and line (or the missing columns) for a missing column, a value that is not a
+// number, a time that is not positive, or a backend without a cost model (listing the known ones).
+std::vector<FetchMeasurement> read_measurements(const std::string& path, double cores);
+
+struct SelectionReport {
+  int configurations = 0, correct = 0;
+  double accuracy = 0;         // correct / configurations
+  double mean_lost = 0;        // mean over all configurations of t(picked) / t(best) - 1
+  double max_lost = 0;         // worst t(picked) / t(best) - 1
+  double mean_lost_wrong = 0;  // the mean over the wrong picks only
+  std::map<std::string, double> held_out_mdape;  // per backend, on the left-out rows
+  std::map<std::string, double> speedup_over;    // mean t(backend) / t(picked), per backend
+};
+
+// Fits every backend's model on all configurations but one, predicts the left-out one, and
+// counts whether the predicted fastest backend is the measured fastest. Only configurations
+// measured with at least two backends count.
+SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
+                                            FitMethod method, int trials, uint64_t seed);
+
+}  // namespace ddgnn
