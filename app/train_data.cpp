@@ -42,18 +42,6 @@ struct TrainData::File {
 
 namespace {
 
-int comm_rank(MPI_Comm c) {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(c, &r));
-  return r;
-}
-
-int comm_size(MPI_Comm c) {
-  int s = 1;
-  MPI_CHECK(MPI_Comm_size(c, &s));
-  return s;
-}
-
 // Ranks of `world` that share this rank's node.
 int ranks_on_node(MPI_Comm world) {
   MPI_Comm node = MPI_COMM_NULL;

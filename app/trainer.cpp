@@ -413,18 +413,6 @@ class OwnComm {
   MPI_Comm m_comm = MPI_COMM_NULL;
 };
 
-int comm_rank(MPI_Comm c) {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(c, &r));
-  return r;
-}
-
-int comm_size(MPI_Comm c) {
-  int n = 1;
-  MPI_CHECK(MPI_Comm_size(c, &n));
-  return n;
-}
-
 class Trainer {
  public:
   // MPI must be up: the ranks of MPI_COMM_WORLD train together (one rank without mpiexec).

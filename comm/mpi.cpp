@@ -46,6 +46,18 @@ int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body) {
   return 0;
 }
 
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm comm) {
+  int n = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &n));
+  return n;
+}
+
 bool mpi_active() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -40,6 +40,10 @@ class MpiEnvironment {
 // would otherwise wait for this one. Returns the exit code (0, or 1 after an error on one rank).
 int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body);
 
+// Rank and size in a communicator (MPI_CHECKed).
+int comm_rank(MPI_Comm comm);
+int comm_size(MPI_Comm comm);
+
 // True between MPI_Init and MPI_Finalize.
 bool mpi_active();
 // Rank in MPI_COMM_WORLD, or -1 when MPI is not active.

@@ -110,6 +110,16 @@ struct CategoricalParzen {
   }
 };
 
+// Index drawn from normalised `weights` with a uniform u in [0, 1) (the last one takes what
+// rounding leaves).
+size_t draw(const std::vector<double>& weights, double u) {
+  double acc = 0.0;
+  size_t i = 0;
+  for (; i + 1 < weights.size(); ++i)
+    if ((acc += weights[i]) > u) break;
+  return i;
+}
+
 // The estimator's coordinate of a parameter value, and its bounds there.
 double to_internal(const TpeParam& p, double v) {
   return p.kind == TpeParam::kLogFloat ? std::log(v) : v;
@@ -248,15 +258,8 @@ double Tpe::suggest(size_t k, const std::vector<size_t>& below, const std::vecto
     double best = 0, best_score = -kInf;
     for (int c = 0; c < n_cand; ++c) {
       // Draw a kernel by weight, then a choice from it.
-      double u = uniform(), acc = 0.0;
-      size_t i = 0;
-      for (; i + 1 < l.weight.size(); ++i)
-        if ((acc += l.weight[i]) > u) break;
-      u = uniform();
-      acc = 0.0;
-      int choice = 0;
-      for (; choice + 1 < p.n_choices; ++choice)
-        if ((acc += l.kernel[i][size_t(choice)]) > u) break;
+      const size_t i = draw(l.weight, uniform());
+      const int choice = int(draw(l.kernel[i], uniform()));
       const double score = std::log(l.prob[size_t(choice)]) - std::log(g.prob[size_t(choice)]);
       if (score > best_score) {
         best_score = score;
@@ -271,10 +274,7 @@ double Tpe::suggest(size_t k, const std::vector<size_t>& below, const std::vecto
   const NumericParzen g(observations(above), lo, hi, m_options);
   double best = 0, best_score = -kInf;
   for (int c = 0; c < n_cand; ++c) {
-    double u = uniform(), acc = 0.0;
-    size_t i = 0;
-    for (; i + 1 < l.weight.size(); ++i)
-      if ((acc += l.weight[i]) > u) break;
+    const size_t i = draw(l.weight, uniform());
     // Truncated normal by rejection: every kernel's mean lies in [lo, hi] and its width is at
     // most the range, so at least a third of the draws land inside.
     double x = l.mu[i];

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/temp_dir.h"
+#include "../common/train_run.h"
 
 namespace ddgnn {
 namespace {
@@ -17,22 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(DDGNN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::Result;
+using testing::run;
 
 // Two Cu4 fcc cells and one non-periodic H2O, as ASE writes them.
 void write_small_extxyz(const std::string& path) {
