@@ -151,20 +151,12 @@ TrainData::~TrainData() {
   }
 }
 
-bool TrainData::collective_fetch() const {
-  return m_files[0]->fetcher->collective();
-}
-
 const TrainData::File& TrainData::file_of(int split) const {
   return *m_files[m_files.size() == 1 ? 0 : size_t(split)];
 }
 
 const Dataset& TrainData::dataset(int split) const {
   return *file_of(split).dataset;
-}
-
-int64_t TrainData::file_id(int split, int64_t pos) const {
-  return m_ids[split][size_t(pos)];
 }
 
 GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions) {

@@ -47,12 +47,9 @@ class TrainData {
   TrainData& operator=(const TrainData&) = delete;
 
   const std::string& backend() const { return m_backend; }
-  bool collective_fetch() const;
   int64_t size(int split) const { return int64_t(m_ids[size_t(split)].size()); }
   // The file that holds `split` (the same Dataset for all three with one file).
   const Dataset& dataset(int split) const;
-  // The file id of position `pos` of `split`.
-  int64_t file_id(int split, int64_t pos) const;
 
   // Graphs at `positions` of `split`, in that order (GraphBlock::graph_ids: their file ids).
   // With a collective backend every rank of the loader group calls it the same number of times
