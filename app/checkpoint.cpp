@@ -107,7 +107,8 @@ std::vector<std::string> spec_differences(const nlohmann::json& a, const nlohman
 }
 
 void save_checkpoint(const std::string& path, const Gnn& gnn,
-                     const torch::optim::Optimizer* optimizer, nlohmann::json record) {
+                     const torch::optim::Optimizer* optimizer, nlohmann::json record,
+                     const std::vector<at::Tensor>* train_weights) {
   record["format"] = kCheckpointFormat;
   record["format_version"] = kCheckpointVersion;
   torch::serialize::OutputArchive archive;
@@ -118,6 +119,12 @@ void save_checkpoint(const std::string& path, const Gnn& gnn,
   for (const auto& b : gnn.named_buffers(true))
     model.write(archive_key("b.", b.key()), b.value(), /*is_buffer=*/true);
   archive.write("model", model);
+  if (train_weights) {
+    torch::serialize::OutputArchive train;
+    for (size_t k = 0; k < train_weights->size(); ++k)
+      train.write(std::to_string(k), (*train_weights)[k]);
+    archive.write("train_weights", train);
+  }
   if (optimizer) {
     torch::serialize::OutputArchive opt;
     save_optimizer(*optimizer, opt);
@@ -211,6 +218,22 @@ void load_checkpoint_model(const std::string& path, Gnn& gnn) {
   for (const auto& b : gnn.named_buffers(true)) collect("b.", b.key(), b.value(), true);
   at::NoGradGuard no_grad;
   for (auto& e : entries) e.target.copy_(e.stored);
+}
+
+bool load_checkpoint_train_weights(const std::string& path, const std::vector<at::Tensor>& params) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive train;
+  if (!archive.try_read("train_weights", train)) return false;
+  std::vector<at::Tensor> stored(params.size());
+  for (size_t k = 0; k < params.size(); ++k)
+    if (!train.try_read(std::to_string(k), stored[k]) || stored[k].sizes() != params[k].sizes() ||
+        stored[k].scalar_type() != params[k].scalar_type())
+      throw DataError(
+          path + ": the trained weights (tensor " + std::to_string(k) + ") do not match the model",
+          "resume with the config that wrote the checkpoint");
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < params.size(); ++k) params[k].detach().copy_(stored[k]);
+  return true;
 }
 
 void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {

@@ -25,9 +25,12 @@ nlohmann::json spec_to_json(const GnnSpec& spec);
 GnnSpec spec_from_json(const nlohmann::json& j);
 
 // Writes `gnn` (and `optimizer` when not null) with `record` (format and version are added) to
-// `path` atomically.
+// `path` atomically. With a weight average (Training.ema_decay) `gnn` holds the average, the
+// model that evaluation uses, and `train_weights` the parameters being trained (in
+// gnn.parameters() order), which resuming needs.
 void save_checkpoint(const std::string& path, const Gnn& gnn,
-                     const torch::optim::Optimizer* optimizer, nlohmann::json record);
+                     const torch::optim::Optimizer* optimizer, nlohmann::json record,
+                     const std::vector<at::Tensor>* train_weights = nullptr);
 
 // The JSON record of a checkpoint. DataError when the file is missing, not a ddgnn checkpoint, or
 // of another format version.
@@ -36,6 +39,11 @@ nlohmann::json read_checkpoint_record(const std::string& path);
 // Copies the checkpoint's parameters and buffers into `gnn`. DataError naming the file and the
 // first mismatch (missing or extra parameter, other dtype, other shape) before anything changes.
 void load_checkpoint_model(const std::string& path, Gnn& gnn);
+
+// The trained parameters a checkpoint with a weight average holds (see save_checkpoint), copied
+// into `params`; false (nothing changed) when it has none. DataError on a count, shape or dtype
+// mismatch.
+bool load_checkpoint_train_weights(const std::string& path, const std::vector<at::Tensor>& params);
 
 // Restores the optimizer's state (DataError if the checkpoint has none or of another type).
 void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer& optimizer);

@@ -46,49 +46,68 @@ Command add_tune_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--out", o->out, "write the models fitted on every row (JSON)")
       ->type_name("FILE.json");
-  return {sub, [o] {
-            const auto data = read_measurements(o->measurements, o->cores);
-            std::set<std::string> backends;
-            for (const auto& m : data) backends.insert(m.backend);
-            std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
-            for (const auto& b : backends) std::printf(" %s", b.c_str());
+  return {
+      sub, [o] {
+        const auto data = read_measurements(o->measurements, o->cores);
+        std::set<std::string> backends;
+        for (const auto& m : data) backends.insert(m.backend);
+        std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
+        for (const auto& b : backends) std::printf(" %s", b.c_str());
+        std::printf("\n");
+        nlohmann::json models;
+        for (const std::string method : {"tpe", "lsq"}) {
+          if (o->method != "both" && o->method != method) continue;
+          const FitMethod m = method == "tpe" ? FitMethod::kTpe : FitMethod::kLeastSquares;
+          std::printf("\n== %s ==\n%-11s %12s %12s\n", method == "tpe" ? "TPE" : "least squares",
+                      "backend", "MdAPE fit", "MdAPE held");
+          const SelectionReport rep = leave_one_configuration_out(data, m, o->trials, o->seed);
+          for (const auto& b : backends) {
+            CostModel model(b);
+            model.fit(data, m, o->trials, o->seed);
+            const auto held = rep.held_out_mdape.find(b);
+            std::printf("%-11s %11.1f%% %11.1f%%\n", b.c_str(), 100 * median_ape(model, data),
+                        held == rep.held_out_mdape.end() ? NAN : 100 * held->second);
+            nlohmann::json terms;
+            for (size_t k = 0; k < model.terms().size(); ++k)
+              terms[model.terms()[k]] = model.parameters()[k];
+            models[method][b] = {{"terms", terms},
+                                 {"contention_exponent", model.contention_exponent()}};
+          }
+          std::printf(
+              "selection, leave one configuration out: %d of %d right (%.1f%%); time lost "
+              "mean %.1f%%, worst %.1f%%, mean when wrong %.1f%%\n",
+              rep.correct, rep.configurations, 100 * rep.accuracy, 100 * rep.mean_lost,
+              100 * rep.max_lost, 100 * rep.mean_lost_wrong);
+          std::printf(
+              "picks within %.0f%% of the measured best (near-ties count): %d of %d "
+              "(%.1f%%)\n",
+              100 * rep.tie_tolerance, rep.within_tolerance, rep.configurations,
+              100.0 * rep.within_tolerance / rep.configurations);
+          std::printf("predicted pick vs always one backend (mean / largest time ratio):");
+          for (const auto& [b, s] : rep.speedup_over)
+            std::printf("  %s %.2fx / %.2fx", b.c_str(), s, rep.max_speedup_over.at(b));
+          std::printf("\n");
+          if (rep.online_configurations > 0) {
+            std::printf(
+                "auto replayed (picks by the first repetitions, judged on the others): best "
+                "%d of %d, within %.0f%% of the best %d of %d (%.1f%%), worst %.1f%% "
+                "slower\nauto vs always one backend (mean / largest time ratio):",
+                rep.online_correct, rep.online_configurations, 100 * rep.tie_tolerance,
+                rep.online_within, rep.online_configurations,
+                100.0 * rep.online_within / rep.online_configurations, 100 * rep.online_max_lost);
+            for (const auto& [b, x] : rep.online_speedup_over)
+              std::printf("  %s %.2fx / %.2fx", b.c_str(), x, rep.online_max_speedup_over.at(b));
             std::printf("\n");
-            nlohmann::json models;
-            for (const std::string method : {"tpe", "lsq"}) {
-              if (o->method != "both" && o->method != method) continue;
-              const FitMethod m = method == "tpe" ? FitMethod::kTpe : FitMethod::kLeastSquares;
-              std::printf("\n== %s ==\n%-11s %12s %12s\n",
-                          method == "tpe" ? "TPE" : "least squares", "backend", "MdAPE fit",
-                          "MdAPE held");
-              const SelectionReport rep = leave_one_configuration_out(data, m, o->trials, o->seed);
-              for (const auto& b : backends) {
-                CostModel model(b);
-                model.fit(data, m, o->trials, o->seed);
-                const auto held = rep.held_out_mdape.find(b);
-                std::printf("%-11s %11.1f%% %11.1f%%\n", b.c_str(), 100 * median_ape(model, data),
-                            held == rep.held_out_mdape.end() ? NAN : 100 * held->second);
-                nlohmann::json terms;
-                for (size_t k = 0; k < model.terms().size(); ++k)
-                  terms[model.terms()[k]] = model.parameters()[k];
-                models[method][b] = {{"terms", terms},
-                                     {"contention_exponent", model.contention_exponent()}};
-              }
-              std::printf(
-                  "selection, leave one configuration out: %d of %d right (%.1f%%); time lost "
-                  "mean %.1f%%, worst %.1f%%, mean when wrong %.1f%%\n",
-                  rep.correct, rep.configurations, 100 * rep.accuracy, 100 * rep.mean_lost,
-                  100 * rep.max_lost, 100 * rep.mean_lost_wrong);
-              std::printf("predicted pick vs always one backend (mean time ratio):");
-              for (const auto& [b, s] : rep.speedup_over) std::printf("  %s %.2fx", b.c_str(), s);
-              std::printf("\n");
-              models[method]["selection"] = {{"configurations", rep.configurations},
-                                             {"correct", rep.correct},
-                                             {"mean_lost", rep.mean_lost},
-                                             {"max_lost", rep.max_lost}};
-            }
-            if (!o->out.empty()) write_file_atomic(o->out, models.dump(2) + "\n");
-            return 0;
-          }};
+          }
+          models[method]["selection"] = {{"configurations", rep.configurations},
+                                         {"correct", rep.correct},
+                                         {"within_tolerance", rep.within_tolerance},
+                                         {"mean_lost", rep.mean_lost},
+                                         {"max_lost", rep.max_lost}};
+        }
+        if (!o->out.empty()) write_file_atomic(o->out, models.dump(2) + "\n");
+        return 0;
+      }};
 }
 
 }  // namespace ddgnn

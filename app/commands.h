@@ -20,6 +20,7 @@ Command add_info_command(CLI::App& app);          // ddgnn info data.h5
 Command add_config_command(CLI::App& app);        // ddgnn config --config c.json [--set k=v]...
 Command add_bench_loader_command(CLI::App& app);  // mpiexec -n P ddgnn bench-loader
 Command add_tune_command(CLI::App& app);          // ddgnn tune --measurements grid.csv
+Command add_simulate_command(CLI::App& app);      // ddgnn simulate --models m.json --platform X
 #ifdef DDGNN_WITH_TORCH
 Command add_train_command(CLI::App& app);     // ddgnn train --config c.json [--set k=v]...
 Command add_evaluate_command(CLI::App& app);  // ddgnn evaluate --run DIR | --checkpoint FILE

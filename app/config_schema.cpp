@@ -320,6 +320,13 @@ std::vector<KeySpec> build_schema() {
           .def(0.0)
           .ge(0)
           .ddgnn_only());
+  add(key(train + "ema_decay", T::kNumber,
+          "exponential moving average of the weights for validation, test and the saved model "
+          "(MACE's --ema_decay; 0 = off, else in (0, 1), e.g. 0.99)")
+          .def(0.0)
+          .ge(0)
+          .lt(1)
+          .ddgnn_only());
   add(key(train + "time_limit_s", T::kNumber,
           "stop after the epoch during which this much wall time has passed, with a checkpoint "
           "(0 = no limit), s")
@@ -452,28 +459,42 @@ std::vector<KeySpec> build_schema() {
 
   add(section("Tuner", "Online choice of the loader backend from measured fetch times.")
           .ddgnn_only());
-  add(key("Tuner.enabled", T::kBool, "measure, predict and switch backends while training")
+  add(key("Tuner.enabled", T::kBool,
+          "with Loader.backend auto on several ranks: time the candidate backends on real "
+          "batches, choose, and re-check while training (false: shm)")
           .def(true)
           .ddgnn_only());
   add(key("Tuner.candidates", T::kEnumArray,
-          "backends the tuner may choose ([] = every one this build and machine offer)")
+          "backends the tuner may choose ([] = rma, collective, shm and file)")
           .def(json::array())
-          .one_of(kBackends)
+          .one_of({"rma", "collective", "shm", "file"})
           .ddgnn_only());
-  add(key("Tuner.explore_batches", T::kInt, "batches timed per candidate backend")
-          .def(10)
+  add(key("Tuner.explore_batches", T::kInt,
+          "steps of an exploration; in each, every candidate fetches the step's batch")
+          .def(5)
           .ge(1)
           .ddgnn_only());
   add(key("Tuner.drift_threshold", T::kNumber,
-          "re-decide when measured time drifts this fraction from the prediction")
+          "re-explore when the measured fetch time drifts this fraction from the prediction")
           .def(0.25)
           .gt(0)
           .ddgnn_only());
-  add(key("Tuner.recheck_every_epochs", T::kInt, "re-explore every N epochs (0 = never)")
-          .def(1)
+  add(key("Tuner.check_every_steps", T::kInt, "steps between drift checks")
+          .def(50)
+          .ge(1)
+          .ddgnn_only());
+  add(key("Tuner.recheck_every_epochs", T::kInt, "re-explore every N epochs (0 = only on drift)")
+          .def(10)
           .ge(0)
           .ddgnn_only());
-  add(key("Tuner.seed", T::kInt, "seed of the TPE optimizer").def(0).ge(0).ddgnn_only());
+  add(key("Tuner.models", T::kString,
+          "cost models written by `ddgnn tune --out` (prune and predict; empty = none)")
+          .def("")
+          .ddgnn_only());
+  add(key("Tuner.models_fit", T::kEnum, "which fit of Tuner.models to use")
+          .def("tpe")
+          .one_of({"tpe", "lsq"})
+          .ddgnn_only());
 
   add(section("Runtime", "Device and threads.").ddgnn_only());
   add(key("Runtime.device", T::kEnum, "where the model runs (auto: cuda when there is a GPU)")

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::vector<ddgnn::Command> commands = {
       ddgnn::add_convert_command(app), ddgnn::add_info_command(app),
       ddgnn::add_config_command(app),  ddgnn::add_bench_loader_command(app),
-      ddgnn::add_tune_command(app),
+      ddgnn::add_tune_command(app),    ddgnn::add_simulate_command(app),
 #ifdef DDGNN_WITH_TORCH
       ddgnn::add_train_command(app),   ddgnn::add_evaluate_command(app),
 #endif

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 #include "comm/fetch.h"
 #include "comm/mpi.h"
@@ -32,8 +33,8 @@ std::string resolve_backend(const std::string& backend, int world_size) {
 
 struct TrainData::File {
   std::unique_ptr<Dataset> dataset;
-  std::unique_ptr<ByteStore> store;  // none for `file`
-  std::unique_ptr<Fetcher> fetcher;
+  std::unique_ptr<ByteStore> store;                          // none for `file`
+  std::map<std::string, std::unique_ptr<Fetcher>> fetchers;  // by backend name
   // Graphs [stat_first, stat_first + stat_count) of the file are this rank's statistics share;
   // they are in `store` (at index - store->first()) unless the backend is `file`.
   int64_t stat_first = 0, stat_count = 0;
@@ -77,7 +78,18 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
                         "convert extxyz data with `ddgnn convert in.extxyz " + path +
                             "`, or correct the path (relative to the working directory)");
 
-  const bool replicated = m_backend == "replicated", from_file = m_backend == "file";
+  // "auto" on several ranks with the tuner: one store that every candidate can read.
+  const bool switching = s.backend == "auto" && world_size > 1 && s.tuner.enabled;
+  if (switching) {
+    m_candidates = s.tuner.candidates;
+    if (m_candidates.empty()) m_candidates = {"shm", "rma", "collective", "file"};
+    if (std::find(m_candidates.begin(), m_candidates.end(), m_backend) == m_candidates.end())
+      m_backend = m_candidates.front();
+  } else {
+    m_candidates = {m_backend};
+  }
+  const bool replicated = m_backend == "replicated";
+  const bool from_file = m_backend == "file" && !switching;
   const bool grouped = !replicated && !from_file;
   if (grouped) m_group = std::make_unique<LoaderGroup>(m_world, int(s.width));
   // Statistics: the group's ranks together hold the data once; with the whole file on every
@@ -88,7 +100,8 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
   StoreOptions so;
   so.budget_bytes =
       int64_t(s.memory_budget_gb * double(int64_t(1) << 30) / double(ranks_on_node(m_world)));
-  so.shared = m_backend == "shm";
+  so.shared = m_backend == "shm" || switching;
+  so.one_sided = switching;
   so.world = m_world;  // windows of disjoint groups (or MPI_COMM_SELF) are created in turns
 
   for (size_t f = 0; f < paths.size(); ++f) {
@@ -98,12 +111,14 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     if (s.data.explicit_split() && ds.n_graphs() == 0)
       throw DataError(paths[f] + ": the " + split_name(int(f)) + " file has no graphs");
     if (from_file) {
-      file->fetcher = make_file_fetcher(ds);
+      file->fetchers["file"] = make_file_fetcher(ds);
     } else {
       StoreLoad load = load_store(ds, grouped ? m_group->comm() : MPI_COMM_SELF, so);
       m_report.bytes += load.store->n_bytes();
       file->store = std::move(load.store);
-      file->fetcher = make_fetcher(replicated ? "local" : m_backend, *file->store);
+      for (const auto& b : m_candidates)
+        file->fetchers[b] = b == "file" ? make_file_fetcher(ds)
+                                        : make_fetcher(replicated ? "local" : b, *file->store);
     }
     const Partition part{ds.n_graphs(), stat_size};
     file->stat_first = grouped ? file->store->first() : part.first(stat_rank);
@@ -159,11 +174,43 @@ const Dataset& TrainData::dataset(int split) const {
   return *file_of(split).dataset;
 }
 
-GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions) {
+void TrainData::set_backend(const std::string& backend) {
+  if (std::find(m_candidates.begin(), m_candidates.end(), backend) == m_candidates.end())
+    throw Error("loader: cannot switch to backend '" + backend + "' (not loaded for it)");
+  m_backend = backend;
+}
+
+int TrainData::group_size() const {
+  return m_group ? m_group->size() : 1;
+}
+
+GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, FetchInfo* info,
+                            const std::string* backend) {
   std::vector<int64_t> ids(positions.size());
   for (size_t k = 0; k < ids.size(); ++k) ids[k] = m_ids[split].at(size_t(positions[k]));
   const File& file = file_of(split);
-  return fetch_graphs(*file.fetcher, ids, file.dataset->extra_columns());
+  const std::string& name = backend ? *backend : m_backend;
+  const auto it = file.fetchers.find(name);
+  if (it == file.fetchers.end())
+    throw Error("loader: backend '" + name + "' is not loaded for this run");
+  Fetched f;
+  const auto t0 = std::chrono::steady_clock::now();
+  it->second->fetch(ids.data(), int64_t(ids.size()), f);
+  if (info) {
+    info->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    info->bytes = int64_t(f.bytes.size());
+    info->samples = int64_t(ids.size());
+    info->remote = 0;
+    if (file.store && m_group && name != "file") {
+      const Partition& part = file.store->partition();
+      const int me = m_group->rank();
+      for (int64_t id : ids) info->remote += part.owner(id) != me ? 1 : 0;
+    }
+  }
+  GraphBlock block = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
+                                    file.dataset->extra_columns());
+  block.graph_ids = ids;
+  return block;
 }
 
 void TrainData::visit_local(

@@ -30,10 +30,18 @@ class ByteStore;
 enum SplitIndex { kTrain = 0, kValidate = 1, kTest = 2 };
 const char* split_name(int split);
 
-// Loader.backend "auto" before the tuner decides: the local store on one rank, `shm` on several
-// (node-local records by pointer, other nodes' by rma: the fastest here at every measured size,
-// results/loader_issue4.md).
+// Loader.backend "auto": the local store on one rank (nothing to choose); on several, `shm`
+// (node-local records by pointer, other nodes' by rma) until the online switcher
+// (app/backend_switcher.h) decides, or for good when Tuner.enabled is false.
 std::string resolve_backend(const std::string& backend, int world_size);
+
+// What one fetch moved, for the switcher's measurements.
+struct FetchInfo {
+  double seconds = 0;   // the backend's fetch (moving the records), not the unpacking
+  int64_t bytes = 0;    // record bytes
+  int64_t samples = 0;  // records
+  int64_t remote = 0;   // records owned by another rank of the loader group
+};
 
 class TrainData {
  public:
@@ -46,7 +54,15 @@ class TrainData {
   TrainData(const TrainData&) = delete;
   TrainData& operator=(const TrainData&) = delete;
 
+  // The backend that fetch() uses now; with "auto" on several ranks, the ones it can switch
+  // between (one store in node shared memory with a window: rma, collective, shm; and file).
   const std::string& backend() const { return m_backend; }
+  bool switchable() const { return m_candidates.size() > 1; }
+  const std::vector<std::string>& candidates() const { return m_candidates; }
+  // Every rank of the world switches at the same fetch (a collective backend needs all of them).
+  void set_backend(const std::string& backend);
+  // Ranks in this rank's loader group (1 without a group).
+  int group_size() const;
   int64_t size(int split) const { return int64_t(m_ids[size_t(split)].size()); }
   // The file that holds `split` (the same Dataset for all three with one file).
   const Dataset& dataset(int split) const;
@@ -54,7 +70,10 @@ class TrainData {
   // Graphs at `positions` of `split`, in that order (GraphBlock::graph_ids: their file ids).
   // With a collective backend every rank of the loader group calls it the same number of times
   // in the same order (the sampler gives every rank the same number of steps).
-  GraphBlock fetch(int split, const std::vector<int64_t>& positions);
+  // `backend` (one of candidates()) overrides the current one for this call; `info` receives
+  // the fetch's time and volume.
+  GraphBlock fetch(int split, const std::vector<int64_t>& positions, FetchInfo* info = nullptr,
+                   const std::string* backend = nullptr);
 
   // This rank's share of `split`, in chunks of at most `chunk` graphs, for statistics: f(block,
   // ids) with block-relative ids. Over the ranks that sum_stats() adds up, every graph of the
@@ -81,7 +100,8 @@ class TrainData {
   const File& file_of(int split) const;
 
   std::string m_backend;
-  MPI_Comm m_world = MPI_COMM_NULL;  // dup of the world: statistics
+  std::vector<std::string> m_candidates;  // the backends fetch() can use (m_backend among them)
+  MPI_Comm m_world = MPI_COMM_NULL;       // dup of the world: statistics
   std::unique_ptr<LoaderGroup> m_group;
   std::vector<std::unique_ptr<File>> m_files;  // one, or three (train, validate, test)
   std::vector<int64_t> m_ids[3];               // file ids of each split's positions

@@ -160,6 +160,7 @@ TrainSettings train_settings(const Config& c) {
   s.weight_decay =
       get_or<double>(c, kTrain + "Optimizer.weight_decay", s.optimizer == "AdamW" ? 0.01 : 0.0);
   s.grad_clip = c.get<double>(kTrain + "grad_clip");
+  s.ema_decay = c.get<double>(kTrain + "ema_decay");
   const std::string schedule = c.get<std::string>(kTrain + "Scheduler.type");
   s.scheduler = schedule == "ReduceLROnPlateau";
   if (schedule == "ExponentialLR") s.exponential_gamma = c.get<double>(kTrain + "Scheduler.gamma");
@@ -196,6 +197,14 @@ TrainSettings train_settings(const Config& c) {
   s.backend = c.get<std::string>("Loader.backend");
   s.width = c.get<int64_t>("Loader.width");
   s.memory_budget_gb = c.get<double>("Loader.memory_budget_gb");
+  s.tuner.enabled = c.get<bool>("Tuner.enabled");
+  s.tuner.candidates = c.get<std::vector<std::string>>("Tuner.candidates");
+  s.tuner.explore_batches = c.get<int64_t>("Tuner.explore_batches");
+  s.tuner.check_every = c.get<int64_t>("Tuner.check_every_steps");
+  s.tuner.recheck_every_epochs = c.get<int64_t>("Tuner.recheck_every_epochs");
+  s.tuner.drift = c.get<double>("Tuner.drift_threshold");
+  s.tuner.models = c.get<std::string>("Tuner.models");
+  s.tuner.method = c.get<std::string>("Tuner.models_fit");
   s.bucket_mb = c.get<double>("Comm.bucket_mb");
   s.grad_sync = c.get<std::string>("Comm.grad_sync");
   s.check_parameters_every = c.get<int64_t>("Comm.check_parameters_every");

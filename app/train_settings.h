@@ -61,6 +61,7 @@ struct TrainSettings {
 
   std::string optimizer = "AdamW";
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
+  double ema_decay = 0.0;          // exponential moving average of the weights (0 = off)
   bool scheduler = true;           // ReduceLROnPlateau
   double exponential_gamma = 0.0;  // ExponentialLR: lr × gamma after every epoch (0 = off)
   bool time_exponential = false;   // TimeExponential: learning_rate → min_lr over time_limit_s
@@ -83,6 +84,14 @@ struct TrainSettings {
   std::string backend = "auto";    // Loader.backend (app/train_data.h resolves "auto")
   int64_t width = 0;               // Loader.width: ranks per replica group (0 = all)
   double memory_budget_gb = 16.0;  // Loader.memory_budget_gb, per node
+  struct Tuner {                   // the online backend switcher (Loader.backend "auto")
+    bool enabled = true;
+    std::vector<std::string> candidates;  // empty: all the store allows
+    int64_t explore_batches = 5, check_every = 50, recheck_every_epochs = 10;
+    double drift = 0.25;
+    std::string models;  // cost models from `ddgnn tune --out` (empty: none)
+    std::string method = "tpe";
+  } tuner;
   double bucket_mb = 25.0;         // Comm.bucket_mb
   std::string grad_sync = "auto";  // Comm.grad_sync
   int64_t check_parameters_every = 0;

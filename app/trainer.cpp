@@ -24,6 +24,7 @@
 #include <regex>
 #include <thread>
 
+#include "app/backend_switcher.h"
 #include "app/checkpoint.h"
 #include "app/ddp.h"
 #include "app/model_setup.h"
@@ -65,6 +66,7 @@ struct StepBatch {
   int64_t graphs_all = 0, atoms_all = 0;
   double fetch_s = 0.0;  // moving the records (the backend's part of loading)
   Clock::time_point t_fetch, t_fetched, t_built;  // the builder's phases, for the trace
+  SwitchNote note;  // the backend switcher's explorations and decisions (training, auto)
 };
 
 // Fetches and prepares batches on a background thread, `depth` ahead of the consumer (depth 0:
@@ -74,8 +76,10 @@ struct StepBatch {
 class Prefetcher {
  public:
   Prefetcher(TrainData& data, int split, std::vector<std::vector<int64_t>> batches,
-             const ModelSetup& setup, int64_t depth, MPI_Comm count_comm = MPI_COMM_NULL)
+             const ModelSetup& setup, int64_t depth, MPI_Comm count_comm = MPI_COMM_NULL,
+             BackendSwitcher* switcher = nullptr)
       : m_data(data),
+        m_switcher(switcher),
         m_split(split),
         m_batches(std::move(batches)),
         m_setup(setup),
@@ -118,7 +122,8 @@ class Prefetcher {
   StepBatch build(const std::vector<int64_t>& positions) {
     StepBatch b;
     b.t_fetch = Clock::now();
-    const GraphBlock block = m_data.fetch(m_split, positions);
+    const GraphBlock block = m_switcher ? m_switcher->fetch(positions, nullptr, &b.note)
+                                        : m_data.fetch(m_split, positions);
     b.t_fetched = Clock::now();
     b.fetch_s = seconds(b.t_fetch, b.t_fetched);
     int64_t counts[2] = {int64_t(block.n_graphs()), 0};
@@ -162,6 +167,7 @@ class Prefetcher {
   }
 
   TrainData& m_data;
+  BackendSwitcher* m_switcher;  // training batches under Loader.backend auto
   int m_split;
   std::vector<std::vector<int64_t>> m_batches;
   const ModelSetup& m_setup;
@@ -453,12 +459,14 @@ class Trainer {
   bool m_root = true;  // rank 0 writes the run directory and logs
   ModelSetup m_setup;
   std::unique_ptr<TrainData> m_data;
-  std::vector<int32_t> m_train_atoms;    // atoms of each training position (atom budget)
-  int64_t m_split_atoms[3] = {0, 0, 0};  // atoms of each split, all ranks
+  std::unique_ptr<BackendSwitcher> m_switcher;  // Loader.backend auto on several ranks
+  std::vector<int32_t> m_train_atoms;           // atoms of each training position (atom budget)
+  int64_t m_split_atoms[3] = {0, 0, 0};         // atoms of each split, all ranks
   std::shared_ptr<Gnn> m_gnn;
   std::vector<at::Tensor> m_params;
   std::unique_ptr<DataParallel> m_ddp;  // several ranks
   std::unique_ptr<torch::optim::Optimizer> m_opt;
+  std::unique_ptr<WeightAverage> m_ema;  // Training.ema_decay > 0
   std::unique_ptr<ReduceLROnPlateau> m_plateau;
   std::unique_ptr<EarlyStopping> m_early;
   std::unique_ptr<MetricsCsv> m_csv;
@@ -503,7 +511,13 @@ void Trainer::load_data() {
     }
   const auto& r = m_data->load_report();
   const double mib = double(1 << 20);
-  log_line("loader: backend " + m_data->backend() + ", " + std::to_string(m_world) + " rank(s), " +
+  std::string backend = m_data->backend();
+  if (m_data->switchable()) {
+    backend = "auto (the tuner chooses among";
+    for (const auto& b : m_data->candidates()) backend += " " + b;
+    backend += ")";
+  }
+  log_line("loader: backend " + backend + ", " + std::to_string(m_world) + " rank(s), " +
            std::to_string(r.groups) + " replica group(s) of " + std::to_string(r.group_size) +
            "; store " + fmt("%.1f", double(r.bytes) / mib) + " MiB on rank 0 (max " +
            fmt("%.1f", double(r.max_bytes) / mib) + ", all ranks " +
@@ -600,6 +614,7 @@ void Trainer::build_model(const nlohmann::json* resume) {
     m_ddp->broadcast_parameters();
   }
   m_opt = make_optimizer(m_s.optimizer, m_params, m_s.learning_rate, m_s.weight_decay);
+  if (m_s.ema_decay > 0) m_ema = std::make_unique<WeightAverage>(m_params, m_s.ema_decay);
   if (m_s.scheduler) m_plateau = std::make_unique<ReduceLROnPlateau>(*m_opt, m_s.plateau);
   if (m_s.early_stopping) m_early = std::make_unique<EarlyStopping>(m_s.patience);
   m_forces = (m_setup.conservative ||
@@ -634,7 +649,13 @@ nlohmann::json Trainer::record(int64_t epoch) const {
 }
 
 void Trainer::write_checkpoint(const std::string& path, int64_t epoch, bool with_optimizer) {
-  save_checkpoint(path, *m_gnn, with_optimizer ? m_opt.get() : nullptr, record(epoch));
+  // With a weight average the model saved is the average (what evaluate uses), and the trained
+  // weights ride along for resuming.
+  nlohmann::json r = record(epoch);
+  if (m_ema) r["ema_updates"] = m_ema->updates();
+  AverageSwapped average(m_ema.get());
+  save_checkpoint(path, *m_gnn, with_optimizer ? m_opt.get() : nullptr, std::move(r),
+                  m_ema ? &m_ema->shadows() : nullptr);
 }
 
 SplitMetrics Trainer::evaluate_split(int split) {
@@ -692,8 +713,9 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   std::vector<std::vector<int64_t>> batches =
       m_s.atom_budget > 0 ? sampler_epoch_balanced(so, m_train_atoms, m_s.atom_budget, epoch)
                           : sampler_epoch(so, epoch);
+  if (m_switcher) m_switcher->start_epoch(epoch);
   Prefetcher pf(*m_data, kTrain, std::move(batches), m_setup, m_s.prefetch_depth,
-                m_count_comm.get());
+                m_count_comm.get(), m_switcher.get());
   double t_load = 0, t_fetch = 0, t_graph = 0, t_fwd = 0, t_forces = 0, t_bwd = 0, t_sync = 0,
          t_opt = 0, gn_sum = 0;
   int64_t graphs = 0, graphs_all = 0, steps = 0;
@@ -762,6 +784,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
                           ": the gradient norm is " + fmt("%g", gn),
                       "lower Training.Optimizer.learning_rate; check the data with `ddgnn info`");
     m_opt->step();
+    if (m_ema) m_ema->update();
     const auto t5 = Clock::now();
     ++m_step;
     ++steps;
@@ -787,7 +810,13 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
       for (const auto& o : p.outputs) d.outputs.push_back(o.detach());
       metrics.add(d, b, m_setup, loss_value, sb.graphs_all);
     }
+    if (!sb.note.line.empty()) {
+      log_line(sb.note.line);
+      event("tuner", nlohmann::json::parse(sb.note.event));
+    }
     if (m_trace && m_trace->recording()) {
+      for (const auto& span : sb.note.spans)
+        m_trace->add(span.name.c_str(), span.begin, span.end, m_step, 2);
       m_trace->add("fetch", sb.t_fetch, sb.t_fetched, m_step, 1);
       m_trace->add("collate", sb.t_fetched, sb.t_built, m_step, 1);
       m_trace->add("load", t0, t1, m_step);
@@ -904,6 +933,9 @@ nlohmann::json Trainer::run_impl() {
 
   load_data();
   if (m_root) prepare_run_dir();
+  if (m_data->switchable())
+    m_switcher = std::make_unique<BackendSwitcher>(
+        *m_data, m_s, m_comm.get(), m_root ? m_s.run_dir + "/tuner.csv" : "", m_s.resume);
   std::string resume_path;
   nlohmann::json resume_record;
   if (m_s.resume) {
@@ -912,9 +944,13 @@ nlohmann::json Trainer::run_impl() {
   }
   build_model(m_s.resume ? &resume_record : nullptr);
   if (m_s.resume) {
-    load_checkpoint_model(resume_path, *m_gnn);
-    load_checkpoint_optimizer(resume_path, *m_opt);
+    load_checkpoint_model(resume_path, *m_gnn);  // the average, when the run kept one
     const auto& r = resume_record;
+    std::vector<at::Tensor> saved_model;
+    for (const auto& p : m_params) saved_model.push_back(p.detach().clone());
+    const bool averaged = load_checkpoint_train_weights(resume_path, m_params);
+    if (m_ema) m_ema->load(saved_model, averaged ? r.value("ema_updates", int64_t(0)) : 0);
+    load_checkpoint_optimizer(resume_path, *m_opt);
     if (m_plateau && r.contains("scheduler"))
       m_plateau->load_state(r["scheduler"].get<PlateauState>());
     if (m_early && r.contains("early_stopping"))
@@ -1000,8 +1036,12 @@ nlohmann::json Trainer::run_impl() {
     SplitMetrics train_m(m_setup.targets.size());
     train_epoch(epoch, row, train_m);
     const auto t_eval = Clock::now();
-    const SplitMetrics val_m = evaluate_split(kValidate);
-    const SplitMetrics test_m = evaluate_split(kTest);
+    SplitMetrics val_m, test_m;
+    {
+      AverageSwapped average(m_ema.get());
+      val_m = evaluate_split(kValidate);
+      test_m = evaluate_split(kTest);
+    }
     row["eval_s"] = seconds(t_eval, Clock::now());
     row["validate_loss"] = val_m.loss();
     row["test_loss"] = test_m.loss();

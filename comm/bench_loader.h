@@ -1,10 +1,14 @@
 // The loader backends' benchmark grid (`ddgnn bench-loader`, bench/bench_loader): backend ×
-// sample size × batch size on the ranks of a launch, each cell the median over repetitions of
-// the time to fetch one batch of random samples (every rank asks for its own batch at once; the
-// slowest rank's time counts), as µs per sample and GB/s, beside this machine's memcpy bandwidth
-// measured in the same run (every rank copying at once) as the ceiling. Synthetic records of a
-// fixed size: the store does not look inside them. Collective over MPI_COMM_WORLD. (The `file`
-// backend reads graph records from HDF5: bench/train_scaling.sh measures it in training.)
+// sample size × batch size on the ranks of a launch. Every repetition fetches one batch of
+// random samples with each backend in turn (the same ids, the order rotated per repetition, so
+// that drift of the machine and cache warmth hit all backends alike; every rank asks for its own
+// batch at once). Per cell: the slowest rank's time per repetition, as median and quartiles, as
+// µs per sample and GB/s, beside this machine's memcpy bandwidth measured in the same run (every
+// rank copying at once) as the ceiling; and the medians over the first 5 repetitions and over
+// the rest, with which `ddgnn tune` replays the online switcher (it explores, then is served).
+// Synthetic records of a fixed size: the store does not look inside them. Collective over
+// MPI_COMM_WORLD. (The `file` backend reads graph records from HDF5: bench/train_scaling.sh
+// measures it in training.)
 #pragma once
 
 #include <cstdint>

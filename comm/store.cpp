@@ -114,7 +114,7 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
     // Ranks elsewhere reach this memory one-sidedly (only when the group spans several nodes).
     int spans = node_size < m_size ? 1 : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, group));
-    if (spans)
+    if (spans || options.one_sided)
       in_turns(turns, group, [&] {
         MPI_CHECK(MPI_Win_create(m_bytes, byte_size, 1, MPI_INFO_NULL, group, &m_byte_win));
         MPI_CHECK(MPI_Win_create(m_offsets, offset_size, 8, MPI_INFO_NULL, group, &m_offset_win));

@@ -53,6 +53,9 @@ struct StoreOptions {
   // (MPI_Win_allocate_shared over the ranks of a node), which the node's ranks read by pointer;
   // ranks on other nodes reach them through a window created over that memory.
   bool shared = false;
+  // A shared store with a group-wide window even when the group is one node, so that the `rma`
+  // and `collective` fetchers can read it too (the online switcher's candidates share one store).
+  bool one_sided = false;
   // 0: nodes are what MPI_COMM_TYPE_SHARED says. k > 0: ranks [j k, (j + 1) k) of the group
   // count as one node (to test the cross-node path on one machine).
   int node_size = 0;

@@ -505,4 +505,51 @@ double time_exponential_lr(double lr0, double final, double fraction) {
   return lr0 * std::pow(final / lr0, std::clamp(fraction, 0.0, 1.0));
 }
 
+WeightAverage::WeightAverage(const std::vector<torch::Tensor>& parameters, double decay)
+    : m_params(parameters), m_decay(decay) {
+  if (!(decay > 0.0 && decay < 1.0))
+    throw ConfigError("Training.ema_decay: " + std::to_string(decay) + " is not in (0, 1)",
+                      "use 0.99 to 0.9999, or 0 to train without a weight average");
+  at::NoGradGuard no_grad;
+  for (const auto& p : m_params) m_shadows.push_back(p.detach().clone());
+}
+
+WeightAverage::~WeightAverage() = default;
+
+void WeightAverage::update() {
+  at::NoGradGuard no_grad;
+  const double n = double(m_updates);
+  const double d = std::min(m_decay, (1.0 + n) / (10.0 + n));
+  for (size_t k = 0; k < m_params.size(); ++k)
+    m_shadows[k].mul_(d).add_(m_params[k].detach(), 1.0 - d);
+  ++m_updates;
+}
+
+void WeightAverage::swap() {
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < m_params.size(); ++k) {
+    at::Tensor keep = m_params[k].detach().clone();
+    m_params[k].detach().copy_(m_shadows[k]);
+    m_shadows[k].copy_(keep);
+  }
+}
+
+const std::vector<torch::Tensor>& WeightAverage::shadows() const {
+  return m_shadows;
+}
+
+void WeightAverage::load(const std::vector<torch::Tensor>& shadows, int64_t updates) {
+  if (shadows.size() != m_shadows.size())
+    throw DataError("weight average: " + std::to_string(shadows.size()) +
+                    " saved tensors for a model of " + std::to_string(m_shadows.size()));
+  for (size_t k = 0; k < shadows.size(); ++k)
+    if (shadows[k].sizes() != m_shadows[k].sizes() ||
+        shadows[k].scalar_type() != m_shadows[k].scalar_type())
+      throw DataError("weight average: saved tensor " + std::to_string(k) +
+                      " does not match the model's parameter (shape or dtype)");
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < shadows.size(); ++k) m_shadows[k].copy_(shadows[k]);
+  m_updates = updates;
+}
+
 }  // namespace ddgnn

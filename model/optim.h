@@ -171,4 +171,48 @@ void load_optimizer(torch::optim::Optimizer& optimizer, const std::string& path)
 void save_optimizer(const torch::optim::Optimizer& optimizer, std::ostream& stream);
 void load_optimizer(torch::optim::Optimizer& optimizer, std::istream& stream);
 
+// ---- exponential moving average of the weights (`NeuralNetwork.Training.ema_decay`) ----
+
+// Shadow copies of the parameters, updated after every optimizer step with
+//   d = min(decay, (1 + n) / (10 + n)),   shadow = d shadow + (1 - d) parameter
+// (n: updates so far; the warm-up lets the average follow the fast early changes, as in
+// TensorFlow's ExponentialMovingAverage with num_updates and NequIP's ema_use_num_updates).
+// Validation, test and the saved model use the average (MACE's --ema, NequIP's use_ema): it
+// smooths the step-to-step noise of small batches. swap() exchanges the parameters' values with
+// the shadows' in place (tensors keep their identity, so optimizer and DDP hooks stay valid).
+class WeightAverage {
+ public:
+  // decay in (0, 1) (else ConfigError).
+  WeightAverage(const std::vector<torch::Tensor>& parameters, double decay);
+  ~WeightAverage();
+  void update();
+  void swap();
+  int64_t updates() const { return m_updates; }
+  // The shadows, in parameter order, and restoring them (shapes and dtypes must match:
+  // DataError otherwise) with the update count.
+  const std::vector<torch::Tensor>& shadows() const;
+  void load(const std::vector<torch::Tensor>& shadows, int64_t updates);
+
+ private:
+  std::vector<torch::Tensor> m_params, m_shadows;
+  double m_decay;
+  int64_t m_updates = 0;
+};
+
+// Swaps the average in for the scope (nothing when `average` is null).
+class AverageSwapped {
+ public:
+  explicit AverageSwapped(WeightAverage* average) : m_average(average) {
+    if (m_average) m_average->swap();
+  }
+  ~AverageSwapped() {
+    if (m_average) m_average->swap();
+  }
+  AverageSwapped(const AverageSwapped&) = delete;
+  AverageSwapped& operator=(const AverageSwapped&) = delete;
+
+ private:
+  WeightAverage* m_average;
+};
+
 }  // namespace ddgnn

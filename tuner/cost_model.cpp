@@ -17,7 +17,8 @@ const std::map<std::string, std::vector<std::string>>& model_terms() {
       {"rma",
        {"latency", "local_sample", "local_byte", "remote_sample", "remote_byte", "contention"}},
       {"collective",
-       {"latency", "local_byte", "remote_sample", "remote_byte", "peers", "rounds", "contention"}},
+       {"latency", "local_byte", "remote_sample", "remote_byte", "peers", "rounds", "contention",
+        "contention_peers"}},
       {"shm",
        {"latency", "local_sample", "local_byte", "remote_sample", "remote_byte", "contention"}},
       {"replicated", {"latency", "local_sample", "local_byte", "contention"}},
@@ -58,28 +59,64 @@ CostModel::CostModel(std::string backend)
   m_theta.assign(m_terms.size(), 0.0);
 }
 
+CostModel CostModel::from_parameters(const std::string& backend,
+                                     const std::map<std::string, double>& terms, double exponent) {
+  CostModel m(backend);
+  for (const auto& [name, value] : terms) {
+    const auto it = std::find(m.m_terms.begin(), m.m_terms.end(), name);
+    if (it == m.m_terms.end())
+      throw ConfigError("cost model of '" + backend + "': no term '" + name + "'",
+                        "refit the models with this version: ddgnn tune -m grid.csv --out FILE");
+    if (!(value >= 0) || !std::isfinite(value))
+      throw ConfigError("cost model of '" + backend + "': term '" + name + "' is " +
+                        std::to_string(value) + ", not a non-negative number");
+    m.m_theta[size_t(it - m.m_terms.begin())] = value;
+  }
+  for (const auto& t : m.m_terms)
+    if (!terms.count(t))
+      throw ConfigError("cost model of '" + backend + "': term '" + t + "' is missing",
+                        "refit the models with this version: ddgnn tune -m grid.csv --out FILE");
+  if (!(exponent >= 0) || !std::isfinite(exponent))
+    throw ConfigError("cost model of '" + backend + "': contention exponent " +
+                      std::to_string(exponent) + " is not positive");
+  m.m_exponent = exponent;
+  return m;
+}
+
+std::map<std::string, double> CostModel::parameter_map() const {
+  std::map<std::string, double> out;
+  for (size_t k = 0; k < m_terms.size(); ++k) out[m_terms[k]] = m_theta[k];
+  return out;
+}
+
 std::vector<double> CostModel::term_values(const FetchFeatures& f, double exponent) const {
   const double b = f.batch, s = f.bytes_mean, r = std::clamp(f.remote, 0.0, 1.0);
-  const double over = std::max(0.0, f.ranks_per_node / std::max(1.0, f.cores_per_node) - 1.0);
+  const double load = f.ranks_per_node / std::max(1.0, f.cores_per_node);
+  // Ranks time-sharing cores: the work of a fetch stretches by (R / cores)^k, and each
+  // synchronisation waits for descheduled peers (c = R / cores - 1 when positive).
+  const double slow = load > 1 ? std::pow(load, exponent) : 1.0;
+  const double over = std::max(0.0, load - 1.0);
   std::vector<double> v;
   v.reserve(m_terms.size());
   for (const auto& t : m_terms) {
     if (t == "latency")
-      v.push_back(1.0);
+      v.push_back(slow);
     else if (t == "local_sample")
-      v.push_back(b * (1 - r));
+      v.push_back(slow * b * (1 - r));
     else if (t == "local_byte")
-      v.push_back(b * (1 - r) * s);
+      v.push_back(slow * b * (1 - r) * s);
     else if (t == "remote_sample")
-      v.push_back(b * r);
+      v.push_back(slow * b * r);
     else if (t == "remote_byte")
-      v.push_back(b * r * s);
+      v.push_back(slow * b * r * s);
     else if (t == "peers")
-      v.push_back(std::max(0.0, f.ranks - 1));
+      v.push_back(slow * std::max(0.0, f.ranks - 1));
     else if (t == "rounds")
-      v.push_back(std::log2(std::max(1.0, f.ranks)));
+      v.push_back(slow * std::log2(std::max(1.0, f.ranks)));
     else if (t == "contention")
-      v.push_back(over > 0 ? std::pow(over, exponent) * (1 + b * r) : 0.0);
+      v.push_back(over);
+    else if (t == "contention_peers")
+      v.push_back(over * std::max(0.0, f.ranks - 1));
     else
       throw Error("cost model: unknown term " + t);
   }
@@ -120,9 +157,7 @@ void CostModel::fit(const std::vector<FetchMeasurement>& data, FitMethod method,
   // (TPE over every coefficient as well, six decades each in up to seven dimensions, predicted
   // held-out points worse than least squares; see results/tuner.md.)
   bool contention = false;
-  for (const auto* m : rows)
-    contention |= m->features.ranks_per_node > m->features.cores_per_node &&
-                  std::find(m_terms.begin(), m_terms.end(), "contention") != m_terms.end();
+  for (const auto* m : rows) contention |= m->features.ranks_per_node > m->features.cores_per_node;
   if (!contention) return;  // the exponent does not matter: least squares is the fit
   auto log_error = [&](const std::vector<double>& theta, double exponent) {
     CostModel trial = *this;
@@ -135,7 +170,7 @@ void CostModel::fit(const std::vector<FetchMeasurement>& data, FitMethod method,
     }
     return sum / double(rows.size());
   };
-  Tpe tpe({TpeParam::real("contention_exponent", 0.25, 4.0)}, seed);
+  Tpe tpe({TpeParam::real("contention_exponent", 0.0, 3.0)}, seed);
   tpe.tell({1.0}, log_error(m_theta, 1.0));
   for (int t = 0; t < trials; ++t) {
     const double k = tpe.ask()[0];

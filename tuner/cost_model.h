@@ -1,25 +1,28 @@
 // Cost models of the loader backends: predicted seconds for one fetch of a batch, from the run's
 // features. One parametric model per backend, every term a physical cost with its own
 // non-negative parameter:
-//   latency        1                         fixed cost of a fetch (calls, flushes, syncs)
-//   local_sample   B (1 - f)                 per local sample (lookup, pointer, copy start)
-//   local_byte     B (1 - f) S               local bytes (memcpy bandwidth)
-//   remote_sample  B f                       per remote sample (a get, a message)
-//   remote_byte    B f S                     remote bytes (network / shared-memory bandwidth)
-//   peers          P - 1                     per peer (collective exchanges with every rank)
-//   rounds         log2 P                    collective latency (tree or dissemination rounds)
-//   contention     c^k (1 + B f)             oversubscription c = max(0, R / cores - 1): ranks
-//                                            time-sharing cores wait for each other's progress
+//   latency           L^k                       fixed cost of a fetch (calls, flushes, syncs)
+//   local_sample      L^k B (1 - f)             per local sample (lookup, pointer, copy start)
+//   local_byte        L^k B (1 - f) S           local bytes (memcpy bandwidth)
+//   remote_sample     L^k B f                   per remote sample (a get, a message)
+//   remote_byte       L^k B f S                 remote bytes (network / shared-memory bandwidth)
+//   peers             L^k (P - 1)               per peer (collective exchanges with every rank)
+//   rounds            L^k log2 P                collective latency (tree or dissemination rounds)
+//   contention        c                         waiting for descheduled peers, per fetch
+//   contention_peers  c (P - 1)                 the same, per peer of a collective exchange
 // with B samples per rank, S mean bytes per sample, f the fraction held by another rank, P ranks
-// in the loader group, R ranks per node. Which terms a backend has is in backend_terms(). All
-// terms but contention are linear in the parameters; the contention exponent k makes the model
-// non-linear. Fits: least squares (non-negative coefficients minimising the relative squared
+// in the loader group, R ranks per node, L = max(1, R / cores) the load of the cores (ranks
+// time-sharing a core stretch every cost by L^k) and c = max(0, R / cores - 1). Which terms a
+// backend has is in backend_terms(). For a given exponent k the model is linear in its
+// parameters. Fits: least squares (non-negative coefficients minimising the relative squared
 // error, k = 1: the linear baseline), and TPE (the published estimator fits its parameters with
-// TPE): TPE searches k by the mean |log(predicted / measured)|, each trial solving the linear
-// coefficients by least squares (variable projection). No torch, no MPI.
+// TPE): TPE searches k in [0, 3] by the mean |log(predicted / measured)|, each trial solving the
+// linear coefficients by least squares (variable projection). No torch, no MPI.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,9 @@ struct FetchMeasurement {
   std::string backend;
   FetchFeatures features;
   double seconds = 0;  // one fetch of a batch (the slowest rank's)
+  // The same over the first repetitions (the online switcher's exploration) and over the rest,
+  // when the grid has them (NAN otherwise).
+  double explore_seconds = NAN, rest_seconds = NAN;
 };
 
 enum class FitMethod { kTpe, kLeastSquares };
@@ -52,6 +58,11 @@ class CostModel {
   static std::vector<std::string> backend_terms(const std::string& backend);
 
   explicit CostModel(std::string backend);
+  // A fitted model from its parameters by term name (as `ddgnn tune --out` writes them): every
+  // term of the backend must be given, and no other (ConfigError naming the term otherwise).
+  static CostModel from_parameters(const std::string& backend,
+                                   const std::map<std::string, double>& terms, double exponent);
+  std::map<std::string, double> parameter_map() const;
   const std::string& backend() const { return m_backend; }
   const std::vector<std::string>& terms() const { return m_terms; }
   const std::vector<double>& parameters() const { return m_theta; }

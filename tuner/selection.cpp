@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace ddgnn {
@@ -37,6 +39,20 @@ double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Per backend, the mean and the largest of its ratios.
+void mean_and_max(const std::map<std::string, std::vector<double>>& ratios,
+                  std::map<std::string, double>& mean, std::map<std::string, double>& most) {
+  for (const auto& [b, s] : ratios) {
+    double sum = 0, top = 0;
+    for (double x : s) {
+      sum += x;
+      top = std::max(top, x);
+    }
+    mean[b] = sum / double(s.size());
+    most[b] = top;
+  }
 }
 
 }  // namespace
@@ -98,6 +114,8 @@ std::vector<FetchMeasurement> read_measurements(const std::string& path, double 
     f.batch = number("batch", 1, true);
     f.remote = number("fraction_remote", 0, true);
     m.seconds = number("seconds_per_batch", 0, true);
+    m.explore_seconds = number("explore_seconds", NAN, false);
+    m.rest_seconds = number("rest_seconds", NAN, false);
     if (!(m.seconds > 0))
       throw DataError(where + ": seconds_per_batch = " +
                           cells[size_t(column("seconds_per_batch"))] + " is not a positive time",
@@ -119,7 +137,7 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
   std::set<std::string> backends;
   for (const auto& m : data) backends.insert(m.backend);
   SelectionReport rep;
-  std::map<std::string, std::vector<double>> errors, slowdown;
+  std::map<std::string, std::vector<double>> errors, slowdown, online_slowdown;
   double lost_wrong = 0;
   for (const auto& [key, rows] : configs) {
     std::set<std::string> here;
@@ -155,8 +173,35 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
       ++rep.correct;
     else
       lost_wrong += lost;
+    if (lost <= rep.tie_tolerance) ++rep.within_tolerance;
     for (const auto& [b, t] : measured) slowdown[b].push_back(t / measured[picked]);
+    // The online switcher replayed: it picks by the first repetitions and is judged on the rest.
+    std::string online;
+    double e_best = INFINITY, r_best = INFINITY;
+    std::map<std::string, double> rest;
+    for (size_t i : rows) {
+      const FetchMeasurement& m = data[i];
+      if (!(m.explore_seconds > 0) || !(m.rest_seconds > 0)) {
+        rest.clear();
+        break;
+      }
+      rest[m.backend] = m.rest_seconds;
+      r_best = std::min(r_best, m.rest_seconds);
+      if (m.explore_seconds < e_best) {
+        e_best = m.explore_seconds;
+        online = m.backend;
+      }
+    }
+    if (!rest.empty()) {
+      ++rep.online_configurations;
+      const double lost = rest[online] / r_best - 1;
+      rep.online_correct += rest[online] == r_best ? 1 : 0;
+      rep.online_within += lost <= rep.tie_tolerance ? 1 : 0;
+      rep.online_max_lost = std::max(rep.online_max_lost, lost);
+      for (const auto& [b, t] : rest) online_slowdown[b].push_back(t / rest[online]);
+    }
   }
+  mean_and_max(online_slowdown, rep.online_speedup_over, rep.online_max_speedup_over);
   if (rep.configurations == 0)
     throw DataError("no configuration was measured with two or more backends",
                     "run ddgnn bench-loader with several --backends");
@@ -165,12 +210,45 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
   const int wrong = rep.configurations - rep.correct;
   rep.mean_lost_wrong = wrong ? lost_wrong / wrong : 0.0;
   for (const auto& [b, e] : errors) rep.held_out_mdape[b] = median(e);
-  for (const auto& [b, s] : slowdown) {
-    double sum = 0;
-    for (double x : s) sum += x;
-    rep.speedup_over[b] = sum / double(s.size());
-  }
+  mean_and_max(slowdown, rep.speedup_over, rep.max_speedup_over);
   return rep;
+}
+
+std::map<std::string, CostModel> read_cost_models(const std::string& path,
+                                                  const std::string& method) {
+  std::ifstream in(path);
+  if (!in)
+    throw ConfigError(path + ": cannot open the cost models",
+                      "write them with: ddgnn tune -m grid.csv --out " + path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path + ": not JSON (" + std::string(e.what()) + ")",
+                      "write it with: ddgnn tune -m grid.csv --out " + path);
+  }
+  if (!j.is_object() || !j.contains(method) || !j[method].is_object())
+    throw ConfigError(
+        path + ": no models fitted by '" + method + "'",
+        "fit them with: ddgnn tune -m grid.csv --method " + method + " --out " + path);
+  std::map<std::string, CostModel> models;
+  for (const auto& [backend, m] : j[method].items()) {
+    if (backend == "selection") continue;  // the fit's report, not a model
+    try {
+      const std::map<std::string, double> terms =
+          m.at("terms").get<std::map<std::string, double>>();
+      models.emplace(backend, CostModel::from_parameters(
+                                  backend, terms, m.at("contention_exponent").get<double>()));
+    } catch (const nlohmann::json::exception& e) {
+      throw ConfigError(path + ": the '" + method + "' model of '" + backend + "' is malformed (" +
+                            e.what() + ")",
+                        "refit with: ddgnn tune -m grid.csv --out " + path);
+    } catch (const ConfigError& e) {
+      throw ConfigError(path + ": " + e.what(), e.hint());
+    }
+  }
+  if (models.empty()) throw ConfigError(path + ": no backend models under '" + method + "'");
+  return models;
 }
 
 }  // namespace ddgnn

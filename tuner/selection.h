@@ -19,14 +19,30 @@ namespace ddgnn {
 // number, a time that is not positive, or a backend without a cost model (listing the known ones).
 std::vector<FetchMeasurement> read_measurements(const std::string& path, double cores);
 
+// The models that `ddgnn tune --out FILE` wrote, fitted by `method` ("tpe" or "lsq"), by backend.
+// ConfigError naming the file for a missing file, bad JSON, a missing method, or a model whose
+// terms do not match this version's (saying to refit).
+std::map<std::string, CostModel> read_cost_models(const std::string& path,
+                                                  const std::string& method);
+
 struct SelectionReport {
   int configurations = 0, correct = 0;
-  double accuracy = 0;         // correct / configurations
+  double accuracy = 0;  // correct / configurations
+  // Picks whose measured time is within tie_tolerance of the best (a near-tie, where the
+  // measured order is within the measurement's repeat-to-repeat noise, counts as right).
+  double tie_tolerance = 0.05;
+  int within_tolerance = 0;
   double mean_lost = 0;        // mean over all configurations of t(picked) / t(best) - 1
   double max_lost = 0;         // worst t(picked) / t(best) - 1
   double mean_lost_wrong = 0;  // the mean over the wrong picks only
-  std::map<std::string, double> held_out_mdape;  // per backend, on the left-out rows
-  std::map<std::string, double> speedup_over;    // mean t(backend) / t(picked), per backend
+  std::map<std::string, double> held_out_mdape;    // per backend, on the left-out rows
+  std::map<std::string, double> speedup_over;      // mean t(backend) / t(picked), per backend
+  std::map<std::string, double> max_speedup_over;  // the largest t(backend) / t(picked)
+  // The online switcher (`auto`) replayed where the grid has explore_seconds / rest_seconds:
+  // it picks the lowest time of the first repetitions and is judged on the others.
+  int online_configurations = 0, online_correct = 0, online_within = 0;
+  double online_max_lost = 0;
+  std::map<std::string, double> online_speedup_over, online_max_speedup_over;
 };
 
 // Fits every backend's model on all configurations but one, predicts the left-out one, and

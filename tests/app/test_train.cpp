@@ -133,6 +133,84 @@ TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
   EXPECT_EQ(metric_values(a + "/metrics.csv"), metric_values(b + "/metrics.csv"));
 }
 
+// The trained weights a checkpoint with a weight average holds beside the average.
+std::vector<at::Tensor> checkpoint_train_weights(const std::string& path) {
+  const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
+  Gnn gnn(setup.spec);
+  gnn.to(setup.dtype);
+  std::vector<at::Tensor> params = gnn.parameters();
+  if (!load_checkpoint_train_weights(path, params)) return {};
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(Train, WeightAverageIsEvaluatedAndSavedAndResumesExactly) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  auto config = [&](const std::string& run_dir, double ema) {
+    nlohmann::json c = small_config(dir.file("lj.h5"), run_dir);
+    c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "ExponentialLR"}, {"gamma", 0.9}};
+    c["NeuralNetwork"]["Training"]["ema_decay"] = ema;
+    return c;
+  };
+  const std::string plain = dir.file("plain"), avg = dir.file("avg"), killed = dir.file("killed");
+  ASSERT_EQ(run("train -c " + write_config(dir, "plain.json", config(plain, 0.0))).code, 0);
+  const Result a = run("train -c " + write_config(dir, "avg.json", config(avg, 0.9)));
+  ASSERT_EQ(a.code, 0) << a.out;
+  const std::string last = "/checkpoints/epoch_00004.pt";
+  // The average does not change what is trained: the trained weights equal the plain run's...
+  const auto trained = checkpoint_train_weights(avg + last);
+  const auto plain_w = checkpoint_parameters(plain + last);
+  ASSERT_EQ(trained.size(), plain_w.size());
+  for (size_t i = 0; i < trained.size(); ++i) EXPECT_TRUE(at::equal(trained[i], plain_w[i])) << i;
+  EXPECT_TRUE(checkpoint_train_weights(plain + last).empty());
+  // ...while the saved model, and so validation and test, is the average: other weights, other
+  // validation loss, the same training loss (measured on the trained weights during the epoch).
+  const auto model = checkpoint_parameters(avg + last);
+  double moved = 0;
+  for (size_t i = 0; i < model.size(); ++i)
+    moved = std::max(moved, (model[i] - trained[i]).abs().max().item<double>());
+  EXPECT_GT(moved, 1e-4);
+  auto column = [](const std::string& csv, const std::string& name) {
+    const auto rows = lines(read_text(csv));
+    std::stringstream hs(rows.at(0));
+    size_t k = 0;
+    for (std::string c; std::getline(hs, c, ','); ++k)
+      if (c == name) break;
+    std::vector<std::string> out;
+    for (size_t r = 1; r < rows.size(); ++r) {
+      std::stringstream ss(rows[r]);
+      std::string c;
+      for (size_t j = 0; j <= k; ++j) std::getline(ss, c, ',');
+      out.push_back(c);
+    }
+    return out;
+  };
+  EXPECT_EQ(column(avg + "/metrics.csv", "train_loss"),
+            column(plain + "/metrics.csv", "train_loss"));
+  EXPECT_NE(column(avg + "/metrics.csv", "validate_loss"),
+            column(plain + "/metrics.csv", "validate_loss"));
+  // Killed in epoch 3 and resumed: the average and the trained weights both continue exactly.
+  const std::string ck = write_config(dir, "killed.json", config(killed, 0.9));
+  ASSERT_TRUE(run("train -c " + ck, "DDGNN_DEBUG_SIGKILL_AT_STEP=15").killed);
+  ASSERT_EQ(run("train -c " + ck + " --set Training.continue=1").code, 0);
+  const auto model_k = checkpoint_parameters(killed + last);
+  const auto trained_k = checkpoint_train_weights(killed + last);
+  ASSERT_EQ(model_k.size(), model.size());
+  ASSERT_EQ(trained_k.size(), trained.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    EXPECT_TRUE(at::equal(model_k[i], model[i])) << "average " << i;
+    EXPECT_TRUE(at::equal(trained_k[i], trained[i])) << "trained " << i;
+  }
+  EXPECT_EQ(metric_values(killed + "/metrics.csv"), metric_values(avg + "/metrics.csv"));
+  // A decay outside (0, 1) is a clear error.
+  const Result bad = run("train -c " + ck +
+                         " --set Training.ema_decay=1.5 --set Output.run_dir=" + dir.file("bad"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("ema_decay"), std::string::npos) << bad.out;
+}
+
 TEST(Train, SameSeedGivesBitIdenticalMetrics) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});

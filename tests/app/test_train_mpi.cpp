@@ -5,9 +5,11 @@
 // loader's bad settings are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -156,7 +158,10 @@ TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
   size_t n_epoch_lines = 0;
   for (const auto& l : testing::lines(r.out)) n_epoch_lines += l.find("epoch 1/1") != l.npos;
   EXPECT_EQ(n_epoch_lines, 1u) << r.out;
-  EXPECT_NE(r.out.find("loader: backend shm, 3 rank(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loader: backend auto (the tuner chooses among shm rma collective file), 3 "
+                       "rank(s)"),
+            std::string::npos)
+      << r.out;
   const auto trace = nlohmann::json::parse(testing::read_text(run_dir + "/trace.json"));
   int fetches = 0, syncs = 0;
   for (const auto& e : trace["traceEvents"]) {
@@ -165,6 +170,91 @@ TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
   }
   EXPECT_EQ(fetches, 3);
   EXPECT_EQ(syncs, 3);
+}
+
+// Loader.backend auto: each exploration times every candidate on the same batches, rank 0
+// decides, all ranks switch together; a backend that slows down while serving is noticed
+// (drift) and replaced; a new epoch re-explores. Delays are injected per backend and step
+// (DDGNN_DEBUG_SLOW_FETCH) so that the right decisions are known.
+TEST(TrainMpi, AutoBackendExploresDecidesAndSwitchesOnDrift) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string run_dir = dir.file("auto");
+  nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, 2);  // 27 steps on 3 ranks
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  c["Output"]["trace_steps"] = 4;
+  c["Tuner"] = {{"candidates", {"rma", "collective"}},
+                {"explore_batches", 3},
+                {"check_every_steps", 4},
+                {"drift_threshold", 2.0},  // 3x: far above the noise of 3 ranks on 2 cores
+                {"recheck_every_epochs", 1}};
+  // Steps 1-8: collective 20 ms slower (rma wins); from step 9 rma 40 ms slower (drift).
+  const Result r = mpirun(3, "train -c " + testing::write_config(dir, "c.json", c),
+                          "DDGNN_DEBUG_SLOW_FETCH=collective:0.02:1:9,rma:0.04:9:1000000");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("loader: backend auto (the tuner chooses among rma collective)"),
+            std::string::npos)
+      << r.out;
+  const auto rows = testing::lines(testing::read_text(run_dir + "/tuner.csv"));
+  ASSERT_GT(rows.size(), 1u);
+  EXPECT_EQ(rows[0],
+            "time_s,epoch,step,event,backend,seconds,predicted_s,batch,bytes_mean,remote,ranks,"
+            "chosen,reason,overhead_s");
+  struct Row {
+    std::string event, backend, chosen, reason;
+    int64_t epoch, step;
+    double seconds;
+  };
+  std::vector<Row> parsed;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream ss(rows[i]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_GE(f.size(), 13u) << rows[i];
+    parsed.push_back(
+        {f[3], f[4], f[11], f[12], std::stoll(f[1]), std::stoll(f[2]), std::stod(f[5])});
+  }
+  std::vector<const Row*> decides;
+  for (const auto& row : parsed)
+    if (row.event == "decide") decides.push_back(&row);
+  ASSERT_GE(decides.size(), 3u) << testing::read_text(run_dir + "/tuner.csv");
+  // 1. The start: both candidates explored in steps 1-3, rma chosen.
+  EXPECT_EQ(parsed[0].event, "explore");
+  EXPECT_EQ(parsed[1].event, "explore");
+  EXPECT_EQ(decides[0]->reason, "start");
+  EXPECT_EQ(decides[0]->step, 3);
+  EXPECT_EQ(decides[0]->backend, "rma");
+  for (const auto& row : parsed)
+    if (row.event == "explore" && row.reason == "start" && row.backend == "collective")
+      EXPECT_GT(row.seconds, 0.02);
+  // 2. rma slows from step 9: a check says drift, the exploration that follows picks collective.
+  auto drift = std::find_if(parsed.begin(), parsed.end(),
+                            [](const Row& x) { return x.event == "check" && x.reason == "drift"; });
+  ASSERT_NE(drift, parsed.end()) << testing::read_text(run_dir + "/tuner.csv");
+  EXPECT_GE(drift->step, 9);
+  EXPECT_EQ(decides[1]->reason, "drift");
+  EXPECT_EQ(decides[1]->backend, "collective");
+  EXPECT_EQ(decides[1]->step, drift->step + 3);
+  // 3. Epoch 2 starts with an exploration, which keeps collective (rma is still slow).
+  auto epoch2 = std::find_if(decides.begin(), decides.end(),
+                             [](const Row* x) { return x->reason == "epoch 2"; });
+  ASSERT_NE(epoch2, decides.end());
+  EXPECT_EQ((*epoch2)->epoch, 2);
+  EXPECT_EQ((*epoch2)->backend, "collective");
+  // The decisions are in the log (rank 0 only) and in events.jsonl; explorations in the trace.
+  EXPECT_NE(r.out.find("tuner (drift): chooses collective"), std::string::npos) << r.out;
+  int tuner_events = 0;
+  for (const auto& l : testing::lines(testing::read_text(run_dir + "/events.jsonl")))
+    tuner_events += nlohmann::json::parse(l).at("event") == "tuner";
+  EXPECT_GE(tuner_events, 4);  // three decisions and the drift
+  const auto trace = nlohmann::json::parse(testing::read_text(run_dir + "/trace.json"));
+  int explore_spans = 0;
+  for (const auto& e : trace["traceEvents"])
+    explore_spans += e.value("name", "").rfind("tuner.explore:", 0) == 0;
+  // Steps 1-3: both candidates in steps 1 and 2; collective, 20 ms against rma's < 1 ms, is
+  // dropped for step 3.
+  EXPECT_EQ(explore_spans, 5);
+  EXPECT_NE(r.out.find("(dropped after 2)"), std::string::npos) << r.out;
 }
 
 TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {

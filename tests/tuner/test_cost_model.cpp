@@ -35,13 +35,14 @@ std::vector<FetchFeatures> grid() {
   return out;
 }
 
-// rma: 20 us a fetch, 1 us a remote sample, 5 GB/s remote and 10 GB/s local; contention
-// (oversubscription c) costs 200 us c^exponent (1 + B f).
+// rma: 20 us a fetch, 1 us a remote sample, 5 GB/s remote and 10 GB/s local, all stretched by
+// (R / cores)^exponent when ranks time-share cores; each fetch also waits 200 us c for
+// descheduled peers (c = R / cores - 1, the oversubscription).
 double rma_truth(const FetchFeatures& f, double exponent) {
-  const double c = std::max(0.0, f.ranks_per_node / f.cores_per_node - 1);
-  return 20e-6 + 1e-6 * f.batch * f.remote + f.batch * f.remote * f.bytes_mean / 5e9 +
-         f.batch * (1 - f.remote) * f.bytes_mean / 10e9 +
-         (c > 0 ? 200e-6 * std::pow(c, exponent) * (1 + f.batch * f.remote) : 0.0);
+  const double load = f.ranks_per_node / f.cores_per_node, c = std::max(0.0, load - 1);
+  const double work = 20e-6 + 1e-6 * f.batch * f.remote + f.batch * f.remote * f.bytes_mean / 5e9 +
+                      f.batch * (1 - f.remote) * f.bytes_mean / 10e9;
+  return work * (load > 1 ? std::pow(load, exponent) : 1.0) + 200e-6 * c;
 }
 
 std::vector<FetchMeasurement> measure(const std::string& backend, double exponent, double noise,

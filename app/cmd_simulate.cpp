@@ -1,0 +1,206 @@
+// `ddgnn simulate --models models.json --platform perlmutter`: predicted step and epoch times of
+// every loader backend and of `auto` at P = 1 ... 16,384 ranks (tuner/simulate.h), from the cost
+// models of `ddgnn tune --out` plus a platform preset whose figures may be overridden; writes a
+// CSV, prints a table, and with --plot draws it (jobs/simulate_plot.py).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "tuner/selection.h"
+#include "tuner/simulate.h"
+
+#ifndef DDGNN_SIMULATE_PLOT_SCRIPT
+#define DDGNN_SIMULATE_PLOT_SCRIPT "jobs/simulate_plot.py"
+#endif
+
+namespace ddgnn {
+
+namespace {
+
+// Platform figures given on the command line; `given` holds the options' names.
+struct Overrides {
+  int64_t nodes = 0, ranks_per_node = 0, cores_per_node = 0;
+  double latency_us = 0, bandwidth_gbs = 0, memory_gb = 0, pfs_gbs = 0, pfs_iops = 0,
+         pfs_latency_us = 0, get_overhead_us = 0, peer_overhead_us = 0;
+};
+
+void apply(const Overrides& o, const CLI::App& sub, Platform& p) {
+  bool changed = false;
+  auto set = [&](const char* option, auto value, auto& field) {
+    if (sub.count(option) == 0) return;
+    field = value;
+    changed = true;
+  };
+  set("--nodes", o.nodes, p.nodes);
+  set("--ranks-per-node", o.ranks_per_node, p.ranks_per_node);
+  set("--cores-per-node", o.cores_per_node, p.cores_per_node);
+  set("--latency-us", o.latency_us, p.latency_us);
+  set("--bandwidth-gbs", o.bandwidth_gbs, p.injection_gbs);
+  set("--memory-gb", o.memory_gb, p.memory_gb);
+  set("--pfs-gbs", o.pfs_gbs, p.pfs_gbs);
+  set("--pfs-iops", o.pfs_iops, p.pfs_iops);
+  set("--pfs-latency-us", o.pfs_latency_us, p.pfs_latency_us);
+  set("--get-overhead-us", o.get_overhead_us, p.get_overhead_us);
+  set("--peer-overhead-us", o.peer_overhead_us, p.peer_overhead_us);
+  if (changed) p.source += " Some figures overridden on the command line (see above).";
+}
+
+void print_settings(const std::string& models, const std::string& method, const Platform& p,
+                    const Workload& w) {
+  std::printf("%-22s %s (%s)\n", "models", models.c_str(), method.c_str());
+  std::printf("%-22s %s: %lld nodes x %lld ranks, %lld cores, %.3g us, %.4g GB/s, %.4g GB\n",
+              "platform", p.name.c_str(), (long long)p.nodes, (long long)p.ranks_per_node,
+              (long long)p.cores_per_node, p.latency_us, p.injection_gbs, p.memory_gb);
+  std::printf("%-22s %.4g GB/s, %.3g IOPS, %.4g us a read\n", "file system", p.pfs_gbs, p.pfs_iops,
+              p.pfs_latency_us);
+  std::printf("%-22s get %.3g us, per peer %.3g us\n", "overheads", p.get_overhead_us,
+              p.peer_overhead_us);
+  std::printf("%-22s %s\n", "source", p.source.c_str());
+  std::printf(
+      "%-22s N %.0f graphs, S %.0f B (sd %.0f), B %.0f per rank, compute %.4g s, collate %.4g "
+      "s, gradients %.0f B, width %lld, memory share %.2f\n\n",
+      "workload", w.graphs, w.bytes_mean, w.bytes_spread, w.batch, w.compute_s, w.collate_s,
+      w.gradient_bytes, (long long)w.width, w.memory_fraction);
+}
+
+void print_table(const std::vector<ScalePoint>& points) {
+  if (points.empty()) return;
+  std::printf("epoch seconds (- = does not fit memory; * = more nodes than the platform has)\n");
+  std::printf("%7s %6s", "ranks", "nodes");
+  for (const auto& bp : points[0].backends) std::printf(" %11s", bp.backend.c_str());
+  std::printf(" %11s %s\n", "auto", "pick");
+  for (const auto& pt : points) {
+    std::printf("%7lld %5lld%s", (long long)pt.ranks, (long long)pt.nodes,
+                pt.within_platform ? " " : "*");
+    double best = NAN;
+    for (const auto& bp : pt.backends) {
+      if (bp.feasible)
+        std::printf(" %11.4g", bp.epoch_s);
+      else
+        std::printf(" %11s", "-");
+      if (bp.backend == pt.auto_pick) best = bp.epoch_s;
+    }
+    std::printf(" %11.4g %s\n", best, pt.auto_pick.c_str());
+  }
+}
+
+// Runs `python3 SCRIPT CSV --out PNG` and returns its exit status.
+int run_plot(const std::string& script, const std::string& csv, const std::string& png) {
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("simulate --plot: cannot start python3 (fork failed)");
+  if (pid == 0) {
+    const char* argv[] = {"python3", script.c_str(), csv.c_str(), "--out", png.c_str(), nullptr};
+    ::execvp("python3", const_cast<char* const*>(argv));
+    std::fprintf(stderr, "simulate --plot: cannot run python3\n");
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) throw Error("simulate --plot: lost the python3 process");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+}  // namespace
+
+Command add_simulate_command(CLI::App& app) {
+  struct Options {
+    std::string models, method = "tpe", platform, out, plot,
+                        plot_script = DDGNN_SIMULATE_PLOT_SCRIPT;
+    std::vector<int64_t> ranks = default_rank_counts();
+    Overrides over;
+    Workload work;
+    double parameters = 34241;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate",
+      "predict step and epoch time of every loader backend and of auto at P = 1 ... 16384 ranks "
+      "from calibrated cost models (ddgnn tune --out) and a platform");
+  sub->add_option("--models", o->models, "cost models written by ddgnn tune --out")
+      ->required()
+      ->type_name("FILE.json");
+  sub->add_option("--method", o->method, "which fit of the models file: tpe or lsq")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tpe", "lsq"}));
+  sub->add_option("--platform", o->platform, "preset: perlmutter, frontier or local")->required();
+  sub->add_option("--ranks", o->ranks, "rank counts, comma-separated (default 1,2,4,...,16384)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--out", o->out, "write the table (CSV, columns in tuner/simulate.h)")
+      ->required()
+      ->type_name("FILE.csv");
+  sub->add_option("--plot", o->plot, "also draw it: python3 jobs/simulate_plot.py CSV --out PNG")
+      ->type_name("FILE.png");
+  sub->add_option("--plot-script", o->plot_script, "the plotting script")->capture_default_str();
+  auto& v = o->over;
+  sub->add_option("--nodes", v.nodes, "platform: compute nodes")->check(CLI::PositiveNumber);
+  sub->add_option("--ranks-per-node", v.ranks_per_node, "platform: ranks per node")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--cores-per-node", v.cores_per_node, "platform: CPU cores per node")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--latency-us", v.latency_us, "platform: inter-node MPI latency (us)");
+  sub->add_option("--bandwidth-gbs", v.bandwidth_gbs, "platform: injection bandwidth per node");
+  sub->add_option("--memory-gb", v.memory_gb, "platform: host memory per node (GB)");
+  sub->add_option("--pfs-gbs", v.pfs_gbs, "platform: file system bandwidth (GB/s; 0 = none)");
+  sub->add_option("--pfs-iops", v.pfs_iops, "platform: file system random reads per second");
+  sub->add_option("--pfs-latency-us", v.pfs_latency_us, "platform: one sample read (us)");
+  sub->add_option("--get-overhead-us", v.get_overhead_us, "platform: one get or message (us)");
+  sub->add_option("--peer-overhead-us", v.peer_overhead_us,
+                  "platform: per peer of a collective fetch (us)");
+  auto& w = o->work;
+  sub->add_option("--graphs", w.graphs, "workload: graphs per epoch (N)")->capture_default_str();
+  sub->add_option("--sample-bytes", w.bytes_mean, "workload: mean packed bytes per graph (S)")
+      ->capture_default_str();
+  sub->add_option("--sample-bytes-spread", w.bytes_spread, "workload: their standard deviation")
+      ->capture_default_str();
+  sub->add_option("--batch", w.batch, "workload: graphs per rank per step (B)")
+      ->capture_default_str();
+  sub->add_option("--compute-s", w.compute_s,
+                  "workload: forward + forces + backward + optimizer seconds per step")
+      ->capture_default_str();
+  sub->add_option("--collate-s", w.collate_s, "workload: collate + radius graph seconds per step")
+      ->capture_default_str();
+  sub->add_option("--parameters", o->parameters,
+                  "workload: model parameters (their float32 gradients are all-reduced)")
+      ->capture_default_str();
+  sub->add_option("--width", w.width, "workload: Loader.width (0 = one group of all ranks)")
+      ->capture_default_str();
+  sub->add_option("--memory-fraction", w.memory_fraction,
+                  "share of a node's memory the stores may take")
+      ->capture_default_str();
+  return {
+      sub, [o, sub] {
+        const auto& presets = platform_presets();  // a bad name before a bad models file
+        if (std::find(presets.begin(), presets.end(), o->platform) == presets.end())
+          platform_preset(o->platform, {});
+        const auto models = read_cost_models(o->models, o->method);
+        Platform platform = platform_preset(o->platform, models);
+        apply(o->over, *sub, platform);
+        o->work.gradient_bytes = 4 * o->parameters;
+        print_settings(o->models, o->method, platform, o->work);
+        const auto points = simulate(models, platform, o->work, o->ranks);
+        write_file_atomic(o->out, simulation_csv(platform, points));
+        print_table(points);
+        std::printf("wrote %s\n", o->out.c_str());
+        if (!o->plot.empty()) {
+          const int rc = run_plot(o->plot_script, o->out, o->plot);
+          if (rc != 0)
+            throw Error(
+                "simulate --plot: " + o->plot_script + " exited with status " + std::to_string(rc),
+                "run it yourself: python3 jobs/simulate_plot.py " + o->out + " --out " + o->plot);
+        }
+        return 0;
+      }};
+}
+
+}  // namespace ddgnn
