@@ -45,10 +45,7 @@ BackendSwitcher::BackendSwitcher(TrainData& data, const TrainSettings& s, MPI_Co
   MPI_CHECK(MPI_Comm_dup(world, &m_comm));
   MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
   m_rank = comm_rank(m_comm);
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  m_ranks_per_node = comm_size(node);
-  MPI_Comm_free(&node);
+  m_ranks_per_node = ranks_on_node(m_comm);
   m_cores = double(std::max(1u, std::thread::hardware_concurrency()));
 
   OnlineOptions o;
@@ -102,10 +99,6 @@ BackendSwitcher::BackendSwitcher(TrainData& data, const TrainSettings& s, MPI_Co
 
 BackendSwitcher::~BackendSwitcher() {
   if (mpi_active() && m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
-}
-
-const std::string& BackendSwitcher::backend() const {
-  return m_data.backend();
 }
 
 void BackendSwitcher::start_epoch(int64_t epoch) {
@@ -297,7 +290,6 @@ GraphBlock BackendSwitcher::fetch(const std::vector<int64_t>& positions, FetchIn
       }
     }
     m_round_extra_s += total - kept;
-    m_explore_extra_s += total - kept;
     ++m_round;
     // The round's slowest rank per candidate, on every rank; from the second round on, a
     // candidate whose median so far is over prune_factor x the best one's is not fetched for

@@ -51,9 +51,6 @@ class BackendSwitcher {
   void start_epoch(int64_t epoch);
   // The training split's graphs at `positions` (TrainData::fetch with the switching).
   GraphBlock fetch(const std::vector<int64_t>& positions, FetchInfo* info, SwitchNote* note);
-  // Seconds this rank spent in the extra fetches of explorations (the cost of exploring).
-  double exploration_seconds() const { return m_explore_extra_s; }
-  const std::string& backend() const;
 
  private:
   void write_row(const std::string& event, const std::string& backend, double seconds,
@@ -83,7 +80,7 @@ class BackendSwitcher {
   std::vector<double> m_window;     // serving: this rank's seconds since the last check
   std::vector<double> m_intervals;  // seconds between fetches (≈ the step time when prefetching)
   std::chrono::steady_clock::time_point m_last_call{};
-  double m_explore_extra_s = 0, m_round_extra_s = 0;
+  double m_round_extra_s = 0;  // this exploration's extra fetch seconds (this rank)
   // DDGNN_DEBUG_SLOW_FETCH="backend:seconds:from_step:to_step,...": fetches of that backend in
   // steps [from, to) take that much longer (tests of the switcher's decisions and drift).
   struct Slowdown {

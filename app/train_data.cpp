@@ -41,19 +41,6 @@ struct TrainData::File {
   std::vector<int8_t> split_of;  // [stat_count] which split each of those graphs is in (-1: none)
 };
 
-namespace {
-
-// Ranks of `world` that share this rank's node.
-int ranks_on_node(MPI_Comm world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  const int n = comm_size(node);
-  MPI_Comm_free(&node);
-  return n;
-}
-
-}  // namespace
-
 TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
   const auto t0 = std::chrono::steady_clock::now();
   MPI_CHECK(MPI_Comm_dup(world, &m_world));

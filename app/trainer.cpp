@@ -909,13 +909,7 @@ nlohmann::json Trainer::run_impl() {
     spdlog::set_level(spdlog::level::from_str(m_config.get<std::string>("Output.log_level")));
   // Threads: the cores this rank may use (its affinity mask), shared with its node's ranks
   // (one each when ranks >= cores).
-  int node_ranks = 1;
-  {
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split_type(m_comm.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    node_ranks = comm_size(node);
-    MPI_Comm_free(&node);
-  }
+  const int node_ranks = ranks_on_node(m_comm.get());
   const int threads =
       m_s.threads > 0 ? int(m_s.threads) : threads_per_rank(cores_available(), node_ranks);
   // Waiting OpenMP threads must sleep when ranks share cores; OMP_WAIT_POLICY is read when the

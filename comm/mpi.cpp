@@ -58,6 +58,14 @@ int comm_size(MPI_Comm comm) {
   return n;
 }
 
+int ranks_on_node(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  const int n = comm_size(node);
+  MPI_Comm_free(&node);
+  return n;
+}
+
 bool mpi_active() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -43,6 +43,8 @@ int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body);
 // Rank and size in a communicator (MPI_CHECKed).
 int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
+// Ranks of `comm` that share this rank's node (MPI_COMM_TYPE_SHARED). Collective.
+int ranks_on_node(MPI_Comm comm);
 
 // True between MPI_Init and MPI_Finalize.
 bool mpi_active();
