@@ -24,13 +24,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::string ms(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g ms", 1e3 * s);
@@ -149,23 +142,17 @@ void BackendSwitcher::share_state() {
   m_bytes = m_samples = m_remote = m_fetches = 0;
 }
 
-namespace {
-
-// The features of the batches fetched since the last decision or check (this rank's).
-FetchFeatures features_of(double samples, double bytes, double remote, double fetches, int group,
-                          int rpn, double cores) {
+FetchFeatures BackendSwitcher::window_features() const {
   FetchFeatures f;
-  const double n = std::max(1.0, fetches);
-  f.batch = std::max(1.0, samples / n);
-  f.ranks = group;
-  f.ranks_per_node = rpn;
-  f.cores_per_node = cores;
-  f.bytes_mean = samples > 0 ? bytes / samples : 0.0;
-  f.remote = samples > 0 ? remote / samples : 0.0;
+  const double n = std::max(1.0, m_fetches);
+  f.batch = std::max(1.0, m_samples / n);
+  f.ranks = m_data.group_size();
+  f.ranks_per_node = m_ranks_per_node;
+  f.cores_per_node = m_cores;
+  f.bytes_mean = m_samples > 0 ? m_bytes / m_samples : 0.0;
+  f.remote = m_samples > 0 ? m_remote / m_samples : 0.0;
   return f;
 }
-
-}  // namespace
 
 void BackendSwitcher::end_exploration(SwitchNote* note) {
   // m_times already holds every round's slowest-rank times (reduced round by round).
@@ -175,8 +162,7 @@ void BackendSwitcher::end_exploration(SwitchNote* note) {
   if (m_rank == 0) {
     std::map<std::string, std::vector<double>> times;
     for (size_t k = 0; k < m_order.size(); ++k) times[m_order[k]] = m_times[k];
-    const FetchFeatures f = features_of(m_samples, m_bytes, m_remote, m_fetches,
-                                        m_data.group_size(), m_ranks_per_node, m_cores);
+    const FetchFeatures f = window_features();
     const OnlineDecision d = m_tuner->decide(times, f, m_reason);
     std::string summary;
     nlohmann::json measured = nlohmann::json::object();
@@ -209,15 +195,14 @@ void BackendSwitcher::end_exploration(SwitchNote* note) {
 }
 
 void BackendSwitcher::check_drift(SwitchNote* note) {
-  double observed = median(m_window), slowest = observed;
+  double observed = median_seconds(m_window), slowest = observed;
   MPI_CHECK(MPI_Reduce(&observed, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, m_comm));
   if (m_rank == 0) {
-    const FetchFeatures f = features_of(m_samples, m_bytes, m_remote, m_fetches,
-                                        m_data.group_size(), m_ranks_per_node, m_cores);
+    const FetchFeatures f = window_features();
     double predicted = NAN;
     const bool calibrating = m_tuner->calibrating();
     // A change under 1% of the step time is not worth an exploration.
-    const double floor = 0.01 * median(m_intervals);
+    const double floor = 0.01 * median_seconds(m_intervals);
     const bool drift = m_tuner->check(slowest, f, &predicted, std::isfinite(floor) ? floor : 0.0);
     write_row("check", m_tuner->current(), slowest, predicted, m_tuner->current(),
               drift         ? "drift"
@@ -257,9 +242,7 @@ GraphBlock BackendSwitcher::fetch(const std::vector<int64_t>& positions, FetchIn
   m_last_call = now;
   if (m_recheck) {  // a new epoch's re-check: rank 0 prunes with what it knows, then all explore
     m_recheck = false;
-    if (m_rank == 0)
-      m_tuner->explore(features_of(m_samples, m_bytes, m_remote, m_fetches, m_data.group_size(),
-                                   m_ranks_per_node, m_cores));
+    if (m_rank == 0) m_tuner->explore(window_features());
     share_state();
   }
   GraphBlock block;
@@ -301,7 +284,7 @@ GraphBlock BackendSwitcher::fetch(const std::vector<int64_t>& positions, FetchIn
     for (size_t k = 0; k < m_order.size(); ++k)
       if (m_active[k]) {
         m_times[k].push_back(round[k]);
-        med[k] = median(m_times[k]);
+        med[k] = median_seconds(m_times[k]);
         best = std::min(best, med[k]);
       }
     if (m_round >= 2)

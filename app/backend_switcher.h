@@ -24,6 +24,7 @@
 namespace ddgnn {
 
 class OnlineTuner;
+struct FetchFeatures;
 
 // What a fetch did, for the trainer's trace and log (filled on every rank; `decision` and
 // `line` only when this fetch ended an exploration or a check re-opened one).
@@ -58,6 +59,8 @@ class BackendSwitcher {
                  double overhead);
   void end_exploration(SwitchNote* note);
   void check_drift(SwitchNote* note);
+  // The features of the batches fetched since the last decision or check (this rank's).
+  FetchFeatures window_features() const;
   void share_state();
   double debug_delay(
       const std::string& backend) const;  // sleeps; returns the seconds  // rank 0's exploring

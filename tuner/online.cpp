@@ -8,14 +8,14 @@
 
 namespace ddgnn {
 
-namespace {
-
-double median(std::vector<double> v) {
+double median_seconds(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 double batch_bytes(const FetchFeatures& f) {
   return std::max(1.0, f.batch * f.bytes_mean);
@@ -70,7 +70,7 @@ OnlineDecision OnlineTuner::decide(const std::map<std::string, std::vector<doubl
   d.previous = m_current;
   d.reason = reason;
   for (const auto& [backend, t] : times) {
-    const double m = median(t);
+    const double m = median_seconds(t);
     if (!(m > 0) || !std::isfinite(m)) continue;
     d.measured[backend] = m;
     const auto it = m_prior.find(backend);

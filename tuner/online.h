@@ -24,6 +24,10 @@
 
 namespace ddgnn {
 
+// The median of measured times (the mean of the middle two for an even count; NAN when empty),
+// as the switcher compares them (app/backend_switcher.cpp uses it too).
+double median_seconds(std::vector<double> v);
+
 struct OnlineOptions {
   std::vector<std::string> candidates;  // at least one
   int explore_batches = 5;              // steps of an exploration (every candidate each step)
