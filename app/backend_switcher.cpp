@@ -34,7 +34,7 @@ std::string ms(double s) {
 
 BackendSwitcher::BackendSwitcher(TrainData& data, const TrainSettings& s, MPI_Comm world,
                                  const std::string& csv_path, bool append)
-    : m_data(data), m_recheck_every(s.tuner.recheck_every_epochs) {
+    : m_data(data) {
   MPI_CHECK(MPI_Comm_dup(world, &m_comm));
   MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
   m_rank = comm_rank(m_comm);
@@ -71,11 +71,7 @@ BackendSwitcher::BackendSwitcher(TrainData& data, const TrainSettings& s, MPI_Co
       m_slow.push_back(d);
     }
   }
-  m_order = m_tuner->explore_order(0);
-  std::sort(m_order.begin(), m_order.end());
-  m_times.assign(m_order.size(), {});
-  m_active.assign(m_order.size(), true);
-  m_data.set_backend(m_tuner->current());
+  share_state();
 
   if (m_rank == 0 && !csv_path.empty()) {
     const bool fresh = !append || !std::filesystem::exists(csv_path);
@@ -97,7 +93,8 @@ BackendSwitcher::~BackendSwitcher() {
 void BackendSwitcher::start_epoch(int64_t epoch) {
   m_epoch = epoch;
   // The same decision on every rank (epochs are counted alike): re-explore at the next fetch.
-  if (m_recheck_every > 0 && epoch > 1 && (epoch - 1) % m_recheck_every == 0 && !m_exploring) {
+  const int every = m_tuner->options().recheck_every_epochs;
+  if (every > 0 && epoch > 1 && (epoch - 1) % every == 0 && !m_exploring) {
     m_recheck = true;
     m_reason = "epoch " + std::to_string(epoch);
   }

@@ -61,10 +61,11 @@ class BackendSwitcher {
   void check_drift(SwitchNote* note);
   // The features of the batches fetched since the last decision or check (this rank's).
   FetchFeatures window_features() const;
+  // Rank 0's exploring flag, current backend and explored set to all ranks (collective), and a
+  // fresh exploration round and window.
   void share_state();
-  double debug_delay(
-      const std::string& backend) const;  // sleeps; returns the seconds  // rank 0's exploring
-                                          // flag, current backend and explored set to all
+  // Sleeps for DDGNN_DEBUG_SLOW_FETCH's delay of `backend` at this step; returns the seconds.
+  double debug_delay(const std::string& backend) const;
 
   TrainData& m_data;
   std::unique_ptr<OnlineTuner> m_tuner;
@@ -93,7 +94,6 @@ class BackendSwitcher {
   };
   std::vector<Slowdown> m_slow;
   bool m_recheck = false, m_exploring = true;
-  int64_t m_recheck_every = 0;
 };
 
 }  // namespace ddgnn

@@ -180,12 +180,9 @@ GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, Fe
   const auto it = file.fetchers.find(name);
   if (it == file.fetchers.end())
     throw Error("loader: backend '" + name + "' is not loaded for this run");
-  Fetched f;
-  const auto t0 = std::chrono::steady_clock::now();
-  it->second->fetch(ids.data(), int64_t(ids.size()), f);
+  GraphBlock block = fetch_graphs(*it->second, ids, file.dataset->extra_columns(),
+                                  info ? &info->seconds : nullptr, info ? &info->bytes : nullptr);
   if (info) {
-    info->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    info->bytes = int64_t(f.bytes.size());
     info->samples = int64_t(ids.size());
     info->remote = 0;
     if (file.store && m_group && name != "file") {
@@ -194,9 +191,6 @@ GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, Fe
       for (int64_t id : ids) info->remote += part.owner(id) != me ? 1 : 0;
     }
   }
-  GraphBlock block = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
-                                    file.dataset->extra_columns());
-  block.graph_ids = ids;
   return block;
 }
 

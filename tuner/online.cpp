@@ -73,8 +73,7 @@ OnlineDecision OnlineTuner::decide(const std::map<std::string, std::vector<doubl
     const double m = median_seconds(t);
     if (!(m > 0) || !std::isfinite(m)) continue;
     d.measured[backend] = m;
-    const auto it = m_prior.find(backend);
-    const double prior = it != m_prior.end() ? it->second.predict(features) : NAN;
+    const double prior = prior_prediction(backend, features);
     d.predicted[backend] = prior;
     // The times go to the models: the prior calibrated to this run, or seconds per batch byte.
     m_scale[backend] = prior > 0 ? m / prior : m / batch_bytes(features);
@@ -95,9 +94,14 @@ OnlineDecision OnlineTuner::decide(const std::map<std::string, std::vector<doubl
 double OnlineTuner::predict(const std::string& backend, const FetchFeatures& features) const {
   const auto s = m_scale.find(backend);
   if (s == m_scale.end()) return NAN;
-  const auto it = m_prior.find(backend);
-  const double prior = it != m_prior.end() ? it->second.predict(features) : NAN;
+  const double prior = prior_prediction(backend, features);
   return prior > 0 ? prior * s->second : s->second * batch_bytes(features);
+}
+
+double OnlineTuner::prior_prediction(const std::string& backend,
+                                     const FetchFeatures& features) const {
+  const auto it = m_prior.find(backend);
+  return it != m_prior.end() ? it->second.predict(features) : NAN;
 }
 
 bool OnlineTuner::check(double observed, const FetchFeatures& features, double* predicted,

@@ -82,6 +82,9 @@ class OnlineTuner {
   double predict(const std::string& backend, const FetchFeatures& features) const;
 
  private:
+  // The prior model's uncalibrated prediction (NAN without a prior for `backend`).
+  double prior_prediction(const std::string& backend, const FetchFeatures& features) const;
+
   OnlineOptions m_options;
   std::map<std::string, CostModel> m_prior;
   std::map<std::string, double> m_scale;  // measured / prior prediction, or seconds per byte
