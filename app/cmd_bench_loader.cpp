@@ -30,6 +30,14 @@ Command add_bench_loader_command(CLI::App& app) {
   sub->add_option("--backends", o->backends, "backends to measure")
       ->capture_default_str()
       ->check(CLI::IsMember({"rma", "collective", "shm", "replicated"}));
+  sub->add_option("--repetitions", o->repetitions,
+                  "timed repetitions per cell (every backend, interleaved)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--max-seconds-per-cell", o->max_seconds_per_cell,
+                  "fewer repetitions (down to 10) where a cell would take longer")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return {sub, [o] {
             return run_under_mpi([&](const MpiEnvironment&) {
               for (int64_t s : o->sample_bytes)

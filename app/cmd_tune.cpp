@@ -21,6 +21,7 @@ namespace ddgnn {
 Command add_tune_command(CLI::App& app) {
   struct Options {
     std::string measurements, out, method = "both";
+    std::vector<std::string> backends;
     int trials = 60;
     uint64_t seed = 0;
     double cores = double(std::max(1u, std::thread::hardware_concurrency()));
@@ -44,11 +45,15 @@ Command add_tune_command(CLI::App& app) {
                   "cores per node where the CSV has no cores_per_node column (default: this "
                   "machine's)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--backends", o->backends,
+                  "select only between these backends (default: every backend of the grid)")
+      ->type_name("NAME ...");
   sub->add_option("--out", o->out, "write the models fitted on every row (JSON)")
       ->type_name("FILE.json");
   return {
       sub, [o] {
-        const auto data = read_measurements(o->measurements, o->cores);
+        auto data = read_measurements(o->measurements, o->cores);
+        if (!o->backends.empty()) data = only_backends(data, o->backends, o->measurements);
         std::set<std::string> backends;
         for (const auto& m : data) backends.insert(m.backend);
         std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
@@ -83,6 +88,11 @@ Command add_tune_command(CLI::App& app) {
               "(%.1f%%)\n",
               100 * rep.tie_tolerance, rep.within_tolerance, rep.configurations,
               100.0 * rep.within_tolerance / rep.configurations);
+          if (rep.tested > 0)
+            std::printf(
+                "picks not distinguishable from the measured best (paired sign test over the "
+                "repetitions, 5%%): %d of %d (%.1f%%)\n",
+                rep.indistinguishable, rep.tested, 100.0 * rep.indistinguishable / rep.tested);
           std::printf("predicted pick vs always one backend (mean / largest time ratio):");
           for (const auto& [b, s] : rep.speedup_over)
             std::printf("  %s %.2fx / %.2fx", b.c_str(), s, rep.max_speedup_over.at(b));
@@ -98,10 +108,18 @@ Command add_tune_command(CLI::App& app) {
             for (const auto& [b, x] : rep.online_speedup_over)
               std::printf("  %s %.2fx / %.2fx", b.c_str(), x, rep.online_max_speedup_over.at(b));
             std::printf("\n");
+            if (rep.online_tested > 0)
+              std::printf(
+                  "auto's pick not distinguishable from the measured best (sign test, 5%%): %d "
+                  "of %d (%.1f%%)\n",
+                  rep.online_indistinguishable, rep.online_tested,
+                  100.0 * rep.online_indistinguishable / rep.online_tested);
           }
           models[method]["selection"] = {{"configurations", rep.configurations},
                                          {"correct", rep.correct},
                                          {"within_tolerance", rep.within_tolerance},
+                                         {"indistinguishable", rep.indistinguishable},
+                                         {"tested", rep.tested},
                                          {"mean_lost", rep.mean_lost},
                                          {"max_lost", rep.max_lost}};
         }

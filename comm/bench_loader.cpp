@@ -25,6 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 // Repetitions that the replay of the online switcher counts as its exploration.
 constexpr int kExplore = 5;
+// The fewest repetitions a cell gets however slow it is (2 × kExplore: exploration and rest).
+constexpr int kMinRepetitions = 2 * kExplore;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -45,6 +47,15 @@ double memcpy_gbps(MPI_Comm comm) {
     a[size_t(rep)] = b[size_t(rep) + 1];  // keep the copies observable
   }
   return double(n) / best / 1e9;
+}
+
+// Repetitions of a cell: options.repetitions, fewer where one round (every backend once, the
+// slowest rank's `round_s`) would take the cell past max_seconds_per_cell, but at least
+// kMinRepetitions (or all that were asked for, when that is fewer).
+int repetitions_within(const LoaderBenchOptions& options, double round_s) {
+  const int floor = std::min(options.repetitions, kMinRepetitions);
+  const double fit = options.max_seconds_per_cell / std::max(round_s, 1e-9);
+  return std::max(floor, int(std::min<double>(options.repetitions, fit)));
 }
 
 }  // namespace
@@ -71,11 +82,11 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
           csv,
           "backend,ranks,group_ranks,width,sample_bytes,batch,fraction_remote,"
           "us_per_sample,gb_per_s,memcpy_gb_per_s,seconds_per_batch,p25_seconds,p75_seconds,"
-          "repetitions,explore_seconds,rest_seconds\n");
+          "repetitions,explore_seconds,rest_seconds,beats_best\n");
   }
   if (world_rank == 0)
-    std::printf("%-11s %8s %6s %10s %8s %8s %9s\n", "backend", "bytes", "batch", "us/sample",
-                "GB/s", "memcpy%", "remote");
+    std::printf("%-11s %8s %6s %10s %8s %8s %9s %5s\n", "backend", "bytes", "batch", "us/sample",
+                "GB/s", "memcpy%", "remote", "reps");
   // Stores: one in window memory over the group (rma, collective), one in node shared memory
   // (shm), and a full copy on every rank (replicated: the local fetcher over MPI_COMM_SELF). All
   // live at once so that the backends are measured interleaved: every repetition times each
@@ -113,59 +124,114 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
       fetchers.push_back(make_fetcher(kind == kReplicated ? "local" : backend, *stores[kind]));
     }
     const size_t nb = options.backends.size();
+    // Warm every store: each rank fetches every record once with every backend, so that the
+    // cells time the steady state of training (the data touched before) and not first touches.
+    {
+      const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / sample, 1, 1024);
+      std::vector<int64_t> all;
+      Fetched f;
+      for (size_t b = 0; b < nb; ++b)
+        for (int64_t first = 0; first < n_total; first += chunk) {
+          all.resize(size_t(std::min(chunk, n_total - first)));
+          for (size_t k = 0; k < all.size(); ++k) all[k] = first + int64_t(k);
+          fetchers[b]->fetch(all.data(), int64_t(all.size()), f);
+        }
+    }
+    // The cells of this sample size (a batch at most 256 MiB) are measured together: every
+    // repetition visits each cell in turn, so that a cell's repetitions are spread over the
+    // whole measurement instead of a few milliseconds that one disturbance of the machine (a
+    // descheduled rank, another process) can cover. Within a cell the backends take turns in an
+    // order rotated per repetition, each with ids of its own: with the same ids, the first
+    // backend brought the records into the cache for the others, and the order, not the
+    // backend, decided which one was faster in a repetition.
+    struct Cell {
+      int64_t batch;
+      std::mt19937_64 rng;
+      std::vector<int64_t> ids;
+      Fetched f;
+      std::vector<std::vector<double>> times;
+      std::vector<int64_t> remote, asked;
+    };
+    std::vector<Cell> cells;
     for (const int64_t batch : options.batch_sizes) {
       if (batch * sample > (int64_t(256) << 20)) continue;  // keep a batch under 256 MiB
       // Every rank of the group measures (and the collective backends need all of them).
-      std::mt19937_64 rng(uint64_t(world_rank) * 7919 + uint64_t(batch));
-      std::uniform_int_distribution<int64_t> pick(0, n_total - 1);
-      std::vector<int64_t> ids(static_cast<size_t>(batch));
-      Fetched f;
-      const int reps = sample >= (int64_t(1) << 20) ? 10 : 30;
-      std::vector<std::vector<double>> times(nb);
-      std::vector<int64_t> remote(nb, 0), asked(nb, 0);
-      for (int rep = -2; rep < reps; ++rep) {
-        for (auto& id : ids) id = pick(rng);
+      cells.push_back({batch, std::mt19937_64(uint64_t(world_rank) * 7919 + uint64_t(batch)),
+                       std::vector<int64_t>(size_t(batch)), Fetched{},
+                       std::vector<std::vector<double>>(nb), std::vector<int64_t>(nb, 0),
+                       std::vector<int64_t>(nb, 0)});
+    }
+    std::uniform_int_distribution<int64_t> pick(0, n_total - 1);
+    // Two warm-up repetitions, then as many as asked, fewer (down to kMinRepetitions) where
+    // that many would take a cell past its time budget on average; every rank agrees.
+    int reps = 0;
+    for (int rep = -2; rep < reps; ++rep) {
+      double round_s = 0;
+      for (Cell& c : cells) {
         for (size_t j = 0; j < nb; ++j) {
           const size_t b = (j + size_t(rep + 2)) % nb;
+          for (auto& id : c.ids) id = pick(c.rng);
           MPI_Barrier(group.comm());
           const auto t0 = Clock::now();
-          fetchers[b]->fetch(ids.data(), batch, f);
+          fetchers[b]->fetch(c.ids.data(), c.batch, c.f);
           const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+          round_s += t;
           if (rep < 0) continue;
-          times[b].push_back(t);
+          c.times[b].push_back(t);
           const Kind kind = kind_of(options.backends[b]);
-          for (int64_t id : ids) remote[b] += parts[kind]->owner(id) != store_ranks[kind] ? 1 : 0;
-          asked[b] += batch;
+          for (int64_t id : c.ids)
+            c.remote[b] += parts[kind]->owner(id) != store_ranks[kind] ? 1 : 0;
+          c.asked[b] += c.batch;
         }
       }
+      if (rep == -1 && !cells.empty()) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &round_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        reps = repetitions_within(options, round_s / double(cells.size()));
+      }
+    }
+    for (Cell& c : cells) {
+      const int64_t batch = c.batch;
+      const std::vector<std::vector<double>>& times = c.times;
+      const std::vector<int64_t>&remote = c.remote, &asked = c.asked;
+      // Each repetition's slowest rank is the step's time.
+      std::vector<std::vector<double>> slowest(nb);
+      std::vector<double> medians(nb);
       for (size_t b = 0; b < nb; ++b) {
-        // Each repetition's slowest rank is the step's time; the median and quartiles over them.
-        std::vector<double> slowest(times[b].size());
-        MPI_CHECK(MPI_Allreduce(times[b].data(), slowest.data(), int(slowest.size()), MPI_DOUBLE,
-                                MPI_MAX, MPI_COMM_WORLD));
+        slowest[b].resize(times[b].size());
+        MPI_CHECK(MPI_Allreduce(times[b].data(), slowest[b].data(), int(slowest[b].size()),
+                                MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        medians[b] = median(slowest[b]);
+      }
+      const size_t best =
+          size_t(std::min_element(medians.begin(), medians.end()) - medians.begin());
+      for (size_t b = 0; b < nb; ++b) {
         // The online switcher's view: the first kExplore repetitions (its exploration) and the
         // rest (what it is then served), so that `ddgnn tune` can replay `auto` held out.
-        const size_t explore = std::min(slowest.size() / 2, size_t(kExplore));
-        const double t_explore =
-            median(std::vector<double>(slowest.begin(), slowest.begin() + long(explore)));
-        const double t_rest =
-            median(std::vector<double>(slowest.begin() + long(explore), slowest.end()));
-        std::sort(slowest.begin(), slowest.end());
-        const double t = median(slowest);
-        const double q1 = slowest[slowest.size() / 4], q3 = slowest[(3 * slowest.size()) / 4];
+        const std::vector<double>& s = slowest[b];
+        const size_t explore = std::min(s.size() / 2, size_t(kExplore));
+        const double t_explore = median(std::vector<double>(s.begin(), s.begin() + long(explore)));
+        const double t_rest = median(std::vector<double>(s.begin() + long(explore), s.end()));
+        // Paired with the fastest backend (adjacent in time): the repetitions this one
+        // was faster in, for a sign test of whether the two differ at all.
+        int beats_best = 0;
+        for (size_t r = 0; r < s.size(); ++r) beats_best += s[r] < slowest[best][r] ? 1 : 0;
+        std::vector<double> sorted = s;
+        std::sort(sorted.begin(), sorted.end());
+        const double t = medians[b];
+        const double q1 = sorted[sorted.size() / 4], q3 = sorted[(3 * sorted.size()) / 4];
         const double us = 1e6 * t / double(batch), gbps = double(batch * sample) / t / 1e9;
         const double frac = double(remote[b]) / double(std::max<int64_t>(asked[b], 1));
         const std::string& backend = options.backends[b];
         if (world_rank == 0) {
-          std::printf("%-11s %8lld %6lld %10.2f %8.2f %7.0f%% %8.0f%%\n", backend.c_str(),
+          std::printf("%-11s %8lld %6lld %10.2f %8.2f %7.0f%% %8.0f%% %5d\n", backend.c_str(),
                       (long long)sample, (long long)batch, us, gbps, 100 * gbps / memcpy_bw,
-                      100 * frac);
+                      100 * frac, int(s.size()));
           ++rows;
           if (csv)
             std::fprintf(
-                csv, "%s,%d,%d,%d,%lld,%lld,%.4f,%.4f,%.4f,%.3f,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n",
+                csv, "%s,%d,%d,%d,%lld,%lld,%.4f,%.4f,%.4f,%.3f,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%d\n",
                 backend.c_str(), world, group.size(), width, (long long)sample, (long long)batch,
-                frac, us, gbps, memcpy_bw, t, q1, q3, int(slowest.size()), t_explore, t_rest);
+                frac, us, gbps, memcpy_bw, t, q1, q3, int(s.size()), t_explore, t_rest, beats_best);
         }
       }
     }

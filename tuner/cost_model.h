@@ -46,6 +46,9 @@ struct FetchMeasurement {
   // The same over the first repetitions (the online switcher's exploration) and over the rest,
   // when the grid has them (NAN otherwise).
   double explore_seconds = NAN, rest_seconds = NAN;
+  // Timed repetitions, and in how many of them this backend was faster than the configuration's
+  // fastest (lowest median) in the same repetition (-1: the grid does not say).
+  int repetitions = 0, beats_best = -1;
 };
 
 enum class FitMethod { kTpe, kLeastSquares };

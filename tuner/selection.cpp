@@ -55,7 +55,33 @@ void mean_and_max(const std::map<std::string, std::vector<double>>& ratios,
   }
 }
 
+// Is `picked` the measured best of the configuration or not distinguishable from it? -1: the
+// rows do not say (no beats_best column).
+int tied_with_best(const std::vector<FetchMeasurement>& data, const std::vector<size_t>& rows,
+                   const std::string& picked) {
+  const FetchMeasurement* best = nullptr;
+  const FetchMeasurement* pick = nullptr;
+  for (size_t i : rows) {
+    const FetchMeasurement& m = data[i];
+    if (m.beats_best < 0) return -1;
+    if (!best || m.seconds < best->seconds) best = &m;
+    if (m.backend == picked) pick = &m;
+  }
+  if (!pick) return -1;
+  return pick == best || sign_test_tied(pick->beats_best, pick->repetitions) ? 1 : 0;
+}
+
 }  // namespace
+
+bool sign_test_tied(int beats, int n, double alpha) {
+  if (n < 1 || beats < 0) return false;
+  // P(X <= beats) for X ~ Binomial(n, 1/2), summed in logs (n may be in the hundreds).
+  double p = 0;
+  for (int k = 0; k <= std::min(beats, n); ++k)
+    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) -
+                  n * std::log(2.0));
+  return p > alpha;
+}
 
 std::vector<FetchMeasurement> read_measurements(const std::string& path, double cores) {
   std::ifstream in(path);
@@ -116,6 +142,11 @@ std::vector<FetchMeasurement> read_measurements(const std::string& path, double 
     m.seconds = number("seconds_per_batch", 0, true);
     m.explore_seconds = number("explore_seconds", NAN, false);
     m.rest_seconds = number("rest_seconds", NAN, false);
+    m.repetitions = int(number("repetitions", 0, false));
+    m.beats_best = int(number("beats_best", -1, false));
+    if (m.beats_best > m.repetitions)
+      throw DataError(where + ": beats_best = " + std::to_string(m.beats_best) +
+                      " is more than the " + std::to_string(m.repetitions) + " repetitions");
     if (!(m.seconds > 0))
       throw DataError(where + ": seconds_per_batch = " +
                           cells[size_t(column("seconds_per_batch"))] + " is not a positive time",
@@ -127,6 +158,34 @@ std::vector<FetchMeasurement> read_measurements(const std::string& path, double 
     out.push_back(m);
   }
   if (out.empty()) throw DataError(path + ": no measurements after the header");
+  return out;
+}
+
+std::vector<FetchMeasurement> only_backends(const std::vector<FetchMeasurement>& data,
+                                            const std::vector<std::string>& keep,
+                                            const std::string& path) {
+  const std::set<std::string> chosen(keep.begin(), keep.end());
+  if (chosen.size() < 2)
+    throw ConfigError("--backends: choose at least two backends to select between",
+                      "e.g. --backends rma collective");
+  std::set<std::string> present;
+  for (const auto& m : data) present.insert(m.backend);
+  for (const auto& b : chosen) {
+    CostModel::backend_terms(b);  // ConfigError listing the known backends
+    if (!present.count(b)) {
+      std::string has;
+      for (const auto& p : present) has += (has.empty() ? "" : ", ") + p;
+      throw DataError(path + ": no measurements of backend '" + b + "'",
+                      "the grid has " + has + "; measure it with ddgnn bench-loader --backends");
+    }
+  }
+  const bool dropped = present.size() > chosen.size();
+  std::vector<FetchMeasurement> out;
+  for (const auto& m : data) {
+    if (!chosen.count(m.backend)) continue;
+    out.push_back(m);
+    if (dropped) out.back().beats_best = -1;
+  }
   return out;
 }
 
@@ -174,6 +233,10 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     else
       lost_wrong += lost;
     if (lost <= rep.tie_tolerance) ++rep.within_tolerance;
+    if (const int tied = tied_with_best(data, rows, picked); tied >= 0) {
+      ++rep.tested;
+      rep.indistinguishable += tied;
+    }
     for (const auto& [b, t] : measured) slowdown[b].push_back(t / measured[picked]);
     // The online switcher replayed: it picks by the first repetitions and is judged on the rest.
     std::string online;
@@ -198,6 +261,10 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
       rep.online_correct += rest[online] == r_best ? 1 : 0;
       rep.online_within += lost <= rep.tie_tolerance ? 1 : 0;
       rep.online_max_lost = std::max(rep.online_max_lost, lost);
+      if (const int tied = tied_with_best(data, rows, online); tied >= 0) {
+        ++rep.online_tested;
+        rep.online_indistinguishable += tied;
+      }
       for (const auto& [b, t] : rest) online_slowdown[b].push_back(t / rest[online]);
     }
   }

@@ -19,11 +19,25 @@ namespace ddgnn {
 // number, a time that is not positive, or a backend without a cost model (listing the known ones).
 std::vector<FetchMeasurement> read_measurements(const std::string& path, double cores);
 
+// The rows of `keep`'s backends only (`ddgnn tune --backends`: the choice a run actually has,
+// e.g. one-sided against collective exchange as the published estimator decides). ConfigError
+// for fewer than two names or a backend without a cost model; DataError naming `path` for a
+// backend the grid has no rows of. When a backend is left out, the paired counts (beats_best,
+// relative to the best of all measured backends) no longer apply and are dropped.
+std::vector<FetchMeasurement> only_backends(const std::vector<FetchMeasurement>& data,
+                                            const std::vector<std::string>& keep,
+                                            const std::string& path);
+
 // The models that `ddgnn tune --out FILE` wrote, fitted by `method` ("tpe" or "lsq"), by backend.
 // ConfigError naming the file for a missing file, bad JSON, a missing method, or a model whose
 // terms do not match this version's (saying to refit).
 std::map<std::string, CostModel> read_cost_models(const std::string& path,
                                                   const std::string& method);
+
+// The paired sign test: a backend that was faster than the measured best in `beats` of `n`
+// repetitions is not distinguishable from it when P(X <= beats) > alpha for X ~ Binomial(n, 1/2)
+// (one-sided: the data do not show it to be slower in most repetitions). False when n < 1.
+bool sign_test_tied(int beats, int n, double alpha = 0.05);
 
 struct SelectionReport {
   int configurations = 0, correct = 0;
@@ -32,6 +46,9 @@ struct SelectionReport {
   // measured order is within the measurement's repeat-to-repeat noise, counts as right).
   double tie_tolerance = 0.05;
   int within_tolerance = 0;
+  // Picks that are the measured best or not distinguishable from it by the paired sign test on
+  // the repetitions (where the grid has beats_best; `tested` counts those configurations).
+  int tested = 0, indistinguishable = 0;
   double mean_lost = 0;        // mean over all configurations of t(picked) / t(best) - 1
   double max_lost = 0;         // worst t(picked) / t(best) - 1
   double mean_lost_wrong = 0;  // the mean over the wrong picks only
@@ -41,6 +58,7 @@ struct SelectionReport {
   // The online switcher (`auto`) replayed where the grid has explore_seconds / rest_seconds:
   // it picks the lowest time of the first repetitions and is judged on the others.
   int online_configurations = 0, online_correct = 0, online_within = 0;
+  int online_tested = 0, online_indistinguishable = 0;
   double online_max_lost = 0;
   std::map<std::string, double> online_speedup_over, online_max_speedup_over;
 };

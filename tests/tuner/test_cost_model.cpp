@@ -1,7 +1,7 @@
 // tuner/cost_model and tuner/selection: both fits recover a linear model from exact data; on a
 // non-linear (contention) truth TPE predicts held-out points better than least squares; too few
 // points, and each kind of bad measurements file, are clear errors; leave-one-configuration-out
-// picks the fastest backend when the models can tell.
+// picks the fastest backend when the models can tell; the paired sign test for near-ties.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,10 +122,73 @@ TEST(MeasurementsBadInput, EachKindIsNamedWithItsLine) {
   expect_data_error(write(dir, head + "rma,two,1024,16,0.5,0.001\n"), "'two' is not a number");
   expect_data_error(write(dir, head), "no measurements");
   expect_data_error(dir.file("absent.csv"), "cannot open");
+  const std::string paired =
+      "backend,ranks,sample_bytes,batch,fraction_remote,seconds_per_batch,"
+      "repetitions,beats_best\n";
+  expect_data_error(write(dir, paired + "rma,2,1024,16,0.5,0.001,30,31\n"),
+                    "m.csv:2: beats_best = 31 is more than the 30 repetitions");
   const auto ok = read_measurements(write(dir, head + "shm,4,2048,16,0.75,0.002\n"), 2);
   ASSERT_EQ(ok.size(), 1u);
   EXPECT_EQ(ok[0].features.ranks_per_node, 4);
   EXPECT_EQ(ok[0].features.cores_per_node, 2);
+  EXPECT_EQ(ok[0].beats_best, -1);  // the grid does not say
+  const auto with = read_measurements(write(dir, paired + "rma,2,1024,16,0.5,0.001,30,12\n"), 2);
+  EXPECT_EQ(with[0].repetitions, 30);
+  EXPECT_EQ(with[0].beats_best, 12);
+}
+
+// --backends: the rows of the chosen backends; the paired counts are dropped once a measured
+// backend is left out (they compare with the best of all); each kind of bad choice is named.
+TEST(OnlyBackends, KeepsTheChosenRowsAndRefusesBadChoices) {
+  std::vector<FetchMeasurement> data;
+  for (const char* b : {"rma", "collective", "shm"}) {
+    FetchMeasurement m;
+    m.backend = b;
+    m.seconds = 1e-3;
+    m.repetitions = 30;
+    m.beats_best = 10;
+    data.push_back(m);
+  }
+  const auto two = only_backends(data, {"collective", "rma"}, "g.csv");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].backend, "rma");
+  EXPECT_EQ(two[1].backend, "collective");
+  EXPECT_EQ(two[0].beats_best, -1);
+  const auto all = only_backends(data, {"shm", "rma", "collective"}, "g.csv");
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2].beats_best, 10);  // nothing left out: the counts still hold
+  EXPECT_THROW(only_backends(data, {"rma"}, "g.csv"), ConfigError);
+  EXPECT_THROW(only_backends(data, {"rma", "rma"}, "g.csv"), ConfigError);
+  try {
+    only_backends(data, {"rma", "rdma"}, "g.csv");
+    ADD_FAILURE() << "no error for an unknown backend";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("rdma"), std::string::npos) << e.what();
+  }
+  try {
+    only_backends(data, {"rma", "replicated"}, "g.csv");
+    ADD_FAILURE() << "no error for a backend the grid lacks";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("g.csv: no measurements of backend 'replicated'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The one-sided sign test against exact binomial tails (scipy.stats.binom.cdf): P(X <= 11 | 30)
+// = 0.100, P(X <= 10 | 30) = 0.049, P(X <= 2 | 10) = 0.055, P(X <= 1 | 10) = 0.011,
+// P(X <= 185 | 400) = 0.073, P(X <= 180 | 400) = 0.026.
+TEST(SignTest, TiedExactlyWhereTheBinomialTailIsAboveAlpha) {
+  EXPECT_TRUE(sign_test_tied(11, 30));
+  EXPECT_FALSE(sign_test_tied(10, 30));
+  EXPECT_TRUE(sign_test_tied(2, 10));
+  EXPECT_FALSE(sign_test_tied(1, 10));
+  EXPECT_TRUE(sign_test_tied(185, 400));
+  EXPECT_FALSE(sign_test_tied(180, 400));
+  EXPECT_TRUE(sign_test_tied(10, 30, 0.04));  // alpha is honoured
+  EXPECT_TRUE(sign_test_tied(30, 30));
+  EXPECT_FALSE(sign_test_tied(0, 0));    // no repetitions: nothing shown
+  EXPECT_FALSE(sign_test_tied(-1, 30));  // not measured
 }
 
 // Two backends whose truths cross: "rma" is cheaper per fetch, "collective" per byte. Every
@@ -145,6 +208,43 @@ TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
   EXPECT_LT(lsq.max_lost, 0.05);
   EXPECT_GT(lsq.speedup_over.at("rma"), 1.0);
   EXPECT_GT(lsq.speedup_over.at("collective"), 1.0);
+  EXPECT_EQ(lsq.tested, 0);  // no beats_best in these rows
+}
+
+// Where the grid has the paired counts: a pick that is measured 1% slower than the best counts
+// as not distinguishable from it when it won 14 of 30 repetitions, and not when it won 2.
+// (The flipped times distort the fits of the other folds too, so the exact count of right picks
+// is not asserted, only how the wrong ones are counted.)
+TEST(Selection, PicksThatTheSignTestCannotTellFromTheBestAreCounted) {
+  std::vector<FetchMeasurement> data;
+  for (const auto& f : grid()) {
+    if (f.ranks == 1) continue;
+    data.push_back({"rma", f, 20e-6 + f.batch * f.remote * f.bytes_mean / 2e9});
+    data.push_back({"collective", f,
+                    300e-6 * std::log2(f.ranks) + f.batch * f.remote * f.bytes_mean / 8e9 +
+                        f.batch * (1 - f.remote) * f.bytes_mean / 10e9});
+  }
+  // Two configurations where rma is far ahead (the models keep picking it) are measured as
+  // near-ties that collective wins by 1%.
+  int changed = 0;
+  for (size_t i = 0; i < data.size(); i += 2) {
+    FetchMeasurement &rma = data[i], &coll = data[i + 1];
+    rma.repetitions = coll.repetitions = 30;
+    const bool flip = changed < 2 && rma.seconds < 0.2 * coll.seconds;
+    if (flip) coll.seconds = rma.seconds / 1.01;
+    FetchMeasurement& slower = rma.seconds < coll.seconds ? coll : rma;
+    (rma.seconds < coll.seconds ? rma : coll).beats_best = 0;
+    slower.beats_best = flip ? (changed == 0 ? 14 : 2) : 0;
+    changed += flip ? 1 : 0;
+  }
+  ASSERT_EQ(changed, 2);
+  const SelectionReport rep = leave_one_configuration_out(data, FitMethod::kLeastSquares, 0, 0);
+  EXPECT_EQ(rep.tested, 36);
+  EXPECT_LE(rep.correct, 34);  // the two flipped configurations are picked wrong
+  // Of the wrong picks only the one that won 14 of 30 repetitions is not distinguishable from
+  // the best (the others, the flipped 2-of-30 one and any the distorted fits get wrong, won
+  // fewer than 11).
+  EXPECT_EQ(rep.indistinguishable, rep.correct + 1);
 }
 
 }  // namespace
