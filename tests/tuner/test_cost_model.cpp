@@ -191,9 +191,9 @@ TEST(SignTest, TiedExactlyWhereTheBinomialTailIsAboveAlpha) {
   EXPECT_FALSE(sign_test_tied(-1, 30));  // not measured
 }
 
-// Two backends whose truths cross: "rma" is cheaper per fetch, "collective" per byte. Every
-// held-out configuration's winner is predicted (the models have the right terms).
-TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
+// Two backends whose truths cross: "rma" is cheaper per fetch, "collective" per byte (rma then
+// collective for each configuration of more than one rank).
+std::vector<FetchMeasurement> crossing_truths() {
   std::vector<FetchMeasurement> data;
   for (const auto& f : grid()) {
     if (f.ranks == 1) continue;
@@ -202,6 +202,12 @@ TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
                     300e-6 * std::log2(f.ranks) + f.batch * f.remote * f.bytes_mean / 8e9 +
                         f.batch * (1 - f.remote) * f.bytes_mean / 10e9});
   }
+  return data;
+}
+
+// Every held-out configuration's winner is predicted (the models have the right terms).
+TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
+  const std::vector<FetchMeasurement> data = crossing_truths();
   const SelectionReport lsq = leave_one_configuration_out(data, FitMethod::kLeastSquares, 0, 0);
   EXPECT_EQ(lsq.configurations, 36);
   EXPECT_GE(lsq.accuracy, 0.97);
@@ -216,14 +222,7 @@ TEST(Selection, LeaveOneConfigurationOutPicksTheFastest) {
 // (The flipped times distort the fits of the other folds too, so the exact count of right picks
 // is not asserted, only how the wrong ones are counted.)
 TEST(Selection, PicksThatTheSignTestCannotTellFromTheBestAreCounted) {
-  std::vector<FetchMeasurement> data;
-  for (const auto& f : grid()) {
-    if (f.ranks == 1) continue;
-    data.push_back({"rma", f, 20e-6 + f.batch * f.remote * f.bytes_mean / 2e9});
-    data.push_back({"collective", f,
-                    300e-6 * std::log2(f.ranks) + f.batch * f.remote * f.bytes_mean / 8e9 +
-                        f.batch * (1 - f.remote) * f.bytes_mean / 10e9});
-  }
+  std::vector<FetchMeasurement> data = crossing_truths();
   // Two configurations where rma is far ahead (the models keep picking it) are measured as
   // near-ties that collective wins by 1%.
   int changed = 0;
