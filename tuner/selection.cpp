@@ -55,20 +55,17 @@ void mean_and_max(const std::map<std::string, std::vector<double>>& ratios,
   }
 }
 
-// Is `picked` the measured best of the configuration or not distinguishable from it? -1: the
-// rows do not say (no beats_best column).
+// Is `picked` the configuration's measured `best` (lowest median) or not distinguishable from
+// it? -1: the rows do not say (no beats_best column).
 int tied_with_best(const std::vector<FetchMeasurement>& data, const std::vector<size_t>& rows,
-                   const std::string& picked) {
-  const FetchMeasurement* best = nullptr;
+                   const std::string& picked, const std::string& best) {
   const FetchMeasurement* pick = nullptr;
   for (size_t i : rows) {
-    const FetchMeasurement& m = data[i];
-    if (m.beats_best < 0) return -1;
-    if (!best || m.seconds < best->seconds) best = &m;
-    if (m.backend == picked) pick = &m;
+    if (data[i].beats_best < 0) return -1;
+    if (data[i].backend == picked) pick = &data[i];
   }
   if (!pick) return -1;
-  return pick == best || sign_test_tied(pick->beats_best, pick->repetitions) ? 1 : 0;
+  return picked == best || sign_test_tied(pick->beats_best, pick->repetitions) ? 1 : 0;
 }
 
 }  // namespace
@@ -233,7 +230,7 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     else
       lost_wrong += lost;
     if (lost <= rep.tie_tolerance) ++rep.within_tolerance;
-    if (const int tied = tied_with_best(data, rows, picked); tied >= 0) {
+    if (const int tied = tied_with_best(data, rows, picked, best); tied >= 0) {
       ++rep.tested;
       rep.indistinguishable += tied;
     }
@@ -261,7 +258,7 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
       rep.online_correct += rest[online] == r_best ? 1 : 0;
       rep.online_within += lost <= rep.tie_tolerance ? 1 : 0;
       rep.online_max_lost = std::max(rep.online_max_lost, lost);
-      if (const int tied = tied_with_best(data, rows, online); tied >= 0) {
+      if (const int tied = tied_with_best(data, rows, online, best); tied >= 0) {
         ++rep.online_tested;
         rep.online_indistinguishable += tied;
       }
