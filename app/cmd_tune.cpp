@@ -18,9 +18,46 @@
 
 namespace ddgnn {
 
+namespace {
+
+// `--per-configuration`: one CSV row per configuration of a leave-one-configuration-out run.
+std::string per_configuration_rows(const std::string& method, const SelectionReport& rep,
+                                   const std::set<std::string>& backends, bool header) {
+  std::string out;
+  char buf[256];
+  if (header) {
+    out =
+        "method,ranks,ranks_per_node,cores_per_node,sample_bytes,batch,fraction_remote,best,"
+        "picked,online,lost";
+    for (const auto& b : backends) out += ",measured_" + b + ",predicted_" + b;
+    out += "\n";
+  }
+  for (const ConfigOutcome& c : rep.outcomes) {
+    const FetchFeatures& f = c.features;
+    std::snprintf(buf, sizeof buf, "%s,%g,%g,%g,%g,%g,%.4f,%s,%s,%s,%.4f", method.c_str(), f.ranks,
+                  f.ranks_per_node, f.cores_per_node, f.bytes_mean, f.batch, f.remote,
+                  c.best.c_str(), c.picked.c_str(), c.online.c_str(), c.lost);
+    out += buf;
+    for (const auto& b : backends) {
+      const auto m = c.measured.find(b);
+      const auto p = c.predicted.find(b);
+      if (m == c.measured.end())
+        out += ",,";
+      else {
+        std::snprintf(buf, sizeof buf, ",%.4e,%.4e", m->second, p->second);
+        out += buf;
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 Command add_tune_command(CLI::App& app) {
   struct Options {
-    std::string measurements, out, method = "both";
+    std::string measurements, out, method = "both", remeasured, per_configuration;
     std::vector<std::string> backends;
     int trials = 60;
     uint64_t seed = 0;
@@ -50,6 +87,13 @@ Command add_tune_command(CLI::App& app) {
       ->type_name("NAME ...");
   sub->add_option("--out", o->out, "write the models fitted on every row (JSON)")
       ->type_name("FILE.json");
+  sub->add_option("--remeasured", o->remeasured,
+                  "a second measurement of the same grid: report how often the two agree on the "
+                  "fastest backend (the ceiling of any selection) and judge the picks on it")
+      ->type_name("FILE.csv");
+  sub->add_option("--per-configuration", o->per_configuration,
+                  "write every configuration's measured and predicted times and picks (CSV)")
+      ->type_name("FILE.csv");
   return {
       sub, [o] {
         auto data = read_measurements(o->measurements, o->cores);
@@ -59,6 +103,22 @@ Command add_tune_command(CLI::App& app) {
         std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
         for (const auto& b : backends) std::printf(" %s", b.c_str());
         std::printf("\n");
+        std::vector<FetchMeasurement> again;
+        if (!o->remeasured.empty()) {
+          again = read_measurements(o->remeasured, o->cores);
+          if (!o->backends.empty()) again = only_backends(again, o->backends, o->remeasured);
+          const Agreement ceiling = measurements_agree(data, again, o->remeasured);
+          std::printf(
+              "remeasured (%s): the two measurements agree on the fastest backend in %d of %d "
+              "configurations (%.1f%%: the most any selection can be expected to score); the "
+              "first's fastest is within %.0f%% of the second's in %d (%.1f%%), time lost mean "
+              "%.1f%%, worst %.1f%%\n",
+              o->remeasured.c_str(), ceiling.same_best, ceiling.configurations,
+              100.0 * ceiling.same_best / ceiling.configurations, 100 * ceiling.tie_tolerance,
+              ceiling.within_tolerance, 100.0 * ceiling.within_tolerance / ceiling.configurations,
+              100 * ceiling.mean_lost, 100 * ceiling.max_lost);
+        }
+        std::string table;
         nlohmann::json models;
         for (const std::string method : {"tpe", "lsq"}) {
           if (o->method != "both" && o->method != method) continue;
@@ -115,6 +175,16 @@ Command add_tune_command(CLI::App& app) {
                   rep.online_indistinguishable, rep.online_tested,
                   100.0 * rep.online_indistinguishable / rep.online_tested);
           }
+          if (!again.empty()) {
+            const Agreement a = picks_agree(rep, again, o->remeasured);
+            std::printf(
+                "picks judged on the remeasurement: its fastest in %d of %d (%.1f%%), within "
+                "%.0f%% of it in %d (%.1f%%); time lost mean %.1f%%, worst %.1f%%\n",
+                a.same_best, a.configurations, 100.0 * a.same_best / a.configurations,
+                100 * a.tie_tolerance, a.within_tolerance,
+                100.0 * a.within_tolerance / a.configurations, 100 * a.mean_lost, 100 * a.max_lost);
+          }
+          table += per_configuration_rows(method, rep, backends, table.empty());
           models[method]["selection"] = {{"configurations", rep.configurations},
                                          {"correct", rep.correct},
                                          {"within_tolerance", rep.within_tolerance},
@@ -124,6 +194,7 @@ Command add_tune_command(CLI::App& app) {
                                          {"max_lost", rep.max_lost}};
         }
         if (!o->out.empty()) write_file_atomic(o->out, models.dump(2) + "\n");
+        if (!o->per_configuration.empty()) write_file_atomic(o->per_configuration, table);
         return 0;
       }};
 }

@@ -204,12 +204,13 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
       if (config_of(data[i]) != key) train.push_back(data[i]);
     std::string best, picked;
     double t_best = INFINITY, p_best = INFINITY;
-    std::map<std::string, double> measured;
+    std::map<std::string, double> measured, predicted;
     for (size_t i : rows) {
       const FetchMeasurement& m = data[i];
       CostModel model(m.backend);
       model.fit(train, method, trials, seed);
       const double p = model.predict(m.features);
+      predicted[m.backend] = p;
       errors[m.backend].push_back(std::abs(p - m.seconds) / m.seconds);
       measured[m.backend] = m.seconds;
       if (m.seconds < t_best) {
@@ -223,6 +224,13 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     }
     ++rep.configurations;
     const double lost = measured[picked] / t_best - 1;
+    ConfigOutcome outcome;
+    outcome.features = data[rows.front()].features;
+    outcome.best = best;
+    outcome.picked = picked;
+    outcome.measured = measured;
+    outcome.predicted = predicted;
+    outcome.lost = lost;
     rep.mean_lost += lost;
     rep.max_lost = std::max(rep.max_lost, lost);
     if (picked == best)
@@ -263,7 +271,9 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
         rep.online_indistinguishable += tied;
       }
       for (const auto& [b, t] : rest) online_slowdown[b].push_back(t / rest[online]);
+      outcome.online = online;
     }
+    rep.outcomes.push_back(std::move(outcome));
   }
   mean_and_max(online_slowdown, rep.online_speedup_over, rep.online_max_speedup_over);
   if (rep.configurations == 0)
@@ -276,6 +286,65 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
   for (const auto& [b, e] : errors) rep.held_out_mdape[b] = median(e);
   mean_and_max(slowdown, rep.speedup_over, rep.max_speedup_over);
   return rep;
+}
+
+namespace {
+
+// `picks` (configuration -> backend) judged on the times of `second`.
+Agreement judge_picks(const std::vector<std::pair<ConfigKey, std::string>>& picks,
+                      const std::vector<FetchMeasurement>& second, const std::string& second_path) {
+  std::map<ConfigKey, std::map<std::string, double>> times;
+  for (const auto& m : second) times[config_of(m)][m.backend] = m.seconds;
+  Agreement a;
+  for (const auto& [key, pick] : picks) {
+    const auto it = times.find(key);
+    if (it == times.end() || it->second.size() < 2 || !it->second.count(pick)) continue;
+    double fastest = INFINITY;
+    for (const auto& [b, t] : it->second) fastest = std::min(fastest, t);
+    const double lost = it->second.at(pick) / fastest - 1;
+    ++a.configurations;
+    a.same_best += lost == 0 ? 1 : 0;
+    a.within_tolerance += lost <= a.tie_tolerance ? 1 : 0;
+    a.mean_lost += lost;
+    a.max_lost = std::max(a.max_lost, lost);
+  }
+  if (a.configurations == 0)
+    throw DataError(second_path +
+                        ": no configuration in common with the fitted grid (same ranks, ranks per "
+                        "node, cores, sample size and batch, two or more backends)",
+                    "measure the same grid again with the same ddgnn bench-loader commands");
+  a.mean_lost /= a.configurations;
+  return a;
+}
+
+}  // namespace
+
+Agreement measurements_agree(const std::vector<FetchMeasurement>& first,
+                             const std::vector<FetchMeasurement>& second,
+                             const std::string& second_path) {
+  std::map<ConfigKey, std::pair<std::string, double>> fastest;
+  std::map<ConfigKey, int> count;
+  for (const auto& m : first) {
+    const ConfigKey key = config_of(m);
+    ++count[key];
+    auto [it, fresh] = fastest.try_emplace(key, m.backend, m.seconds);
+    if (!fresh && m.seconds < it->second.second) it->second = {m.backend, m.seconds};
+  }
+  std::vector<std::pair<ConfigKey, std::string>> picks;
+  for (const auto& [key, best] : fastest)
+    if (count[key] >= 2) picks.emplace_back(key, best.first);
+  return judge_picks(picks, second, second_path);
+}
+
+Agreement picks_agree(const SelectionReport& report, const std::vector<FetchMeasurement>& second,
+                      const std::string& second_path) {
+  std::vector<std::pair<ConfigKey, std::string>> picks;
+  for (const auto& o : report.outcomes) {
+    FetchMeasurement m;
+    m.features = o.features;
+    picks.emplace_back(config_of(m), o.picked);
+  }
+  return judge_picks(picks, second, second_path);
 }
 
 std::map<std::string, CostModel> read_cost_models(const std::string& path,

@@ -39,6 +39,15 @@ std::map<std::string, CostModel> read_cost_models(const std::string& path,
 // (one-sided: the data do not show it to be slower in most repetitions). False when n < 1.
 bool sign_test_tied(int beats, int n, double alpha = 0.05);
 
+// One configuration of a leave-one-configuration-out run: what was measured, predicted, picked.
+struct ConfigOutcome {
+  FetchFeatures features;
+  std::string best, picked;  // the lowest measured median; the lowest prediction
+  std::string online;        // the replayed online switcher's pick ("" where not replayed)
+  std::map<std::string, double> measured, predicted;  // seconds per batch, by backend
+  double lost = 0;                                    // t(picked) / t(best) - 1
+};
+
 struct SelectionReport {
   int configurations = 0, correct = 0;
   double accuracy = 0;  // correct / configurations
@@ -61,6 +70,7 @@ struct SelectionReport {
   int online_tested = 0, online_indistinguishable = 0;
   double online_max_lost = 0;
   std::map<std::string, double> online_speedup_over, online_max_speedup_over;
+  std::vector<ConfigOutcome> outcomes;  // one per configuration counted, in the grid's order
 };
 
 // Fits every backend's model on all configurations but one, predicts the left-out one, and
@@ -68,5 +78,27 @@ struct SelectionReport {
 // measured with at least two backends count.
 SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
                                             FitMethod method, int trials, uint64_t seed);
+
+// Picks judged on another measurement of the same configurations (`ddgnn tune --remeasured`).
+struct Agreement {
+  int configurations = 0;  // configurations both have, with the picked backend measured again
+  int same_best = 0;       // the pick is the remeasurement's fastest
+  int within_tolerance = 0;
+  double tie_tolerance = 0.05;
+  double mean_lost = 0, max_lost = 0;  // t(pick) / t(fastest) - 1 in the remeasurement
+};
+
+// How often two measurements of one grid agree on the fastest backend: `first`'s fastest judged
+// on `second`'s times. No selection can be expected to agree with a measurement more often than
+// the measurement agrees with itself: this is the ceiling of the selection accuracy. DataError
+// naming `second_path` when the two share no configuration measured with two or more backends.
+Agreement measurements_agree(const std::vector<FetchMeasurement>& first,
+                             const std::vector<FetchMeasurement>& second,
+                             const std::string& second_path);
+
+// The predicted picks of `report` (fitted on one measurement) judged on `second`'s times: held
+// out in the configuration and in the measurement. DataError as above.
+Agreement picks_agree(const SelectionReport& report, const std::vector<FetchMeasurement>& second,
+                      const std::string& second_path);
 
 }  // namespace ddgnn

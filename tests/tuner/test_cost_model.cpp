@@ -1,7 +1,8 @@
 // tuner/cost_model and tuner/selection: both fits recover a linear model from exact data; on a
 // non-linear (contention) truth TPE predicts held-out points better than least squares; too few
 // points, and each kind of bad measurements file, are clear errors; leave-one-configuration-out
-// picks the fastest backend when the models can tell; the paired sign test for near-ties.
+// picks the fastest backend when the models can tell; the paired sign test for near-ties; picks
+// and a measurement judged on a second measurement of the grid.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -244,6 +245,63 @@ TEST(Selection, PicksThatTheSignTestCannotTellFromTheBestAreCounted) {
   // the best (the others, the flipped 2-of-30 one and any the distorted fits get wrong, won
   // fewer than 11).
   EXPECT_EQ(rep.indistinguishable, rep.correct + 1);
+}
+
+// A second measurement of the same grid: where it agrees on every fastest backend the ceiling is
+// all configurations; one configuration whose order flips (by 2%) is one disagreement, lost 2%.
+// The held-out picks are judged on the second measurement the same way, and a second
+// measurement with no configuration in common is an error naming its file.
+TEST(Selection, PicksAndTheMeasurementItselfAreJudgedOnARemeasurement) {
+  const std::vector<FetchMeasurement> first = crossing_truths();
+  std::vector<FetchMeasurement> second = first;
+  const Agreement same = measurements_agree(first, second, "again.csv");
+  EXPECT_EQ(same.configurations, 36);
+  EXPECT_EQ(same.same_best, 36);
+  EXPECT_EQ(same.max_lost, 0.0);
+  // Flip the first configuration: the first measurement's fastest is now 2% slower.
+  FetchMeasurement &a = second[0], &b = second[1];
+  FetchMeasurement& fast = a.seconds < b.seconds ? a : b;
+  FetchMeasurement& slow = a.seconds < b.seconds ? b : a;
+  fast.seconds = slow.seconds * 1.02;
+  const Agreement flipped = measurements_agree(first, second, "again.csv");
+  EXPECT_EQ(flipped.configurations, 36);
+  EXPECT_EQ(flipped.same_best, 35);
+  EXPECT_EQ(flipped.within_tolerance, 36);
+  EXPECT_NEAR(flipped.max_lost, 0.02, 1e-12);
+  EXPECT_NEAR(flipped.mean_lost, 0.02 / 36, 1e-12);
+
+  const SelectionReport rep = leave_one_configuration_out(first, FitMethod::kLeastSquares, 0, 0);
+  ASSERT_EQ(rep.outcomes.size(), 36u);
+  for (const ConfigOutcome& o : rep.outcomes) {
+    EXPECT_EQ(o.measured.size(), 2u);
+    EXPECT_EQ(o.predicted.size(), 2u);
+    EXPECT_EQ(o.lost, o.measured.at(o.picked) / o.measured.at(o.best) - 1);
+  }
+  const Agreement on_first = picks_agree(rep, first, "first.csv");
+  EXPECT_EQ(on_first.same_best, rep.correct);
+  const Agreement on_second = picks_agree(rep, second, "again.csv");
+  EXPECT_EQ(on_second.configurations, 36);
+  // Only the flipped configuration's pick is judged differently: right before means wrong now.
+  const ConfigOutcome* flipped_pick = nullptr;
+  for (const ConfigOutcome& o : rep.outcomes)
+    if (o.features.ranks == a.features.ranks && o.features.bytes_mean == a.features.bytes_mean &&
+        o.features.batch == a.features.batch)
+      flipped_pick = &o;
+  ASSERT_NE(flipped_pick, nullptr);
+  const bool was_right = flipped_pick->picked == flipped_pick->best;
+  EXPECT_EQ(on_second.same_best, on_first.same_best + (was_right ? -1 : 1));
+
+  std::vector<FetchMeasurement> elsewhere = first;
+  for (auto& m : elsewhere) m.features.batch *= 3;
+  try {
+    measurements_agree(first, elsewhere, "other_grid.csv");
+    FAIL() << "no configuration in common was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("other_grid.csv: no configuration in common"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(picks_agree(rep, elsewhere, "other_grid.csv"), DataError);
 }
 
 }  // namespace
