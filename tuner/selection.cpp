@@ -30,9 +30,16 @@ std::vector<std::string> split_csv(const std::string& line) {
 using ConfigKey = std::tuple<double, double, double, double, double>;
 
 // Everything but the backend (the memcpy figure belongs to a run of the grid, not a setting).
-ConfigKey config_of(const FetchMeasurement& m) {
-  const FetchFeatures& f = m.features;
+ConfigKey config_of(const FetchFeatures& f) {
   return {f.ranks, f.ranks_per_node, f.cores_per_node, f.bytes_mean, f.batch};
+}
+
+// Measured seconds per batch by configuration and backend.
+std::map<ConfigKey, std::map<std::string, double>> times_by_config(
+    const std::vector<FetchMeasurement>& data) {
+  std::map<ConfigKey, std::map<std::string, double>> times;
+  for (const auto& m : data) times[config_of(m.features)][m.backend] = m.seconds;
+  return times;
 }
 
 double median(std::vector<double> v) {
@@ -189,7 +196,7 @@ std::vector<FetchMeasurement> only_backends(const std::vector<FetchMeasurement>&
 SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
                                             FitMethod method, int trials, uint64_t seed) {
   std::map<ConfigKey, std::vector<size_t>> configs;
-  for (size_t i = 0; i < data.size(); ++i) configs[config_of(data[i])].push_back(i);
+  for (size_t i = 0; i < data.size(); ++i) configs[config_of(data[i].features)].push_back(i);
   std::set<std::string> backends;
   for (const auto& m : data) backends.insert(m.backend);
   SelectionReport rep;
@@ -201,7 +208,7 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     if (here.size() < 2) continue;
     std::vector<FetchMeasurement> train;
     for (size_t i = 0; i < data.size(); ++i)
-      if (config_of(data[i]) != key) train.push_back(data[i]);
+      if (config_of(data[i].features) != key) train.push_back(data[i]);
     std::string best, picked;
     double t_best = INFINITY, p_best = INFINITY;
     std::map<std::string, double> measured, predicted;
@@ -293,8 +300,7 @@ namespace {
 // `picks` (configuration -> backend) judged on the times of `second`.
 Agreement judge_picks(const std::vector<std::pair<ConfigKey, std::string>>& picks,
                       const std::vector<FetchMeasurement>& second, const std::string& second_path) {
-  std::map<ConfigKey, std::map<std::string, double>> times;
-  for (const auto& m : second) times[config_of(m)][m.backend] = m.seconds;
+  const auto times = times_by_config(second);
   Agreement a;
   for (const auto& [key, pick] : picks) {
     const auto it = times.find(key);
@@ -322,28 +328,19 @@ Agreement judge_picks(const std::vector<std::pair<ConfigKey, std::string>>& pick
 Agreement measurements_agree(const std::vector<FetchMeasurement>& first,
                              const std::vector<FetchMeasurement>& second,
                              const std::string& second_path) {
-  std::map<ConfigKey, std::pair<std::string, double>> fastest;
-  std::map<ConfigKey, int> count;
-  for (const auto& m : first) {
-    const ConfigKey key = config_of(m);
-    ++count[key];
-    auto [it, fresh] = fastest.try_emplace(key, m.backend, m.seconds);
-    if (!fresh && m.seconds < it->second.second) it->second = {m.backend, m.seconds};
-  }
   std::vector<std::pair<ConfigKey, std::string>> picks;
-  for (const auto& [key, best] : fastest)
-    if (count[key] >= 2) picks.emplace_back(key, best.first);
+  for (const auto& [key, times] : times_by_config(first))
+    if (times.size() >= 2)
+      picks.emplace_back(key, std::min_element(times.begin(), times.end(), [](auto& x, auto& y) {
+                                return x.second < y.second;
+                              })->first);
   return judge_picks(picks, second, second_path);
 }
 
 Agreement picks_agree(const SelectionReport& report, const std::vector<FetchMeasurement>& second,
                       const std::string& second_path) {
   std::vector<std::pair<ConfigKey, std::string>> picks;
-  for (const auto& o : report.outcomes) {
-    FetchMeasurement m;
-    m.features = o.features;
-    picks.emplace_back(config_of(m), o.picked);
-  }
+  for (const auto& o : report.outcomes) picks.emplace_back(config_of(o.features), o.picked);
   return judge_picks(picks, second, second_path);
 }
 

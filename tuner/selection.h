@@ -70,7 +70,7 @@ struct SelectionReport {
   int online_tested = 0, online_indistinguishable = 0;
   double online_max_lost = 0;
   std::map<std::string, double> online_speedup_over, online_max_speedup_over;
-  std::vector<ConfigOutcome> outcomes;  // one per configuration counted, in the grid's order
+  std::vector<ConfigOutcome> outcomes;  // one per configuration counted, ordered by configuration
 };
 
 // Fits every backend's model on all configurations but one, predicts the left-out one, and
