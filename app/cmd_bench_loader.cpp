@@ -38,6 +38,10 @@ Command add_bench_loader_command(CLI::App& app) {
                   "fewer repetitions (down to 10) where a cell would take longer")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--max-batch-mib", o->max_batch_mib,
+                  "skip the cells whose batch (batch size × sample bytes) is larger")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   return {sub, [o] {
             return run_under_mpi([&](const MpiEnvironment&) {
               for (int64_t s : o->sample_bytes)

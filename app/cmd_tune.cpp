@@ -53,6 +53,15 @@ std::string per_configuration_rows(const std::string& method, const SelectionRep
   return out;
 }
 
+// The configurations where `auto` has a choice to make (SelectionReport::exchanging), reported
+// apart when the grid also has some where it has none (one rank).
+constexpr const char* kExchanging =
+    "exchanging samples (fraction remote > 0; on one rank auto resolves to replicated)";
+
+bool some_not_exchanging(int exchanging, int configurations) {
+  return exchanging > 0 && exchanging < configurations;
+}
+
 }  // namespace
 
 Command add_tune_command(CLI::App& app) {
@@ -117,6 +126,11 @@ Command add_tune_command(CLI::App& app) {
               100.0 * ceiling.same_best / ceiling.configurations, 100 * ceiling.tie_tolerance,
               ceiling.within_tolerance, 100.0 * ceiling.within_tolerance / ceiling.configurations,
               100 * ceiling.mean_lost, 100 * ceiling.max_lost);
+          if (some_not_exchanging(ceiling.exchanging, ceiling.configurations))
+            std::printf("  %s: agree in %d of %d (%.1f%%), within %.0f%% in %d\n", kExchanging,
+                        ceiling.exchanging_same_best, ceiling.exchanging,
+                        100.0 * ceiling.exchanging_same_best / ceiling.exchanging,
+                        100 * ceiling.tie_tolerance, ceiling.exchanging_within);
         }
         std::string table;
         nlohmann::json models;
@@ -143,6 +157,11 @@ Command add_tune_command(CLI::App& app) {
               "mean %.1f%%, worst %.1f%%, mean when wrong %.1f%%\n",
               rep.correct, rep.configurations, 100 * rep.accuracy, 100 * rep.mean_lost,
               100 * rep.max_lost, 100 * rep.mean_lost_wrong);
+          if (some_not_exchanging(rep.exchanging, rep.configurations))
+            std::printf("  %s: %d of %d right (%.1f%%), within %.0f%% in %d\n", kExchanging,
+                        rep.exchanging_correct, rep.exchanging,
+                        100.0 * rep.exchanging_correct / rep.exchanging, 100 * rep.tie_tolerance,
+                        rep.exchanging_within);
           std::printf(
               "picks within %.0f%% of the measured best (near-ties count): %d of %d "
               "(%.1f%%)\n",
@@ -161,10 +180,16 @@ Command add_tune_command(CLI::App& app) {
             std::printf(
                 "auto replayed (picks by the first repetitions, judged on the others): best "
                 "%d of %d, within %.0f%% of the best %d of %d (%.1f%%), worst %.1f%% "
-                "slower\nauto vs always one backend (mean / largest time ratio):",
+                "slower\n",
                 rep.online_correct, rep.online_configurations, 100 * rep.tie_tolerance,
                 rep.online_within, rep.online_configurations,
                 100.0 * rep.online_within / rep.online_configurations, 100 * rep.online_max_lost);
+            if (some_not_exchanging(rep.online_exchanging, rep.online_configurations))
+              std::printf("  %s: auto within %.0f%% of the best in %d of %d (%.1f%%)\n",
+                          kExchanging, 100 * rep.tie_tolerance, rep.online_exchanging_within,
+                          rep.online_exchanging,
+                          100.0 * rep.online_exchanging_within / rep.online_exchanging);
+            std::printf("auto vs always one backend (mean / largest time ratio):");
             for (const auto& [b, x] : rep.online_speedup_over)
               std::printf("  %s %.2fx / %.2fx", b.c_str(), x, rep.online_max_speedup_over.at(b));
             std::printf("\n");
@@ -183,6 +208,11 @@ Command add_tune_command(CLI::App& app) {
                 a.same_best, a.configurations, 100.0 * a.same_best / a.configurations,
                 100 * a.tie_tolerance, a.within_tolerance,
                 100.0 * a.within_tolerance / a.configurations, 100 * a.mean_lost, 100 * a.max_lost);
+            if (some_not_exchanging(a.exchanging, a.configurations))
+              std::printf("  %s: its fastest in %d of %d (%.1f%%), within %.0f%% in %d\n",
+                          kExchanging, a.exchanging_same_best, a.exchanging,
+                          100.0 * a.exchanging_same_best / a.exchanging, 100 * a.tie_tolerance,
+                          a.exchanging_within);
           }
           table += per_configuration_rows(method, rep, backends, table.empty());
           models[method]["selection"] = {{"configurations", rep.configurations},
@@ -190,6 +220,8 @@ Command add_tune_command(CLI::App& app) {
                                          {"within_tolerance", rep.within_tolerance},
                                          {"indistinguishable", rep.indistinguishable},
                                          {"tested", rep.tested},
+                                         {"exchanging", rep.exchanging},
+                                         {"exchanging_correct", rep.exchanging_correct},
                                          {"mean_lost", rep.mean_lost},
                                          {"max_lost", rep.max_lost}};
         }

@@ -140,7 +140,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
         for (size_t b = 0; b < nb; ++b) fetchers[b]->fetch(all.data(), int64_t(all.size()), f);
       }
     }
-    // The cells of this sample size (a batch at most 256 MiB) are measured together: every
+    // The cells of this sample size (a batch at most max_batch_mib) are measured together: every
     // repetition visits each cell in turn, so that a cell's repetitions are spread over the
     // whole measurement instead of a few milliseconds that one disturbance of the machine (a
     // descheduled rank, another process) can cover. Within a cell the backends take turns in an
@@ -157,7 +157,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     };
     std::vector<Cell> cells;
     for (const int64_t batch : options.batch_sizes) {
-      if (batch * sample > (int64_t(256) << 20)) continue;  // keep a batch under 256 MiB
+      if (batch * sample > (options.max_batch_mib << 20)) continue;
       // Every rank of the group measures (and the collective backends need all of them).
       cells.push_back({batch, std::mt19937_64(uint64_t(world_rank) * 7919 + uint64_t(batch)),
                        std::vector<int64_t>(size_t(batch)), Fetched{},

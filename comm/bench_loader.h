@@ -35,6 +35,8 @@ struct LoaderBenchOptions {
   // would take longer than max_seconds_per_cell (1 MiB records in batches of 256 on 8 ranks).
   int repetitions = 30;
   double max_seconds_per_cell = 20.0;
+  // Cells whose batch (batch × sample bytes) is larger are not measured.
+  int64_t max_batch_mib = 256;
 };
 
 // Runs the grid; rank 0 prints a table (and writes the CSV). Returns the rows written.

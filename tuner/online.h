@@ -5,8 +5,9 @@
 //
 // Exploration: for `explore_batches` steps every candidate fetches the step's batch (the same
 // ids, in an order rotated every step so that none always comes first with a cold cache); one
-// result is used. Decision: the candidate with the lowest median time, unless the current one
-// is within `switch_margin` of it (no flapping between near-ties). The times go to the models:
+// result is used. Decision: the candidate with the lowest median time, unless the backend that
+// has been serving is within `switch_margin` of it (no flapping between near-ties; at the first
+// decision none has served, and the fastest is taken). The times go to the models:
 // with prior cost models (ddgnn tune --out) each backend's model is scaled by its measured /
 // predicted ratio (calibration); without, a backend's prediction is its measured time per batch
 // byte times the batch's bytes. At a re-exploration, candidates whose calibrated prediction is
@@ -39,7 +40,8 @@ struct OnlineOptions {
 };
 
 struct OnlineDecision {
-  std::string backend, previous, reason;
+  std::string backend, reason;
+  std::string previous;  // the backend served until this decision ("" at the first)
   std::map<std::string, double> measured;   // median seconds per batch (slowest rank)
   std::map<std::string, double> predicted;  // the models' prediction before calibration (NAN: none)
 };
@@ -93,6 +95,7 @@ class OnlineTuner {
   std::string m_current;
   bool m_exploring = true;
   bool m_rebase = false;  // the first check after a decision calibrates instead of checking
+  bool m_served = false;  // a decision has been made (m_current has served batches)
 };
 
 }  // namespace ddgnn

@@ -231,6 +231,8 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     }
     ++rep.configurations;
     const double lost = measured[picked] / t_best - 1;
+    bool exchanging = false;
+    for (size_t i : rows) exchanging = exchanging || data[i].features.remote > 0;
     ConfigOutcome outcome;
     outcome.features = data[rows.front()].features;
     outcome.best = best;
@@ -245,6 +247,11 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     else
       lost_wrong += lost;
     if (lost <= rep.tie_tolerance) ++rep.within_tolerance;
+    if (exchanging) {
+      ++rep.exchanging;
+      rep.exchanging_correct += picked == best ? 1 : 0;
+      rep.exchanging_within += lost <= rep.tie_tolerance ? 1 : 0;
+    }
     if (const int tied = tied_with_best(data, rows, picked, best); tied >= 0) {
       ++rep.tested;
       rep.indistinguishable += tied;
@@ -273,6 +280,10 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
       rep.online_correct += rest[online] == r_best ? 1 : 0;
       rep.online_within += lost <= rep.tie_tolerance ? 1 : 0;
       rep.online_max_lost = std::max(rep.online_max_lost, lost);
+      if (exchanging) {
+        ++rep.online_exchanging;
+        rep.online_exchanging_within += lost <= rep.tie_tolerance ? 1 : 0;
+      }
       if (const int tied = tied_with_best(data, rows, online, best); tied >= 0) {
         ++rep.online_tested;
         rep.online_indistinguishable += tied;
@@ -301,6 +312,9 @@ namespace {
 Agreement judge_picks(const std::vector<std::pair<ConfigKey, std::string>>& picks,
                       const std::vector<FetchMeasurement>& second, const std::string& second_path) {
   const auto times = times_by_config(second);
+  std::set<ConfigKey> exchanging;
+  for (const auto& m : second)
+    if (m.features.remote > 0) exchanging.insert(config_of(m.features));
   Agreement a;
   for (const auto& [key, pick] : picks) {
     const auto it = times.find(key);
@@ -311,6 +325,11 @@ Agreement judge_picks(const std::vector<std::pair<ConfigKey, std::string>>& pick
     ++a.configurations;
     a.same_best += lost == 0 ? 1 : 0;
     a.within_tolerance += lost <= a.tie_tolerance ? 1 : 0;
+    if (exchanging.count(key)) {
+      ++a.exchanging;
+      a.exchanging_same_best += lost == 0 ? 1 : 0;
+      a.exchanging_within += lost <= a.tie_tolerance ? 1 : 0;
+    }
     a.mean_lost += lost;
     a.max_lost = std::max(a.max_lost, lost);
   }

@@ -69,6 +69,12 @@ struct SelectionReport {
   int online_configurations = 0, online_correct = 0, online_within = 0;
   int online_tested = 0, online_indistinguishable = 0;
   double online_max_lost = 0;
+  // The same counts over the configurations that exchange samples between ranks (fraction
+  // remote > 0). On one rank every backend copies the batch from local memory (the backends
+  // differ by a fixed overhead of a few µs, so above a few KiB per batch the measured fastest is
+  // the noise) and `auto` makes no choice there: it resolves to replicated without exploring.
+  int exchanging = 0, exchanging_correct = 0, exchanging_within = 0;
+  int online_exchanging = 0, online_exchanging_within = 0;
   std::map<std::string, double> online_speedup_over, online_max_speedup_over;
   std::vector<ConfigOutcome> outcomes;  // one per configuration counted, ordered by configuration
 };
@@ -86,6 +92,8 @@ struct Agreement {
   int within_tolerance = 0;
   double tie_tolerance = 0.05;
   double mean_lost = 0, max_lost = 0;  // t(pick) / t(fastest) - 1 in the remeasurement
+  // The same two counts over the configurations that exchange samples (see SelectionReport).
+  int exchanging = 0, exchanging_same_best = 0, exchanging_within = 0;
 };
 
 // How often two measurements of one grid agree on the fastest backend: `first`'s fastest judged

@@ -304,5 +304,49 @@ TEST(Selection, PicksAndTheMeasurementItselfAreJudgedOnARemeasurement) {
   EXPECT_THROW(picks_agree(rep, elsewhere, "other_grid.csv"), DataError);
 }
 
+// One-rank configurations (fraction remote 0: both backends copy locally, `auto` does not run)
+// are counted apart: a remeasurement that flips their near-tied order changes the overall
+// agreement and not the count over the configurations that exchange samples.
+TEST(Selection, ConfigurationsThatExchangeNoSampleAreCountedApart) {
+  std::vector<FetchMeasurement> first = crossing_truths();
+  for (const auto& f : grid()) {
+    if (f.ranks != 1) continue;
+    first.push_back({"rma", f, 20e-6 + f.batch * f.bytes_mean / 10e9});
+    first.push_back({"collective", f, 21e-6 + f.batch * f.bytes_mean / 10e9});
+  }
+  std::vector<FetchMeasurement> second = first;
+  for (auto& m : second)
+    if (m.features.ranks == 1 && m.backend == "collective") m.seconds *= 0.99;  // now faster
+  const Agreement a = measurements_agree(first, second, "again.csv");
+  EXPECT_EQ(a.configurations, 48);
+  EXPECT_EQ(a.exchanging, 36);
+  EXPECT_EQ(a.exchanging_same_best, 36);
+  EXPECT_EQ(a.exchanging_within, 36);
+  // On one rank rma's fixed 1 us lead survives collective's 1% cut only where a batch takes
+  // under 100 us (the small batches); elsewhere the remeasurement's fastest is collective.
+  int one_rank_still_rma = 0;
+  for (const auto& f : grid())
+    if (f.ranks == 1 &&
+        (20e-6 + f.batch * f.bytes_mean / 10e9) < 0.99 * (21e-6 + f.batch * f.bytes_mean / 10e9))
+      ++one_rank_still_rma;
+  EXPECT_EQ(a.same_best, 36 + one_rank_still_rma);
+  EXPECT_LT(a.same_best, 48);
+
+  const SelectionReport rep = leave_one_configuration_out(first, FitMethod::kLeastSquares, 0, 0);
+  EXPECT_EQ(rep.configurations, 48);
+  EXPECT_EQ(rep.exchanging, 36);
+  int right = 0, within = 0;
+  for (const ConfigOutcome& o : rep.outcomes)
+    if (o.features.remote > 0) {
+      right += o.picked == o.best ? 1 : 0;
+      within += o.lost <= rep.tie_tolerance ? 1 : 0;
+    }
+  EXPECT_EQ(rep.exchanging_correct, right);
+  EXPECT_EQ(rep.exchanging_within, within);
+  const Agreement picks = picks_agree(rep, second, "again.csv");
+  EXPECT_EQ(picks.exchanging, 36);
+  EXPECT_EQ(rep.online_exchanging, 0);  // no explore/rest times in these rows
+}
+
 }  // namespace
 }  // namespace ddgnn
