@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "tuner/cost_model.h"
+#include "tuner/online.h"
 #include "tuner/selection.h"
 
 namespace ddgnn {
@@ -112,6 +113,11 @@ Command add_tune_command(CLI::App& app) {
         std::printf("%s: %zu measurements, backends:", o->measurements.c_str(), data.size());
         for (const auto& b : backends) std::printf(" %s", b.c_str());
         std::printf("\n");
+        // The replayed switcher starts from the first candidate, as `ddgnn train` does: shm in
+        // the default candidate list, else the first of --backends.
+        const std::string incumbent = !o->backends.empty()    ? o->backends.front()
+                                      : backends.count("shm") ? "shm"
+                                                              : "";
         std::vector<FetchMeasurement> again;
         if (!o->remeasured.empty()) {
           again = read_measurements(o->remeasured, o->cores);
@@ -139,7 +145,8 @@ Command add_tune_command(CLI::App& app) {
           const FitMethod m = method == "tpe" ? FitMethod::kTpe : FitMethod::kLeastSquares;
           std::printf("\n== %s ==\n%-11s %12s %12s\n", method == "tpe" ? "TPE" : "least squares",
                       "backend", "MdAPE fit", "MdAPE held");
-          const SelectionReport rep = leave_one_configuration_out(data, m, o->trials, o->seed);
+          const SelectionReport rep =
+              leave_one_configuration_out(data, m, o->trials, o->seed, incumbent);
           for (const auto& b : backends) {
             CostModel model(b);
             model.fit(data, m, o->trials, o->seed);
@@ -157,11 +164,18 @@ Command add_tune_command(CLI::App& app) {
               "mean %.1f%%, worst %.1f%%, mean when wrong %.1f%%\n",
               rep.correct, rep.configurations, 100 * rep.accuracy, 100 * rep.mean_lost,
               100 * rep.max_lost, 100 * rep.mean_lost_wrong);
+          std::printf(
+              "  the baseline, always %s (the most often fastest): right in %d of %d (%.1f%%)\n",
+              rep.always.c_str(), rep.always_correct, rep.configurations,
+              100.0 * rep.always_correct / rep.configurations);
           if (some_not_exchanging(rep.exchanging, rep.configurations))
-            std::printf("  %s: %d of %d right (%.1f%%), within %.0f%% in %d\n", kExchanging,
-                        rep.exchanging_correct, rep.exchanging,
-                        100.0 * rep.exchanging_correct / rep.exchanging, 100 * rep.tie_tolerance,
-                        rep.exchanging_within);
+            std::printf(
+                "  %s: %d of %d right (%.1f%%), within %.0f%% in %d; always %s: right in %d "
+                "(%.1f%%)\n",
+                kExchanging, rep.exchanging_correct, rep.exchanging,
+                100.0 * rep.exchanging_correct / rep.exchanging, 100 * rep.tie_tolerance,
+                rep.exchanging_within, rep.always_exchanging.c_str(), rep.always_exchanging_correct,
+                100.0 * rep.always_exchanging_correct / rep.exchanging);
           std::printf(
               "picks within %.0f%% of the measured best (near-ties count): %d of %d "
               "(%.1f%%)\n",
@@ -178,9 +192,11 @@ Command add_tune_command(CLI::App& app) {
           std::printf("\n");
           if (rep.online_configurations > 0) {
             std::printf(
-                "auto replayed (picks by the first repetitions, judged on the others): best "
+                "auto replayed (picks by the first repetitions, %s kept unless beaten by %.0f%%, "
+                "judged on the others): best "
                 "%d of %d, within %.0f%% of the best %d of %d (%.1f%%), worst %.1f%% "
                 "slower\n",
+                incumbent.empty() ? "none" : incumbent.c_str(), 100 * OnlineOptions{}.switch_margin,
                 rep.online_correct, rep.online_configurations, 100 * rep.tie_tolerance,
                 rep.online_within, rep.online_configurations,
                 100.0 * rep.online_within / rep.online_configurations, 100 * rep.online_max_lost);
@@ -222,6 +238,8 @@ Command add_tune_command(CLI::App& app) {
                                          {"tested", rep.tested},
                                          {"exchanging", rep.exchanging},
                                          {"exchanging_correct", rep.exchanging_correct},
+                                         {"always", rep.always},
+                                         {"always_correct", rep.always_correct},
                                          {"mean_lost", rep.mean_lost},
                                          {"max_lost", rep.max_lost}};
         }

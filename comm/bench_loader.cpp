@@ -144,9 +144,12 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     // repetition visits each cell in turn, so that a cell's repetitions are spread over the
     // whole measurement instead of a few milliseconds that one disturbance of the machine (a
     // descheduled rank, another process) can cover. Within a cell the backends take turns in an
-    // order rotated per repetition, each with ids of its own: with the same ids, the first
-    // backend brought the records into the cache for the others, and the order, not the
-    // backend, decided which one was faster in a repetition.
+    // order shuffled per repetition (the same on every rank), each with ids of its own: with the
+    // same ids, the first backend brought the records into the cache for the others, and the
+    // order, not the backend, decided which one was faster in a repetition. A rotated order was
+    // not enough: it gives every backend the same predecessor in every repetition, and
+    // collective, which always followed rma over the same store, found a batch of 16 MiB on
+    // one rank 10-20% warmer than rma did (which followed replicated's separate copy).
     struct Cell {
       int64_t batch;
       std::mt19937_64 rng;
@@ -168,11 +171,14 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     // Two warm-up repetitions, then as many as asked, fewer (down to kMinRepetitions) where
     // that many would take a cell past its time budget on average; every rank agrees.
     int reps = 0;
+    std::mt19937_64 order_rng{static_cast<uint64_t>(sample)};  // seeded alike on every rank
+    std::vector<size_t> order(nb);
     for (int rep = -2; rep < reps; ++rep) {
       double round_s = 0;
       for (Cell& c : cells) {
-        for (size_t j = 0; j < nb; ++j) {
-          const size_t b = (j + size_t(rep + 2)) % nb;
+        for (size_t j = 0; j < nb; ++j) order[j] = j;
+        std::shuffle(order.begin(), order.end(), order_rng);
+        for (const size_t b : order) {
           for (auto& id : c.ids) id = pick(c.rng);
           MPI_Barrier(group.comm());
           const auto t0 = Clock::now();

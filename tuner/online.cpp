@@ -67,9 +67,7 @@ void OnlineTuner::explore(const FetchFeatures& features, double current_s) {
 OnlineDecision OnlineTuner::decide(const std::map<std::string, std::vector<double>>& times,
                                    const FetchFeatures& features, const std::string& reason) {
   OnlineDecision d;
-  // Before the first decision no backend has served: candidates.front() is only a placeholder,
-  // and letting it keep near-ties would favour the first-listed candidate for no measured reason.
-  if (m_served) d.previous = m_current;
+  d.previous = m_current;
   d.reason = reason;
   for (const auto& [backend, t] : times) {
     const double m = median_seconds(t);
@@ -84,11 +82,10 @@ OnlineDecision OnlineTuner::decide(const std::map<std::string, std::vector<doubl
   auto best = std::min_element(d.measured.begin(), d.measured.end(),
                                [](const auto& a, const auto& b) { return a.second < b.second; });
   const auto cur = d.measured.find(m_current);
-  const bool keep = m_served && cur != d.measured.end() &&
-                    cur->second <= best->second * (1.0 + m_options.switch_margin);
+  const bool keep =
+      cur != d.measured.end() && cur->second <= best->second * (1.0 + m_options.switch_margin);
   d.backend = keep ? m_current : best->first;
   m_current = d.backend;
-  m_served = true;
   m_exploring = false;
   m_rebase = true;
   return d;

@@ -5,9 +5,13 @@
 //
 // Exploration: for `explore_batches` steps every candidate fetches the step's batch (the same
 // ids, in an order rotated every step so that none always comes first with a cold cache); one
-// result is used. Decision: the candidate with the lowest median time, unless the backend that
-// has been serving is within `switch_margin` of it (no flapping between near-ties; at the first
-// decision none has served, and the fastest is taken). The times go to the models:
+// result is used. Decision: the candidate with the lowest median time, unless the current one
+// is within `switch_margin` of it (no flapping between near-ties). Before the first decision
+// the current one is the first candidate (shm in the default list: `auto` without the tuner),
+// which so keeps near-ties there too: on one node the grid's fastest backend is shm in most
+// configurations, and five explored batches often measure rma a few percent ahead by chance
+// (the replay in `ddgnn tune`: 127 of 130 configurations within 5% of the best against 124
+// when the first decision takes the fastest). The times go to the models:
 // with prior cost models (ddgnn tune --out) each backend's model is scaled by its measured /
 // predicted ratio (calibration); without, a backend's prediction is its measured time per batch
 // byte times the batch's bytes. At a re-exploration, candidates whose calibrated prediction is
@@ -40,8 +44,7 @@ struct OnlineOptions {
 };
 
 struct OnlineDecision {
-  std::string backend, reason;
-  std::string previous;  // the backend served until this decision ("" at the first)
+  std::string backend, previous, reason;
   std::map<std::string, double> measured;   // median seconds per batch (slowest rank)
   std::map<std::string, double> predicted;  // the models' prediction before calibration (NAN: none)
 };
@@ -95,7 +98,6 @@ class OnlineTuner {
   std::string m_current;
   bool m_exploring = true;
   bool m_rebase = false;  // the first check after a decision calibrates instead of checking
-  bool m_served = false;  // a decision has been made (m_current has served batches)
 };
 
 }  // namespace ddgnn

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tuner/online.h"
 
 namespace ddgnn {
 
@@ -194,7 +195,8 @@ std::vector<FetchMeasurement> only_backends(const std::vector<FetchMeasurement>&
 }
 
 SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
-                                            FitMethod method, int trials, uint64_t seed) {
+                                            FitMethod method, int trials, uint64_t seed,
+                                            const std::string& incumbent) {
   std::map<ConfigKey, std::vector<size_t>> configs;
   for (size_t i = 0; i < data.size(); ++i) configs[config_of(data[i].features)].push_back(i);
   std::set<std::string> backends;
@@ -240,6 +242,7 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     outcome.measured = measured;
     outcome.predicted = predicted;
     outcome.lost = lost;
+    outcome.exchanging = exchanging;
     rep.mean_lost += lost;
     rep.max_lost = std::max(rep.max_lost, lost);
     if (picked == best)
@@ -274,6 +277,11 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
         online = m.backend;
       }
     }
+    // As OnlineTuner::decide: the incumbent stays unless beaten by the switch margin.
+    for (size_t i : rows)
+      if (!rest.empty() && data[i].backend == incumbent &&
+          data[i].explore_seconds <= e_best * (1.0 + OnlineOptions{}.switch_margin))
+        online = incumbent;
     if (!rest.empty()) {
       ++rep.online_configurations;
       const double lost = rest[online] / r_best - 1;
@@ -294,6 +302,16 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
     rep.outcomes.push_back(std::move(outcome));
   }
   mean_and_max(online_slowdown, rep.online_speedup_over, rep.online_max_speedup_over);
+  std::map<std::string, int> fastest, fastest_exchanging;
+  for (const ConfigOutcome& o : rep.outcomes) {
+    ++fastest[o.best];
+    if (o.exchanging) ++fastest_exchanging[o.best];
+  }
+  for (const auto& [b, n] : fastest)
+    if (n > rep.always_correct) std::tie(rep.always, rep.always_correct) = std::tie(b, n);
+  for (const auto& [b, n] : fastest_exchanging)
+    if (n > rep.always_exchanging_correct)
+      std::tie(rep.always_exchanging, rep.always_exchanging_correct) = std::tie(b, n);
   if (rep.configurations == 0)
     throw DataError("no configuration was measured with two or more backends",
                     "run ddgnn bench-loader with several --backends");

@@ -46,6 +46,7 @@ struct ConfigOutcome {
   std::string online;        // the replayed online switcher's pick ("" where not replayed)
   std::map<std::string, double> measured, predicted;  // seconds per batch, by backend
   double lost = 0;                                    // t(picked) / t(best) - 1
+  bool exchanging = false;  // some backend's fraction remote > 0 (see SelectionReport)
 };
 
 struct SelectionReport {
@@ -65,7 +66,8 @@ struct SelectionReport {
   std::map<std::string, double> speedup_over;      // mean t(backend) / t(picked), per backend
   std::map<std::string, double> max_speedup_over;  // the largest t(backend) / t(picked)
   // The online switcher (`auto`) replayed where the grid has explore_seconds / rest_seconds:
-  // it picks the lowest time of the first repetitions and is judged on the others.
+  // it picks the lowest time of the first repetitions (the incumbent's if within the switch
+  // margin of it) and is judged on the others.
   int online_configurations = 0, online_correct = 0, online_within = 0;
   int online_tested = 0, online_indistinguishable = 0;
   double online_max_lost = 0;
@@ -75,6 +77,10 @@ struct SelectionReport {
   // the noise) and `auto` makes no choice there: it resolves to replicated without exploring.
   int exchanging = 0, exchanging_correct = 0, exchanging_within = 0;
   int online_exchanging = 0, online_exchanging_within = 0;
+  // The baseline a selection has to beat: always the backend most often measured fastest, and
+  // how often it is (over all configurations; over those that exchange samples).
+  std::string always, always_exchanging;
+  int always_correct = 0, always_exchanging_correct = 0;
   std::map<std::string, double> online_speedup_over, online_max_speedup_over;
   std::vector<ConfigOutcome> outcomes;  // one per configuration counted, ordered by configuration
 };
@@ -82,8 +88,12 @@ struct SelectionReport {
 // Fits every backend's model on all configurations but one, predicts the left-out one, and
 // counts whether the predicted fastest backend is the measured fastest. Only configurations
 // measured with at least two backends count.
+// `incumbent`: the backend the replayed online switcher starts from (the first candidate: shm
+// by default), which it keeps unless another explores faster by OnlineOptions::switch_margin;
+// "" for none.
 SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>& data,
-                                            FitMethod method, int trials, uint64_t seed);
+                                            FitMethod method, int trials, uint64_t seed,
+                                            const std::string& incumbent = "");
 
 // Picks judged on another measurement of the same configurations (`ddgnn tune --remeasured`).
 struct Agreement {

@@ -304,6 +304,29 @@ TEST(Selection, PicksAndTheMeasurementItselfAreJudgedOnARemeasurement) {
   EXPECT_THROW(picks_agree(rep, elsewhere, "other_grid.csv"), DataError);
 }
 
+// The replayed online switcher picks by the first repetitions and is judged on the rest; the
+// incumbent (the first candidate) keeps a near-tie within the 5% switch margin, as
+// OnlineTuner::decide does.
+TEST(Selection, ReplayedSwitcherKeepsTheIncumbentOnNearTies) {
+  std::vector<FetchMeasurement> data = crossing_truths();
+  for (auto& m : data) m.explore_seconds = m.rest_seconds = m.seconds;
+  size_t k = 0;  // a configuration that rma wins clearly
+  while (!(data[k].seconds < 0.5 * data[k + 1].seconds)) k += 2;
+  FetchMeasurement &rma = data[k], &coll = data[k + 1];
+  ASSERT_EQ(rma.backend, "rma");
+  coll.explore_seconds = rma.seconds * 0.97;  // explored 3% ahead, served far behind
+  auto online_right = [&](const std::string& incumbent) {
+    const SelectionReport r =
+        leave_one_configuration_out(data, FitMethod::kLeastSquares, 0, 0, incumbent);
+    EXPECT_EQ(r.online_configurations, 36);
+    return r.online_correct;
+  };
+  EXPECT_EQ(online_right(""), 35);     // the fastest explored: collective, wrong
+  EXPECT_EQ(online_right("rma"), 36);  // rma kept: 3% is within the margin
+  coll.explore_seconds = rma.seconds * 0.9;
+  EXPECT_EQ(online_right("rma"), 35);  // 10% ahead displaces it
+}
+
 // One-rank configurations (fraction remote 0: both backends copy locally, `auto` does not run)
 // are counted apart: a remeasurement that flips their near-tied order changes the overall
 // agreement and not the count over the configurations that exchange samples.
@@ -343,6 +366,14 @@ TEST(Selection, ConfigurationsThatExchangeNoSampleAreCountedApart) {
     }
   EXPECT_EQ(rep.exchanging_correct, right);
   EXPECT_EQ(rep.exchanging_within, within);
+  // The constant-pick baseline: the backend most often fastest, and how often it is.
+  std::map<std::string, int> fastest;
+  for (const ConfigOutcome& o : rep.outcomes) ++fastest[o.best];
+  ASSERT_TRUE(fastest.count(rep.always));
+  EXPECT_EQ(rep.always_correct, fastest.at(rep.always));
+  for (const auto& [b, n] : fastest) EXPECT_LE(n, rep.always_correct) << b;
+  EXPECT_LE(rep.always_exchanging_correct, rep.exchanging);
+  EXPECT_GT(rep.always_exchanging_correct, 0);
   const Agreement picks = picks_agree(rep, second, "again.csv");
   EXPECT_EQ(picks.exchanging, 36);
   EXPECT_EQ(rep.online_exchanging, 0);  // no explore/rest times in these rows

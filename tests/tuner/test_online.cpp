@@ -48,7 +48,7 @@ TEST(OnlineTuner, ChoosesTheFastestMedianAndRotatesTheOrder) {
                                      {"file", {1e-3, 1e-3, 1e-3}}},
                                     features(), "start");
   EXPECT_EQ(d.backend, "rma");
-  EXPECT_EQ(d.previous, "");  // nothing served before the first decision
+  EXPECT_EQ(d.previous, "shm");
   EXPECT_EQ(t.current(), "rma");
   EXPECT_FALSE(t.exploring());
   EXPECT_DOUBLE_EQ(d.measured.at("rma"), 2.1e-5);
@@ -59,10 +59,14 @@ TEST(OnlineTuner, ChoosesTheFastestMedianAndRotatesTheOrder) {
 }
 
 TEST(OnlineTuner, NearTieKeepsTheCurrentBackend) {
-  // The first decision has no served backend to keep: rma 3% faster than the first-listed shm
-  // is taken.
+  // Before the first decision the first candidate (shm) is the current one: rma measured 3%
+  // faster does not displace it, 10% faster does.
   EXPECT_EQ(OnlineTuner(options())
                 .decide({{"shm", {1.0e-4}}, {"rma", {0.97e-4}}}, features(), "start")
+                .backend,
+            "shm");
+  EXPECT_EQ(OnlineTuner(options())
+                .decide({{"shm", {1.0e-4}}, {"rma", {0.9e-4}}}, features(), "start")
                 .backend,
             "rma");
   OnlineTuner t(options());
