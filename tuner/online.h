@@ -10,8 +10,9 @@
 // the current one is the first candidate (shm in the default list: `auto` without the tuner),
 // which so keeps near-ties there too: on one node the grid's fastest backend is shm in most
 // configurations, and five explored batches often measure rma a few percent ahead by chance
-// (the replay in `ddgnn tune`: 127 of 130 configurations within 5% of the best against 124
-// when the first decision takes the fastest). The times go to the models:
+// (replayed by `ddgnn tune` on the two measurements of results/loader_grid_crossover*.csv: 123
+// and 127 of 130 configurations within 5% of the best, against 118 and 126 when the first
+// decision takes the fastest). The times go to the models:
 // with prior cost models (ddgnn tune --out) each backend's model is scaled by its measured /
 // predicted ratio (calibration); without, a backend's prediction is its measured time per batch
 // byte times the batch's bytes. At a re-exploration, candidates whose calibrated prediction is
