@@ -224,9 +224,11 @@ TEST(TrainMpi, AutoBackendExploresDecidesAndSwitchesOnDrift) {
   EXPECT_EQ(decides[0]->reason, "start");
   EXPECT_EQ(decides[0]->step, 3);
   EXPECT_EQ(decides[0]->backend, "rma");
-  for (const auto& row : parsed)
-    if (row.event == "explore" && row.reason == "start" && row.backend == "collective")
+  for (const auto& row : parsed) {
+    if (row.event == "explore" && row.reason == "start" && row.backend == "collective") {
       EXPECT_GT(row.seconds, 0.02);
+    }
+  }
   // 2. rma slows from step 9: a check says drift, the exploration that follows picks collective.
   auto drift = std::find_if(parsed.begin(), parsed.end(),
                             [](const Row& x) { return x.event == "check" && x.reason == "drift"; });

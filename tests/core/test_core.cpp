@@ -57,8 +57,12 @@ TEST(Threads, RanksShareTheCoresTheyMayUse) {
   EXPECT_EQ(threads_per_rank(machine, 1), machine);      // alone, unbound
   EXPECT_EQ(threads_per_rank(machine, 2 * machine), 1);  // oversubscribed: one each
   EXPECT_EQ(threads_per_rank(machine, machine), 1);
-  if (machine >= 2) EXPECT_EQ(threads_per_rank(1, 2), 1);  // bound to one core
-  if (machine >= 4) EXPECT_EQ(threads_per_rank(machine, 2), machine / 2);
+  if (machine >= 2) {
+    EXPECT_EQ(threads_per_rank(1, 2), 1);  // bound to one core
+  }
+  if (machine >= 4) {
+    EXPECT_EQ(threads_per_rank(machine, 2), machine / 2);
+  }
 }
 
 }  // namespace

@@ -108,13 +108,19 @@ TEST(SamplerBalanced, BudgetRespectedAtomsBalancedEverySampleOnce) {
           all.insert(all.end(), per_rank[size_t(r)][s].begin(), per_rank[size_t(r)][s].end());
         }
         EXPECT_LE(step_samples, o.batch_size * p);
-        if (step_samples > 1) EXPECT_LE(step_atoms, budget * p);
+        if (step_samples > 1) {
+          EXPECT_LE(step_atoms, budget * p);
+        }
         // Longest first to the least loaded: no rank exceeds another by more than one sample.
-        if (step_samples >= p) EXPECT_LE(most - least, 60) << n << " " << p << " step " << s;
+        if (step_samples >= p) {
+          EXPECT_LE(most - least, 60) << n << " " << p << " step " << s;
+        }
         if (step_samples >= 2 * p)
           worst_imbalance = std::max(worst_imbalance, double(most) / double(step_atoms / p));
       }
-      if (p > 1 && n >= 100) EXPECT_LT(worst_imbalance, 1.5) << n << " " << p;
+      if (p > 1 && n >= 100) {
+        EXPECT_LT(worst_imbalance, 1.5) << n << " " << p;
+      }
       std::sort(all.begin(), all.end());
       std::vector<int64_t> expected(static_cast<size_t>(n));
       std::iota(expected.begin(), expected.end(), int64_t(0));

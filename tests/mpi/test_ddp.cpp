@@ -116,11 +116,13 @@ TEST_F(DdpTest, AveragedGradientsAndTwentyStepsEqualOneRankWithTheWholeBatch) {
       ddp.begin_step(double(my_batches[s].size()) / double(ref_batches[s].size()));
       backward_of(*distributed, my_batches[s]);
       ddp.finish_step();
-      if (step == 0)
-        for (size_t k = 0; k < reference->parameters().size(); ++k)
+      if (step == 0) {
+        for (size_t k = 0; k < reference->parameters().size(); ++k) {
           EXPECT_LE(max_rel(distributed->parameters()[k].grad(), reference->parameters()[k].grad()),
                     1e-10)
               << "gradient of parameter " << k;
+        }
+      }
       opt_ref->step();
       opt_dist->step();
     }
