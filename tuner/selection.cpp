@@ -277,12 +277,12 @@ SelectionReport leave_one_configuration_out(const std::vector<FetchMeasurement>&
         online = m.backend;
       }
     }
-    // As OnlineTuner::decide: the incumbent stays unless beaten by the switch margin.
-    for (size_t i : rows)
-      if (!rest.empty() && data[i].backend == incumbent &&
-          data[i].explore_seconds <= e_best * (1.0 + OnlineOptions{}.switch_margin))
-        online = incumbent;
     if (!rest.empty()) {
+      // As OnlineTuner::decide: the incumbent stays unless beaten by the switch margin.
+      for (size_t i : rows)
+        if (data[i].backend == incumbent &&
+            data[i].explore_seconds <= e_best * (1.0 + OnlineOptions{}.switch_margin))
+          online = incumbent;
       ++rep.online_configurations;
       const double lost = rest[online] / r_best - 1;
       rep.online_correct += rest[online] == r_best ? 1 : 0;
