@@ -27,12 +27,6 @@ const std::map<std::string, std::vector<std::string>>& model_terms() {
   return terms;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 const std::vector<std::string>& CostModel::backends() {
@@ -220,12 +214,18 @@ std::vector<double> CostModel::least_squares(const std::vector<const FetchMeasur
   return theta;
 }
 
+double upper_median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 double median_ape(const CostModel& model, const std::vector<FetchMeasurement>& data) {
   std::vector<double> e;
   for (const auto& m : data)
     if (m.backend == model.backend())
       e.push_back(std::abs(model.predict(m.features) - m.seconds) / m.seconds);
-  return median(e);
+  return upper_median(e);
 }
 
 }  // namespace ddgnn

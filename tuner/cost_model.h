@@ -93,4 +93,8 @@ class CostModel {
 // Median absolute percentage error of `model` on the measurements of its backend.
 double median_ape(const CostModel& model, const std::vector<FetchMeasurement>& data);
 
+// The upper median (the sorted values' element n / 2; NAN when empty): how every MdAPE here,
+// fitted or held out, is taken.
+double upper_median(std::vector<double> v);
+
 }  // namespace ddgnn
