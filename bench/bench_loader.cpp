@@ -1,7 +1,7 @@
 // Fetch throughput of the loader backends on real MPI ranks (the grid of comm/bench_loader.h;
 // `ddgnn bench-loader` runs the same).
 // usage: mpiexec -n P bench_loader [out.csv] [width=0] [MiB per rank=64]
-// The CSV (appended; header when new) is what `ddgnn tune` learns from (issue 5).
+// The CSV (appended; header when new) is what `ddgnn tune` fits the backends' cost models to.
 #include <cstdio>
 #include <cstdlib>
 

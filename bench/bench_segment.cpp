@@ -1,6 +1,6 @@
 // Gather + multiply + scatter-sum over edges, forward and backward: custom segment ops
 // (gather_rows, scatter_sum), the fused gather_mul_sum, and LibTorch's index_select / index_add,
-// at the sizes of issue 3's shape (a) and (b). One thread.
+// at the sizes of bench_train's shapes (a) and (b). One thread.
 // usage: bench_segment [repeats=200]
 #include <ATen/Parallel.h>
 #include <torch/torch.h>

@@ -21,7 +21,7 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One node: windows in shared memory through osc/sm (Open MPI 4.1 prefers osc/rdma, whose large
-# gets reach 60% of memcpy here against 96-126% for sm: results/loader_issue4.md).
+# gets reach 60% of memcpy here against 96-126% for sm: results/loader_backends.md).
 export OMPI_MCA_osc=${OMPI_MCA_osc:-^rdma}
 # Unbound: each rank's prefetch thread may use a core its compute thread leaves idle; more ranks
 # than cores need --oversubscribe (Open MPI then yields when idle instead of spinning).
