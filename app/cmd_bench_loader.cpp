@@ -3,16 +3,19 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
 #include "comm/bench_loader.h"
 #include "comm/mpi.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace ddgnn {
 
 Command add_bench_loader_command(CLI::App& app) {
   auto o = std::make_shared<LoaderBenchOptions>();
+  auto backends = std::make_shared<std::vector<std::string>>(to_strings(o->backends));
   CLI::App* sub =
       app.add_subcommand("bench-loader",
                          "measure the loader backends (rma, collective, shm, replicated): µs per "
@@ -27,9 +30,10 @@ Command add_bench_loader_command(CLI::App& app) {
   sub->add_option("--sample-bytes", o->sample_bytes, "record sizes to measure")
       ->capture_default_str();
   sub->add_option("--batch", o->batch_sizes, "batch sizes to measure")->capture_default_str();
-  sub->add_option("--backends", o->backends, "backends to measure")
+  sub->add_option("--backends", *backends, "backends to measure")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rma", "collective", "shm", "replicated"}));
+      ->check(CLI::IsMember(
+          to_strings({Backend::kRma, Backend::kCollective, Backend::kShm, Backend::kReplicated})));
   sub->add_option("--repetitions", o->repetitions,
                   "timed repetitions per cell (every backend, interleaved)")
       ->capture_default_str()
@@ -42,7 +46,8 @@ Command add_bench_loader_command(CLI::App& app) {
                   "skip the cells whose batch (batch size × sample bytes) is larger")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  return {sub, [o] {
+  return {sub, [o, backends] {
+            o->backends = parse_backends(*backends, "--backends");
             return run_under_mpi([&](const MpiEnvironment&) {
               for (int64_t s : o->sample_bytes)
                 if (s < 1)

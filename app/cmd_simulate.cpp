@@ -131,7 +131,7 @@ Command add_simulate_command(CLI::App& app) {
       ->type_name("FILE.json");
   sub->add_option("--method", o->method, "which fit of the models file: tpe or lsq")
       ->capture_default_str()
-      ->check(CLI::IsMember({"tpe", "lsq"}));
+      ->check(CLI::IsMember(fit_method_names()));
   sub->add_option("--platform", o->platform, "preset: perlmutter, frontier or local")->required();
   sub->add_option("--ranks", o->ranks, "rank counts, comma-separated (default 1,2,4,...,16384)")
       ->delimiter(',')
@@ -183,7 +183,7 @@ Command add_simulate_command(CLI::App& app) {
         const auto& presets = platform_presets();  // a bad name before a bad models file
         if (std::find(presets.begin(), presets.end(), o->platform) == presets.end())
           platform_preset(o->platform, {});
-        const auto models = read_cost_models(o->models, o->method);
+        const auto models = read_cost_models(o->models, parse_fit_method(o->method));
         Platform platform = platform_preset(o->platform, models);
         apply(o->over, *sub, platform);
         o->work.gradient_bytes = 4 * o->parameters;

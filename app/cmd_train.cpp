@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "app/commands.h"
-#include "app/config.h"
-#include "app/trainer.h"
 #include "comm/mpi.h"
+#include "config/config.h"
 #include "core/error.h"
+#include "train/evaluate.h"
+#include "train/trainer.h"
 
 namespace ddgnn {
 

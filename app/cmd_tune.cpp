@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "tuner/cost_model.h"
@@ -83,7 +84,11 @@ Command add_tune_command(CLI::App& app) {
       ->type_name("FILE.csv");
   sub->add_option("--method", o->method, "tpe, lsq (least squares) or both")
       ->capture_default_str()
-      ->check(CLI::IsMember({"tpe", "lsq", "both"}));
+      ->check(CLI::IsMember([] {
+        std::vector<std::string> names = fit_method_names();
+        names.push_back("both");
+        return names;
+      }()));
   sub->add_option("--trials", o->trials, "TPE trials per fit")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -115,9 +120,10 @@ Command add_tune_command(CLI::App& app) {
         std::printf("\n");
         // The replayed switcher starts from the first candidate, as `ddgnn train` does: shm in
         // the default candidate list, else the first of --backends.
-        const std::string incumbent = !o->backends.empty()    ? o->backends.front()
-                                      : backends.count("shm") ? "shm"
-                                                              : "";
+        const std::string shm = to_string(Backend::kShm);
+        const std::string incumbent = !o->backends.empty()  ? o->backends.front()
+                                      : backends.count(shm) ? shm
+                                                            : "";
         std::vector<FetchMeasurement> again;
         if (!o->remeasured.empty()) {
           again = read_measurements(o->remeasured, o->cores);
@@ -140,9 +146,9 @@ Command add_tune_command(CLI::App& app) {
         }
         std::string table;
         nlohmann::json models;
-        for (const std::string method : {"tpe", "lsq"}) {
+        for (const std::string& method : fit_method_names()) {
           if (o->method != "both" && o->method != method) continue;
-          const FitMethod m = method == "tpe" ? FitMethod::kTpe : FitMethod::kLeastSquares;
+          const FitMethod m = parse_fit_method(method);
           std::printf("\n== %s ==\n%-11s %12s %12s\n", method == "tpe" ? "TPE" : "least squares",
                       "backend", "MdAPE fit", "MdAPE held");
           const SelectionReport rep =

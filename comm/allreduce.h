@@ -1,7 +1,7 @@
 // Sum of float or double buffers across a communicator in buckets, non-blocking: a bucket is
 // started (MPI_Iallreduce, in place) as soon as its owner fills it, and all are waited for at
 // the end, so communication overlaps whatever runs between (the rest of the backward pass).
-// Bytes and counts only: which tensor lives where is app/ddp.h's business.
+// Bytes and counts only: which tensor lives where is train/ddp.h's business.
 #pragma once
 
 #include <mpi.h>

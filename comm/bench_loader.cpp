@@ -92,8 +92,10 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
   // live at once so that the backends are measured interleaved: every repetition times each
   // backend in turn (in a rotated order), so that drift of the machine hits all of them alike.
   enum Kind { kWindow, kShared, kReplicated };
-  auto kind_of = [](const std::string& backend) {
-    return backend == "shm" ? kShared : backend == "replicated" ? kReplicated : kWindow;
+  auto kind_of = [](Backend backend) {
+    return backend == Backend::kShm          ? kShared
+           : backend == Backend::kReplicated ? kReplicated
+                                             : kWindow;
   };
   for (const int64_t sample : options.sample_bytes) {
     const int64_t per_rank = std::max<int64_t>(64, (mib_per_rank << 20) / sample);
@@ -103,7 +105,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     int store_ranks[3] = {0, 0, 0};
     for (const Kind kind : {kWindow, kShared, kReplicated}) {
       if (std::none_of(options.backends.begin(), options.backends.end(),
-                       [&](const std::string& b) { return kind_of(b) == kind; }))
+                       [&](Backend b) { return kind_of(b) == kind; }))
         continue;
       StoreOptions so;
       so.shared = kind == kShared;
@@ -119,10 +121,8 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
       store.ready();
     }
     std::vector<std::unique_ptr<Fetcher>> fetchers;
-    for (const std::string& backend : options.backends) {
-      const Kind kind = kind_of(backend);
-      fetchers.push_back(make_fetcher(kind == kReplicated ? "local" : backend, *stores[kind]));
-    }
+    for (const Backend backend : options.backends)
+      fetchers.push_back(make_store_fetcher(backend, *stores[kind_of(backend)]));
     const size_t nb = options.backends.size();
     // Warm every store: each rank fetches every record once with every backend, so that the
     // cells time the steady state of training (the data touched before) and not first touches.
@@ -230,7 +230,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
         const double q1 = sorted[sorted.size() / 4], q3 = sorted[(3 * sorted.size()) / 4];
         const double us = 1e6 * t / double(batch), gbps = double(batch * sample) / t / 1e9;
         const double frac = double(remote[b]) / double(std::max<int64_t>(asked[b], 1));
-        const std::string& backend = options.backends[b];
+        const std::string backend = to_string(options.backends[b]);
         if (world_rank == 0) {
           std::printf("%-11s %8lld %6lld %10.2f %8.2f %7.0f%% %8.0f%% %5d\n", backend.c_str(),
                       (long long)sample, (long long)batch, us, gbps, 100 * gbps / memcpy_bw,

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
+
 namespace ddgnn {
 
 struct LoaderBenchOptions {
@@ -29,7 +31,8 @@ struct LoaderBenchOptions {
   std::vector<int64_t> sample_bytes = {1 << 10, 4 << 10, 64 << 10, 1 << 20};
   std::vector<int64_t> batch_sizes = {16, 64, 256};
   // rma, collective, shm, replicated (a full copy on every rank: the local store)
-  std::vector<std::string> backends = {"rma", "collective", "shm", "replicated"};
+  std::vector<Backend> backends = {Backend::kRma, Backend::kCollective, Backend::kShm,
+                                   Backend::kReplicated};
   // Timed repetitions per cell (after two warm-up ones); fewer, down to 10, where that many
   // would take longer than max_seconds_per_cell (1 MiB records in batches of 256 on 8 ranks).
   int repetitions = 30;

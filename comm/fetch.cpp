@@ -30,7 +30,7 @@ constexpr int64_t kMaxMessage = int64_t(1) << 30;
 class LocalFetcher : public Fetcher {
  public:
   explicit LocalFetcher(ByteStore& s) : m_store(s) {}
-  std::string name() const override { return "local"; }
+  Backend backend() const override { return Backend::kReplicated; }
   bool collective() const override { return false; }
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
     const ByteStore& s = m_store;
@@ -60,7 +60,7 @@ class RmaFetcher : public Fetcher {
     if (s.byte_window() == MPI_WIN_NULL)
       throw Error("fetch (rma): the store has no window for one-sided access");
   }
-  std::string name() const override { return "rma"; }
+  Backend backend() const override { return Backend::kRma; }
   bool collective() const override { return false; }
 
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
@@ -151,7 +151,7 @@ class ShmFetcher : public Fetcher {
       throw Error("fetch (shm): the store is not in node shared memory (StoreOptions::shared)");
     if (s.byte_window() != MPI_WIN_NULL) m_remote = std::make_unique<RmaFetcher>(s);
   }
-  std::string name() const override { return "shm"; }
+  Backend backend() const override { return Backend::kShm; }
   bool collective() const override { return false; }
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
     const ByteStore& s = m_store;
@@ -208,7 +208,7 @@ class CollectiveFetcher : public Fetcher {
  public:
   CollectiveFetcher(ByteStore& s, const FetcherOptions& o)
       : m_store(s), m_round_bytes(std::clamp<int64_t>(o.round_bytes, 1, kMaxMessage)) {}
-  std::string name() const override { return "collective"; }
+  Backend backend() const override { return Backend::kCollective; }
   bool collective() const override { return true; }
 
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
@@ -351,14 +351,23 @@ class CollectiveFetcher : public Fetcher {
 
 }  // namespace
 
-std::unique_ptr<Fetcher> make_fetcher(const std::string& backend, ByteStore& store,
-                                      const FetcherOptions& options) {
-  if (backend == "rma") return std::make_unique<RmaFetcher>(store);
-  if (backend == "collective") return std::make_unique<CollectiveFetcher>(store, options);
-  if (backend == "local") return std::make_unique<LocalFetcher>(store);
-  if (backend == "shm") return std::make_unique<ShmFetcher>(store);
-  throw ConfigError("unknown fetch backend '" + backend + "'",
-                    "known backends: rma, collective, shm, local");
+std::unique_ptr<Fetcher> make_store_fetcher(Backend backend, ByteStore& store,
+                                            const FetcherOptions& options) {
+  switch (backend) {
+    case Backend::kRma:
+      return std::make_unique<RmaFetcher>(store);
+    case Backend::kCollective:
+      return std::make_unique<CollectiveFetcher>(store, options);
+    case Backend::kReplicated:
+      return std::make_unique<LocalFetcher>(store);
+    case Backend::kShm:
+      return std::make_unique<ShmFetcher>(store);
+    case Backend::kFile:
+    case Backend::kNccl:
+      break;
+  }
+  throw ConfigError("backend '" + to_string(backend) + "' does not read an in-memory store",
+                    "in-memory backends: rma, collective, shm, replicated");
 }
 
 }  // namespace ddgnn

@@ -8,7 +8,7 @@
 //               times (the sampler gives every rank the same number of steps).
 //   shm         a store in node shared memory (StoreOptions::shared): the node's records by
 //               pointer (a memcpy, no MPI call), other nodes' through rma.
-//   local       the store holds every id (the `replicated` backend: a store over MPI_COMM_SELF).
+//   replicated  the store holds every id (a store over MPI_COMM_SELF): a local copy.
 // Bytes only: the records' layout is loader/packed.h's business.
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/backend.h"
 
 namespace ddgnn {
 
@@ -30,7 +31,7 @@ struct Fetched {
 class Fetcher {
  public:
   virtual ~Fetcher() = default;
-  virtual std::string name() const = 0;
+  virtual Backend backend() const = 0;
   // True when every rank of the group must call fetch together.
   virtual bool collective() const = 0;
   // ids: global ids in [0, n_total), any order, repeats allowed (none is an empty request,
@@ -42,9 +43,10 @@ struct FetcherOptions {
   int64_t round_bytes = int64_t(64) << 20;  // collective: cap per peer pair and round
 };
 
-// backend: "rma", "collective", "shm" or "local" (see above). The store must outlive the fetcher.
-// Unknown names are a ConfigError listing the known ones.
-std::unique_ptr<Fetcher> make_fetcher(const std::string& backend, ByteStore& store,
-                                      const FetcherOptions& options = {});
+// The fetcher of an in-memory backend (rma, collective, shm, replicated; see above) over `store`,
+// which must outlive it; file and nccl are a ConfigError. Training makes its fetchers through
+// loader/store.h's make_fetcher, which adds `file`.
+std::unique_ptr<Fetcher> make_store_fetcher(Backend backend, ByteStore& store,
+                                            const FetcherOptions& options = {});
 
 }  // namespace ddgnn

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -59,11 +60,7 @@ int comm_size(MPI_Comm comm) {
 }
 
 int ranks_on_node(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  const int n = comm_size(node);
-  MPI_Comm_free(&node);
-  return n;
+  return Communicator::split_node(comm, 0).size();
 }
 
 bool mpi_active() {

@@ -30,14 +30,7 @@ LoaderGroup::LoaderGroup(MPI_Comm world, int width) {
                       "use a width that divides the number of ranks (0: one group of all)");
   m_index = world_rank / width;
   m_count = world_size / width;
-  MPI_CHECK(MPI_Comm_split(world, m_index, world_rank, &m_comm));
-  MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_rank(m_comm, &m_rank));
-  MPI_CHECK(MPI_Comm_size(m_comm, &m_size));
-}
-
-LoaderGroup::~LoaderGroup() {
-  if (m_comm != MPI_COMM_NULL && mpi_active()) MPI_Comm_free(&m_comm);
+  m_comm = Communicator::split(world, m_index, world_rank);
 }
 
 namespace {
@@ -94,34 +87,25 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
   const MPI_Comm turns = options.world != MPI_COMM_NULL ? options.world : group;
   if (!m_shared) {
     in_turns(turns, group, [&] {
-      MPI_CHECK(MPI_Win_allocate(byte_size, 1, MPI_INFO_NULL, group, &m_bytes, &m_byte_win));
-      MPI_CHECK(MPI_Win_allocate(offset_size, 8, MPI_INFO_NULL, group, &m_offsets, &m_offset_win));
+      m_byte_win = Window::allocate(byte_size, 1, group, &m_bytes);
+      m_offset_win = Window::allocate(offset_size, 8, group, &m_offsets);
     });
   } else {
-    if (options.node_size > 0)
-      MPI_CHECK(MPI_Comm_split(group, m_rank / options.node_size, m_rank, &m_node));
-    else
-      MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_node));
-    MPI_CHECK(MPI_Comm_set_errhandler(m_node, MPI_ERRORS_RETURN));
-    in_turns(turns, m_node, [&] {
-      MPI_CHECK(
-          MPI_Win_allocate_shared(byte_size, 1, MPI_INFO_NULL, m_node, &m_bytes, &m_shm_byte_win));
-      MPI_CHECK(MPI_Win_allocate_shared(offset_size, 8, MPI_INFO_NULL, m_node, &m_offsets,
-                                        &m_shm_offset_win));
+    m_node = options.node_size > 0 ? Communicator::split(group, m_rank / options.node_size, m_rank)
+                                   : Communicator::split_node(group, m_rank);
+    in_turns(turns, m_node.get(), [&] {
+      m_shm_byte_win = Window::allocate_shared(byte_size, 1, m_node.get(), &m_bytes);
+      m_shm_offset_win = Window::allocate_shared(offset_size, 8, m_node.get(), &m_offsets);
     });
-    int node_size = 1;
-    MPI_CHECK(MPI_Comm_size(m_node, &node_size));
     // Ranks elsewhere reach this memory one-sidedly (only when the group spans several nodes).
-    int spans = node_size < m_size ? 1 : 0;
+    int spans = m_node.size() < m_size ? 1 : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, group));
     if (spans || options.one_sided)
       in_turns(turns, group, [&] {
-        MPI_CHECK(MPI_Win_create(m_bytes, byte_size, 1, MPI_INFO_NULL, group, &m_byte_win));
-        MPI_CHECK(MPI_Win_create(m_offsets, offset_size, 8, MPI_INFO_NULL, group, &m_offset_win));
+        m_byte_win = Window::create(m_bytes, byte_size, 1, group);
+        m_offset_win = Window::create(m_offsets, offset_size, 8, group);
       });
   }
-  for (MPI_Win w : {m_byte_win, m_offset_win, m_shm_byte_win, m_shm_offset_win})
-    if (w != MPI_WIN_NULL) MPI_CHECK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
   m_offsets[0] = 0;
   for (int64_t i = 0; i < count(); ++i)
     m_offsets[i + 1] = m_offsets[i] + sizes[static_cast<size_t>(i)];
@@ -131,7 +115,7 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
     m_node_offsets.assign(static_cast<size_t>(m_size), nullptr);
     MPI_Group group_g, node_g;
     MPI_CHECK(MPI_Comm_group(group, &group_g));
-    MPI_CHECK(MPI_Comm_group(m_node, &node_g));
+    MPI_CHECK(MPI_Comm_group(m_node.get(), &node_g));
     for (int r = 0; r < m_size; ++r) {
       int nr = MPI_UNDEFINED;
       MPI_CHECK(MPI_Group_translate_ranks(group_g, 1, &r, node_g, &nr));
@@ -139,9 +123,9 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
       MPI_Aint size = 0;
       int disp = 0;
       void* base = nullptr;
-      MPI_CHECK(MPI_Win_shared_query(m_shm_byte_win, nr, &size, &disp, &base));
+      MPI_CHECK(MPI_Win_shared_query(m_shm_byte_win.get(), nr, &size, &disp, &base));
       m_node_bytes[static_cast<size_t>(r)] = static_cast<const uint8_t*>(base);
-      MPI_CHECK(MPI_Win_shared_query(m_shm_offset_win, nr, &size, &disp, &base));
+      MPI_CHECK(MPI_Win_shared_query(m_shm_offset_win.get(), nr, &size, &disp, &base));
       m_node_offsets[static_cast<size_t>(r)] = static_cast<const int64_t*>(base);
     }
     MPI_Group_free(&group_g);
@@ -149,29 +133,17 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
   }
 }
 
-ByteStore::~ByteStore() {
-  if (!mpi_active()) return;
-  if (m_locked)
-    for (MPI_Win w : {m_byte_win, m_offset_win})
-      if (w != MPI_WIN_NULL) MPI_Win_unlock_all(w);
-  for (MPI_Win* w : {&m_offset_win, &m_byte_win, &m_shm_offset_win, &m_shm_byte_win})
-    if (*w != MPI_WIN_NULL) MPI_Win_free(w);
-  if (m_node != MPI_COMM_NULL) MPI_Comm_free(&m_node);
-}
-
 void ByteStore::ready() {
-  for (MPI_Win w : {m_shm_byte_win, m_shm_offset_win})
-    if (w != MPI_WIN_NULL) {
-      MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w));
-      MPI_CHECK(MPI_Win_sync(w));
-      MPI_CHECK(MPI_Win_unlock_all(w));
+  for (const Window* w : {&m_shm_byte_win, &m_shm_offset_win})
+    if (*w) {
+      MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->get()));
+      MPI_CHECK(MPI_Win_sync(w->get()));
+      MPI_CHECK(MPI_Win_unlock_all(w->get()));
     }
   MPI_CHECK(MPI_Barrier(m_comm));
   // One passive-target epoch for the store's life: fetches only get and flush.
-  if (!m_locked)
-    for (MPI_Win w : {m_byte_win, m_offset_win})
-      if (w != MPI_WIN_NULL) MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w));
-  m_locked = true;
+  m_byte_win.lock_all();
+  m_offset_win.lock_all();
 }
 
 int64_t ByteStore::group_bytes() const {

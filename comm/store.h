@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
+
 namespace ddgnn {
 
 // Contiguous balanced partition of n items over p parts.
@@ -33,18 +35,15 @@ struct Partition {
 class LoaderGroup {
  public:
   LoaderGroup(MPI_Comm world, int width);
-  ~LoaderGroup();
-  LoaderGroup(const LoaderGroup&) = delete;
-  LoaderGroup& operator=(const LoaderGroup&) = delete;
-  MPI_Comm comm() const { return m_comm; }
-  int rank() const { return m_rank; }
-  int size() const { return m_size; }
+  MPI_Comm comm() const { return m_comm.get(); }
+  int rank() const { return m_comm.rank(); }
+  int size() const { return m_comm.size(); }
   int index() const { return m_index; }  // which group (0-based)
   int count() const { return m_count; }  // how many groups
 
  private:
-  MPI_Comm m_comm = MPI_COMM_NULL;
-  int m_rank = 0, m_size = 1, m_index = 0, m_count = 1;
+  Communicator m_comm;
+  int m_index = 0, m_count = 1;
 };
 
 struct StoreOptions {
@@ -76,7 +75,6 @@ class ByteStore {
   // options.budget_bytes (> 0), naming the figure it would need.
   ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>& sizes,
             const StoreOptions& options = {});
-  ~ByteStore();
   ByteStore(const ByteStore&) = delete;
   ByteStore& operator=(const ByteStore&) = delete;
 
@@ -93,8 +91,8 @@ class ByteStore {
   const int64_t* offsets() const { return m_offsets; }
   // Group-wide windows for one-sided access (MPI_WIN_NULL for a shared store whose group is
   // one node: nothing is remote).
-  MPI_Win byte_window() const { return m_byte_win; }
-  MPI_Win offset_window() const { return m_offset_win; }
+  MPI_Win byte_window() const { return m_byte_win.get(); }
+  MPI_Win offset_window() const { return m_offset_win.get(); }
   // Shared store: the node's ranks, and for group rank r on this node its records and offsets
   // (nullptr for ranks on other nodes).
   bool shared() const { return m_shared; }
@@ -113,10 +111,11 @@ class ByteStore {
   uint8_t* m_bytes = nullptr;
   int64_t* m_offsets = nullptr;
   int64_t m_n_bytes = 0;
-  MPI_Win m_byte_win = MPI_WIN_NULL, m_offset_win = MPI_WIN_NULL;
-  bool m_shared = false, m_locked = false;
-  MPI_Comm m_node = MPI_COMM_NULL;
-  MPI_Win m_shm_byte_win = MPI_WIN_NULL, m_shm_offset_win = MPI_WIN_NULL;
+  bool m_shared = false;
+  // Freed in reverse order: the group windows, then the node windows, then the node.
+  Communicator m_node;
+  Window m_shm_byte_win, m_shm_offset_win;
+  Window m_byte_win, m_offset_win;
   std::vector<const uint8_t*> m_node_bytes;
   std::vector<const int64_t*> m_node_offsets;
 };

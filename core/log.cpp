@@ -29,6 +29,18 @@ void init_logging(const LogOptions& options) {
   g_options = options;
 }
 
+void set_log_options(const std::string& level, bool all_ranks) {
+  LogOptions o = g_options;
+  o.level = level;
+  o.all_ranks = all_ranks;
+  spdlog::drop("ddgnn");
+  init_logging(o);
+}
+
+std::string current_log_level() {
+  return g_options.level;
+}
+
 void set_log_rank(int rank) {
   if (rank == g_options.rank) return;
   LogOptions o = g_options;

@@ -15,5 +15,9 @@ struct LogOptions {
 void init_logging(const LogOptions& options);
 // Once MPI is up: sets up the logger again (same options) for this process's rank.
 void set_log_rank(int rank);
+// Sets up the logger again with another level and all_ranks (the run config's Output keys).
+void set_log_options(const std::string& level, bool all_ranks);
+// The level the logger was last set up with.
+std::string current_log_level();
 
 }  // namespace ddgnn

@@ -13,6 +13,7 @@
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/version.h"
 #include "loader/dataset.h"
 #include "loader/dataset_layout.h"
@@ -97,13 +98,12 @@ struct DatasetWriter::Impl {
   std::vector<ArrayWriter> arrays;  // empty until the layout is known
   bool has_forces = false;
   std::vector<ColumnInfo> extra;
-  std::vector<bool> species = std::vector<bool>(kMaxZ + 1, false);
+  std::vector<bool> species = std::vector<bool>(kMaxAtomicNumber + 1, false);
   std::vector<std::string> config_types;
   std::map<std::string, int32_t> config_index;
   nlohmann::json sources = nlohmann::json::array();
   int64_t n_graphs = 0, n_atoms = 0;
   bool committed = false;
-  static constexpr int kMaxZ = 118;
 
   ArrayWriter& array(const std::string& p) {
     for (auto& a : arrays)
@@ -177,8 +177,9 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
     if (!std::isfinite(f.pos[i]))
       throw DataError(where + ": position of atom " + std::to_string(i / 3 + 1) + " is not finite");
   for (uint8_t z : f.z)
-    if (z < 1 || z > kMaxZ)
-      throw DataError(where + ": atomic number " + std::to_string(int(z)) + " is out of 1..118");
+    if (z < 1 || z > kMaxAtomicNumber)
+      throw DataError(where + ": atomic number " + std::to_string(int(z)) + " is out of 1.." +
+                      std::to_string(kMaxAtomicNumber));
 
   const bool frame_forces = !f.forces.empty();
   if (arrays.empty()) {
@@ -285,7 +286,7 @@ void DatasetWriter::commit() {
     throw DataError(m.path + ": no structures to write", "check the input files");
   for (auto& a : m.arrays) a.finish();
   std::vector<uint8_t> species;
-  for (int z = 1; z <= Impl::kMaxZ; ++z)
+  for (int z = 1; z <= kMaxAtomicNumber; ++z)
     if (m.species[z]) species.push_back(uint8_t(z));
   const std::string ctx = "writing metadata of " + m.path;
   if (h5::exists(m.file, "species")) H5_CHECK(H5Ldelete(m.file, "species", H5P_DEFAULT), ctx);

@@ -4,9 +4,9 @@
 #include <string>
 #include <string_view>
 
-namespace ddgnn {
+#include "core/units.h"
 
-constexpr int kMaxAtomicNumber = 118;
+namespace ddgnn {
 
 // Atomic number of a symbol ("Cu" -> 29); accepts exact case as in the periodic table
 // (also all-lower/all-upper forms like "cu"/"CU"). Returns 0 when unknown.

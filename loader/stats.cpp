@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/units.h"
 
 namespace ddgnn {
 
@@ -120,8 +121,8 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
   st.species = ds.species();
   st.radius = radius;
   const size_t ns = st.species.size();
-  int col_of[119];
-  std::fill(col_of, col_of + 119, -1);
+  int col_of[kMaxAtomicNumber + 1];
+  std::fill(col_of, col_of + kMaxAtomicNumber + 1, -1);
   for (size_t s = 0; s < ns; ++s) col_of[st.species[s]] = int(s);
 
   std::vector<long double> ata(ns * ns, 0.0L), atb(ns, 0.0L);

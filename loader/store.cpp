@@ -42,7 +42,7 @@ namespace {
 class FileFetcher : public Fetcher {
  public:
   explicit FileFetcher(const Dataset& dataset) : m_dataset(dataset) {}
-  std::string name() const override { return "file"; }
+  Backend backend() const override { return Backend::kFile; }
   bool collective() const override { return false; }
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
     out.bytes.clear();
@@ -72,8 +72,13 @@ class FileFetcher : public Fetcher {
 
 }  // namespace
 
-std::unique_ptr<Fetcher> make_file_fetcher(const Dataset& dataset) {
-  return std::make_unique<FileFetcher>(dataset);
+std::unique_ptr<Fetcher> make_fetcher(Backend backend, const Dataset& dataset, ByteStore* store,
+                                      const FetcherOptions& options) {
+  if (backend == Backend::kFile) return std::make_unique<FileFetcher>(dataset);
+  if (!store)
+    throw Error("loader: backend " + to_string(backend) + " needs the dataset in a store",
+                "load it with load_store first");
+  return make_store_fetcher(backend, *store, options);
 }
 
 GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,

@@ -26,10 +26,12 @@ struct StoreLoad {
 // partition that would not fit; options.shared puts it in node shared memory (`shm`).
 StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options = {});
 
-// The `file` backend: every fetch reads its records from the HDF5 file (runs of consecutive ids
-// as one read), packs and returns them; no store, no communication (the file-I/O baseline).
-// The dataset must outlive the fetcher.
-std::unique_ptr<Fetcher> make_file_fetcher(const Dataset& dataset);
+// The fetcher of any backend but nccl: `file` reads every fetch's records from the HDF5 file
+// (runs of consecutive ids as one read), packs and returns them, with no store and no
+// communication (the file-I/O baseline); the others read `store` (comm/fetch.h), which they need.
+// The dataset and the store must outlive the fetcher.
+std::unique_ptr<Fetcher> make_fetcher(Backend backend, const Dataset& dataset, ByteStore* store,
+                                      const FetcherOptions& options = {});
 
 // Fetches `ids` through `fetcher` and unpacks them, in request order (graph_ids = ids).
 // `fetch_seconds` and `fetch_bytes`, when given, receive the fetcher's time (moving the records,

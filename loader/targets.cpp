@@ -16,7 +16,7 @@ double TargetStats::residual(const uint8_t* z, int64_t n_atoms, double energy) c
 }
 
 TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum) {
-  constexpr size_t kZ = 119;
+  constexpr size_t kZ = kMaxAtomicNumber + 1;
   // Pass 1: the normal equations of E_g = sum_z n_gz e_z over all atomic numbers, then the
   // graph count (last element).
   std::vector<long double> eq(kZ * kZ + kZ + 1, 0.0L);

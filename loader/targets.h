@@ -10,12 +10,14 @@
 #include <functional>
 #include <vector>
 
+#include "core/units.h"
 #include "loader/dataset.h"
 
 namespace ddgnn {
 
 struct TargetStats {
-  std::array<double, 119> reference_energy{};  // eV per atom of each atomic number (0 if absent)
+  std::array<double, kMaxAtomicNumber + 1>
+      reference_energy{};    // eV per atom of each atomic number (0 if absent)
   int composition_rank = 0;  // rank of the composition matrix (< species: minimum-norm split)
   double residual_mean_per_atom = 0;  // eV/atom, mean of (E - sum_z n_z e_z) / n_atoms
   double residual_std_per_atom = 0;   // eV/atom, its standard deviation

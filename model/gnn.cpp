@@ -1,9 +1,7 @@
-// The model trunk and heads (HydraGNN's architecture), energy and forces (conservative by autograd
-// or direct from a node head) and the energy/force loss. See gnn.h for the conventions.
+// The model trunk and heads (HydraGNN's architecture). See gnn.h for the conventions.
 #include "model/gnn.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
@@ -16,12 +14,6 @@
 namespace ddgnn {
 
 void check_gnn_spec(const GnnSpec& spec) {
-  if (spec.graph_pooling != "add" && spec.graph_pooling != "mean" && spec.graph_pooling != "max")
-    throw ConfigError("graph_pooling: unknown value '" + spec.graph_pooling + "'",
-                      "allowed: add, mean, max");
-  if (spec.node_head_type != "mlp" && spec.node_head_type != "conv")
-    throw ConfigError("output_heads.node.type: unknown value '" + spec.node_head_type + "'",
-                      "allowed: mlp, conv");
   if (spec.num_conv_layers < 1) throw ConfigError("num_conv_layers: must be >= 1");
   if (spec.max_z < 1) throw ConfigError("max_z: must be >= 1");
   if (spec.layer.hidden_dim < 1) throw ConfigError("hidden_dim: must be >= 1");
@@ -69,7 +61,7 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
       std::vector<int64_t> widths = spec.dim_headlayers;
       widths.push_back(h.output_dim);
       mlp = make_mlp(prefix, graph_in, widths);
-    } else if (spec.node_head_type == "mlp") {
+    } else if (spec.node_head_type == NodeHeadType::kMlp) {
       std::vector<int64_t> widths = spec.node_dim_headlayers;
       widths.push_back(h.output_dim);
       mlp = make_mlp(prefix, f, widths);
@@ -113,9 +105,9 @@ at::Tensor Gnn::run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) cons
 // h [n_atoms, F] -> [n_graphs, F] by add / mean / max over each graph's atoms (empty graph: 0).
 at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
   const SegmentIndex& g = *batch.graphs;
-  if (m_spec.graph_pooling == "add") return scatter_sum(h, g);
+  if (m_spec.graph_pooling == Pooling::kAdd) return scatter_sum(h, g);
   const at::Tensor count = batch.atoms_per_graph.to(h.options()).unsqueeze(1);  // [n_graphs, 1]
-  if (m_spec.graph_pooling == "mean") return scatter_sum(h, g) / count.clamp_min(1.0);
+  if (m_spec.graph_pooling == Pooling::kMean) return scatter_sum(h, g) / count.clamp_min(1.0);
   // max: dense [n_graphs, max_atoms, F] padded with -inf, then amax over atoms (atoms of a graph
   // are contiguous since graph_of_atom is non-decreasing).
   const int64_t n_graphs = batch.n_graphs;
@@ -163,92 +155,6 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& 
     }
   }
   return out;
-}
-
-namespace {
-
-// Index of the first head of `kind` with output_dim `dim`, or -1.
-int find_head(const GnnSpec& spec, HeadSpec::Kind kind, int64_t dim) {
-  for (size_t k = 0; k < spec.heads.size(); ++k)
-    if (spec.heads[k].kind == kind && spec.heads[k].output_dim == dim) return int(k);
-  return -1;
-}
-
-at::Tensor energy_from(const GnnSpec& spec, const GraphBatch& batch,
-                       const std::vector<at::Tensor>& outputs) {
-  const int node = find_head(spec, HeadSpec::kNode, 1);
-  if (node >= 0) return scatter_sum(outputs[size_t(node)].select(1, 0), *batch.graphs);
-  const int graph = find_head(spec, HeadSpec::kGraph, 1);
-  if (graph >= 0) return outputs[size_t(graph)].select(1, 0);
-  throw ConfigError("output_heads: energy needs a node head or a graph head of output_dim 1");
-}
-
-}  // namespace
-
-at::Tensor predict_energy(Gnn& gnn, const GraphBatch& batch, const at::Tensor& pos,
-                          std::vector<at::Tensor>* outputs) {
-  std::vector<at::Tensor> out = gnn.forward(batch, pos);
-  at::Tensor e = energy_from(gnn.spec(), batch, out);
-  if (outputs) *outputs = std::move(out);
-  return e;
-}
-
-EnergyForces predict_energy_forces(Gnn& gnn, const GraphBatch& batch, bool conservative,
-                                   bool create_graph) {
-  EnergyForces r;
-  if (conservative) {
-    const at::Tensor pos = batch.pos.detach().clone().requires_grad_(true);
-    r.energy = predict_energy(gnn, batch, pos, &r.outputs);
-    auto g = torch::autograd::grad({r.energy.sum()}, {pos}, /*grad_outputs=*/{},
-                                   /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
-    r.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
-    if (!create_graph) r.forces = r.forces.detach();
-    return r;
-  }
-  const GnnSpec& spec = gnn.spec();
-  const int fh = find_head(spec, HeadSpec::kNode, 3);
-  if (fh < 0) throw ConfigError("output_heads: direct forces need a node head of output_dim 3");
-  r.outputs = gnn.forward(batch, batch.pos);
-  const int gh = find_head(spec, HeadSpec::kGraph, 1);
-  r.energy = gh >= 0 ? r.outputs[size_t(gh)].select(1, 0) : energy_from(spec, batch, r.outputs);
-  r.forces = r.outputs[size_t(fh)];
-  return r;
-}
-
-at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss) {
-  const at::Tensor d = pred - target;
-  if (loss.type == "mse") return (d * d).mean();
-  if (loss.type == "rmse") return at::sqrt((d * d).mean());
-  if (loss.type == "mae") return d.abs().mean();
-  if (loss.type == "huber" || loss.type == "smooth_l1") {
-    const double delta = loss.huber_delta;
-    if (!(delta > 0)) throw ConfigError("huber_delta: must be > 0");
-    const at::Tensor a = d.abs();
-    at::Tensor l = at::where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta));
-    if (loss.type == "smooth_l1") l = l / delta;
-    return l.mean();
-  }
-  throw ConfigError("loss_function_type: unknown value '" + loss.type + "'",
-                    "allowed: mse, mae, rmse, smooth_l1, huber");
-}
-
-at::Tensor energy_force_loss(const EnergyForces& pred, const GraphBatch& batch,
-                             const EnergyForceWeights& weights, const LossSpec& loss) {
-  at::Tensor total = at::zeros({}, pred.energy.options());
-  if (batch.energy.defined()) {
-    const at::Tensor target = batch.energy.to(pred.energy.options());
-    if (weights.energy_weight != 0.0)
-      total = total + weights.energy_weight * regression_loss(pred.energy, target, loss);
-    if (weights.energy_peratom_weight != 0.0) {
-      const at::Tensor n = batch.atoms_per_graph.to(pred.energy.options()).clamp_min(1.0);
-      total = total +
-              weights.energy_peratom_weight * regression_loss(pred.energy / n, target / n, loss);
-    }
-  }
-  if (batch.forces.defined() && weights.force_weight != 0.0)
-    total = total + weights.force_weight *
-                        regression_loss(pred.forces, batch.forces.to(pred.forces.options()), loss);
-  return total;
 }
 
 }  // namespace ddgnn

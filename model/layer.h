@@ -12,25 +12,13 @@
 #include <vector>
 
 #include "model/batch.h"
+#include "model/spec.h"
 
 namespace ddgnn {
 
 struct NodeState {
   at::Tensor inv;    // [n_atoms, F] invariant features
   at::Tensor equiv;  // [n_atoms, 3, F] equivariant vectors, or undefined for invariant models
-};
-
-// What a layer is built from: the Architecture keys of the config that layers use.
-struct LayerSpec {
-  int64_t hidden_dim = 64;  // F, input and output width
-  double radius = 5.0;      // Å, cutoff of the radius graph
-  std::string activation = "ssp";
-  int64_t num_gaussians = 50;    // SchNet radial expansion
-  int64_t num_filters = 128;     // SchNet filter width
-  int64_t num_radial = 6;        // PaiNN / DimeNet radial basis size
-  bool equivariance = false;     // EGNN: update positions-like vectors
-  std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
-  int64_t layer_index = 0;       // position in the trunk (0-based)
 };
 
 class MessagePassing : public torch::nn::Module {

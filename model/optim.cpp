@@ -107,46 +107,12 @@ torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
 
 // ---- optimizers ----
 
-const std::vector<std::string>& known_optimizer_names() {
-  static const std::vector<std::string> names = {"SGD", "Adam", "AdamW", "RMSprop"};
-  return names;
-}
-
-OptimizerType parse_optimizer_type(const std::string& name) {
-  if (name == "SGD") return OptimizerType::kSGD;
-  if (name == "Adam") return OptimizerType::kAdam;
-  if (name == "AdamW") return OptimizerType::kAdamW;
-  if (name == "RMSprop") return OptimizerType::kRMSprop;
-  throw ConfigError("NeuralNetwork.Training.Optimizer.type: unknown optimizer '" + name + "'",
-                    "known optimizers: " + join_names());
-}
-
-std::string to_string(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSGD:
-      return "SGD";
-    case OptimizerType::kAdam:
-      return "Adam";
-    case OptimizerType::kAdamW:
-      return "AdamW";
-    case OptimizerType::kRMSprop:
-      return "RMSprop";
-  }
-  return "unknown";
-}
-
 OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::SGD*>(&optimizer)) return OptimizerType::kSGD;
   if (dynamic_cast<const torch::optim::Adam*>(&optimizer)) return OptimizerType::kAdam;
   if (dynamic_cast<const torch::optim::AdamW*>(&optimizer)) return OptimizerType::kAdamW;
   if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer)) return OptimizerType::kRMSprop;
   throw Error("optimizer of an unknown type", "known optimizers: " + join_names());
-}
-
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::string& type_name, const std::vector<torch::Tensor>& parameters,
-    double learning_rate, double weight_decay) {
-  return make_optimizer(parse_optimizer_type(type_name), parameters, learning_rate, weight_decay);
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/spec.h"
+
 namespace at {
 class Tensor;
 }
@@ -29,13 +31,7 @@ namespace ddgnn {
 
 // ---- optimizers (`NeuralNetwork.Training.Optimizer`) ----
 
-enum class OptimizerType { kSGD, kAdam, kAdamW, kRMSprop };
-
-// "SGD", "Adam", "AdamW", "RMSprop" (exact spelling, as in torch.optim); anything else is a
-// ConfigError whose hint lists the known names.
-OptimizerType parse_optimizer_type(const std::string& name);
-std::string to_string(OptimizerType type);
-const std::vector<std::string>& known_optimizer_names();
+// OptimizerType and its names: model/spec.h.
 
 // The type of an optimizer made by make_optimizer (found by downcast); an Error for other types.
 OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
@@ -44,9 +40,6 @@ OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
 // SGD momentum 0; Adam and AdamW betas (0.9, 0.999), eps 1e-8, no amsgrad; RMSprop alpha 0.99,
 // eps 1e-8, momentum 0, not centered. `weight_decay` is used as given (the config supplies
 // AdamW's 0.01 default). learning_rate must be > 0 and weight_decay ≥ 0 (else ConfigError).
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::string& type_name, const std::vector<torch::Tensor>& parameters,
-    double learning_rate, double weight_decay);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     OptimizerType type, const std::vector<torch::Tensor>& parameters, double learning_rate,
     double weight_decay);
@@ -63,16 +56,7 @@ void set_lr(torch::optim::Optimizer& optimizer, double learning_rate);
 // (clamped to [0, 1]): geometric decay from lr0 to `final` over the budget.
 double time_exponential_lr(double lr0, double final, double fraction);
 
-// torch.optim.lr_scheduler.ReduceLROnPlateau's arguments; mode is always 'min' and
-// threshold_mode always 'rel'. Defaults are PyTorch's (the config has its own defaults).
-struct PlateauOptions {
-  double factor = 0.1;      // new lr = lr × factor, in (0, 1)
-  int patience = 10;        // non-improving epochs tolerated; the next one reduces
-  double threshold = 1e-4;  // improvement means metric < best × (1 − threshold)
-  int cooldown = 0;         // epochs after a reduction during which bad epochs are not counted
-  double min_lr = 0.0;      // lower bound of every group's lr
-  double eps = 1e-8;        // reductions smaller than this are skipped
-};
+// ReduceLROnPlateau's options (PlateauOptions): model/spec.h.
 
 // Everything ReduceLROnPlateau carries between epochs; restoring it (and the optimizer's own
 // state, which holds the lr) continues a run bit-identically.

@@ -1,4 +1,4 @@
-// Precision names <-> LibTorch dtypes.
+// Precisions as LibTorch dtypes.
 #include "model/precision.h"
 
 #include <torch/version.h>
@@ -9,18 +9,15 @@
 
 namespace ddgnn {
 
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32" || name == "float32" || name == "float") return Precision::kFloat32;
-  if (name == "fp64" || name == "float64" || name == "double") return Precision::kFloat64;
-  throw ConfigError("unknown precision '" + name + "'", "use fp32 or fp64");
-}
-
-std::string to_string(Precision p) {
-  return p == Precision::kFloat64 ? "fp64" : "fp32";
-}
-
 c10::ScalarType to_dtype(Precision p) {
   return p == Precision::kFloat64 ? c10::ScalarType::Double : c10::ScalarType::Float;
+}
+
+Precision precision_of(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Double) return Precision::kFloat64;
+  if (dtype == c10::ScalarType::Float) return Precision::kFloat32;
+  throw ConfigError(std::string("no precision for dtype ") + c10::toString(dtype),
+                    "models are fp32 or fp64");
 }
 
 std::string torch_version() {

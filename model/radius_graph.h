@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/spec.h"
+
 namespace at {
 class Tensor;
 }
@@ -22,11 +24,6 @@ enum class ScalarType : int8_t;
 }
 
 namespace ddgnn {
-
-struct RadiusGraphOptions {
-  double radius = 5.0;         // Å, cutoff (strict: |r_ij| < radius); must be > 0
-  int64_t max_neighbours = 0;  // per center, nearest kept; 0 = no limit
-};
 
 // Edges of one graph, or of a batch (then with global atom indices and per-graph counts).
 struct Edges {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "tuner/tpe.h"
 
@@ -14,20 +15,35 @@ namespace {
 
 const std::map<std::string, std::vector<std::string>>& model_terms() {
   static const std::map<std::string, std::vector<std::string>> terms = {
-      {"rma",
+      {to_string(Backend::kRma),
        {"latency", "local_sample", "local_byte", "remote_sample", "remote_byte", "contention"}},
-      {"collective",
+      {to_string(Backend::kCollective),
        {"latency", "local_sample", "local_byte", "remote_sample", "remote_byte", "peers", "rounds",
         "contention", "contention_peers"}},
-      {"shm",
+      {to_string(Backend::kShm),
        {"latency", "local_sample", "local_byte", "remote_sample", "remote_byte", "contention"}},
-      {"replicated", {"latency", "local_sample", "local_byte", "contention"}},
-      {"file", {"latency", "local_sample", "local_byte", "contention"}},
+      {to_string(Backend::kReplicated), {"latency", "local_sample", "local_byte", "contention"}},
+      {to_string(Backend::kFile), {"latency", "local_sample", "local_byte", "contention"}},
   };
   return terms;
 }
 
 }  // namespace
+
+const std::vector<std::string>& fit_method_names() {
+  static const std::vector<std::string> names = {"tpe", "lsq"};
+  return names;
+}
+
+std::string to_string(FitMethod m) {
+  return fit_method_names()[size_t(m)];
+}
+
+FitMethod parse_fit_method(const std::string& name) {
+  for (size_t i = 0; i < fit_method_names().size(); ++i)
+    if (fit_method_names()[i] == name) return FitMethod(i);
+  throw ConfigError("unknown fit method '" + name + "'", "use tpe or lsq");
+}
 
 const std::vector<std::string>& CostModel::backends() {
   static const std::vector<std::string> names = [] {

@@ -52,6 +52,10 @@ struct FetchMeasurement {
 };
 
 enum class FitMethod { kTpe, kLeastSquares };
+// "tpe" | "lsq" (the keys of `ddgnn tune --out`'s JSON); parse throws a ConfigError listing them.
+std::string to_string(FitMethod m);
+FitMethod parse_fit_method(const std::string& name);
+const std::vector<std::string>& fit_method_names();
 
 class CostModel {
  public:

@@ -1,6 +1,6 @@
 // The online backend switcher's decisions (Loader.backend "auto"), without MPI: which backends a
 // step fetches with, what is chosen from the measured times, and when to look again. The MPI
-// side (app/backend_switcher.h) feeds it the slowest rank's times and broadcasts rank 0's
+// side (train/backend_switcher.h) feeds it the slowest rank's times and broadcasts rank 0's
 // decisions; this class is what rank 0 runs, deterministic given the times.
 //
 // Exploration: for `explore_batches` steps every candidate fetches the step's batch (the same
@@ -31,7 +31,7 @@
 namespace ddgnn {
 
 // The median of measured times (the mean of the middle two for an even count; NAN when empty),
-// as the switcher compares them (app/backend_switcher.cpp uses it too).
+// as the switcher compares them (train/backend_switcher.cpp uses it too).
 double median_seconds(std::vector<double> v);
 
 struct OnlineOptions {

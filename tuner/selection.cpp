@@ -376,8 +376,8 @@ Agreement picks_agree(const SelectionReport& report, const std::vector<FetchMeas
   return judge_picks(picks, second, second_path);
 }
 
-std::map<std::string, CostModel> read_cost_models(const std::string& path,
-                                                  const std::string& method) {
+std::map<std::string, CostModel> read_cost_models(const std::string& path, FitMethod fit) {
+  const std::string method = to_string(fit);
   std::ifstream in(path);
   if (!in)
     throw ConfigError(path + ": cannot open the cost models",

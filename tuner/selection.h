@@ -28,11 +28,10 @@ std::vector<FetchMeasurement> only_backends(const std::vector<FetchMeasurement>&
                                             const std::vector<std::string>& keep,
                                             const std::string& path);
 
-// The models that `ddgnn tune --out FILE` wrote, fitted by `method` ("tpe" or "lsq"), by backend.
+// The models that `ddgnn tune --out FILE` wrote, fitted by `method`, by backend.
 // ConfigError naming the file for a missing file, bad JSON, a missing method, or a model whose
 // terms do not match this version's (saying to refit).
-std::map<std::string, CostModel> read_cost_models(const std::string& path,
-                                                  const std::string& method);
+std::map<std::string, CostModel> read_cost_models(const std::string& path, FitMethod method);
 
 // The paired sign test: a backend that was faster than the measured best in `beats` of `n`
 // repetitions is not distinguishable from it when P(X <= beats) > alpha for X ~ Binomial(n, 1/2)

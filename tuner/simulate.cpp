@@ -39,7 +39,7 @@
 //   bytes at b, 2 ceil(log2 P) α), counted in full although DataParallel overlaps part of it
 //   with backward. Epoch = ceil(N / (B P)) steps (past N / B ranks: one step, priced as full).
 // Memory per rank: its store part N S / g (the whole dataset for replicated, none for file) plus
-//   8 N bytes of split id lists (app/train_data.h); feasible when it fits memory_fraction of the
+//   8 N bytes of split id lists (train/train_data.h); feasible when it fits memory_fraction of the
 //   node's memory / R. `auto` = the feasible backend with the lowest step time; on a tie (the
 //   fetch hidden behind compute) the one with the lowest fetch time, the most slack.
 #include "tuner/simulate.h"
@@ -53,6 +53,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace ddgnn {
@@ -134,8 +135,8 @@ Platform local(const std::map<std::string, CostModel>& models) {
   p.get_overhead_us = 0.5;
   p.peer_overhead_us = 0.1;
   std::string from = "neither rma nor shm has a model: give --latency-us and --bandwidth-gbs";
-  for (const std::string b : {"rma", "shm"}) {
-    const auto it = models.find(b);
+  for (const Backend b : {Backend::kRma, Backend::kShm}) {
+    const auto it = models.find(to_string(b));
     if (it == models.end()) continue;
     // One remote sample on a node without contention: a fetch is two flush round trips, and
     // the extra time of a 1 MiB sample is its bytes at the transport's bandwidth.
@@ -148,7 +149,8 @@ Platform local(const std::map<std::string, CostModel>& models) {
     const double t1 = it->second.predict(f);
     p.latency_us = t0 > 0 ? 0.5 * t0 * 1e6 : kNaN;
     p.injection_gbs = t1 > t0 ? double(p.ranks_per_node) * double(1 << 20) / (t1 - t0) / 1e9 : kNaN;
-    from = "latency = half the " + b + " model's time for one remote sample of 0 bytes, " +
+    from = "latency = half the " + to_string(b) +
+           " model's time for one remote sample of 0 bytes, " +
            "bandwidth per rank = 1 MiB over the extra time of a 1 MiB one";
     break;
   }
@@ -251,8 +253,9 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
   validate(w);
   std::vector<std::string> names;
   for (const auto& [name, model] : models) names.push_back(name);
-  if (!models.count("file") && platform.pfs_gbs > 0) {
-    names.push_back("file");
+  const std::string file = to_string(Backend::kFile);
+  if (!models.count(file) && platform.pfs_gbs > 0) {
+    names.push_back(file);
     std::sort(names.begin(), names.end());
   }
   const double alpha = platform.latency_us * 1e-6, o_get = platform.get_overhead_us * 1e-6,
@@ -290,11 +293,12 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
       const auto model = models.find(name);
       bp.calibrated = model != models.end();
       double store = w.graphs * w.bytes_mean / g;
-      if (name == "rma" || name == "shm") {
+      const Backend backend = find_backend(name).value_or(Backend::kNccl);  // nccl: no rule here
+      if (backend == Backend::kRma || backend == Backend::kShm) {
         bp.fetch_node_s = model->second.predict(node);
         if (n_off > 0)
           bp.fetch_network_s = 2 * alpha + 2 * n_off * o_get + n_off * w.bytes_mean / b;
-      } else if (name == "collective") {
+      } else if (backend == Backend::kCollective) {
         bp.fetch_node_s = model->second.predict(node);
         if (g > r) {
           const double l = ceil_log2(pt.group_ranks);
@@ -302,10 +306,10 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
           bp.fetch_network_s = (3 * l + 3) * alpha + 6 * peers_asked * o_get + g * o_peer +
                                (2 * g * l + 16 * n_off + n_off * w.bytes_mean) / b;
         }
-      } else if (name == "replicated") {
+      } else if (backend == Backend::kReplicated) {
         bp.fetch_node_s = model->second.predict(alone);
         store = w.graphs * w.bytes_mean;
-      } else if (name == "file") {
+      } else if (backend == Backend::kFile) {
         bp.fetch_node_s = bp.calibrated ? model->second.predict(alone) : 0.0;
         if (platform.pfs_gbs > 0) {
           const double per_read =

@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
-#include "app/checkpoint.h"
-#include "app/model_setup.h"
+#include "model/precision.h"
+#include "train/checkpoint.h"
+#include "train/model_setup.h"
 
 namespace ddgnn::testing {
 
@@ -92,7 +93,7 @@ inline std::string write_config(const TempDir& dir, const std::string& name,
 inline std::vector<at::Tensor> checkpoint_parameters(const std::string& path) {
   const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
   Gnn gnn(setup.spec);
-  gnn.to(setup.dtype);
+  gnn.to(to_dtype(setup.precision));
   load_checkpoint_model(path, gnn);
   std::vector<at::Tensor> out;
   for (const auto& p : gnn.parameters()) out.push_back(p.detach().clone());

@@ -1,4 +1,5 @@
-// core/: the error line that main prints, CRC-32 with its combine rule, threads per rank.
+// core/: the error line that main prints, CRC-32 with its combine rule, threads per rank, backend
+// names.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/threads.h"
@@ -62,6 +64,21 @@ TEST(Threads, RanksShareTheCoresTheyMayUse) {
   }
   if (machine >= 4) {
     EXPECT_EQ(threads_per_rank(machine, 2), machine / 2);
+  }
+}
+
+TEST(Backend, OneSpellingRoundTrips) {
+  ASSERT_EQ(backend_names().size(), 6u);
+  for (const std::string& name : backend_names()) EXPECT_EQ(to_string(parse_backend(name)), name);
+  EXPECT_EQ(parse_backends({"shm", "file"}), (std::vector<Backend>{Backend::kShm, Backend::kFile}));
+  EXPECT_FALSE(find_backend("local").has_value());
+  try {
+    parse_backend("rdma", "Loader.backend");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("Loader.backend: unknown backend 'rdma'"),
+              std::string::npos);
+    EXPECT_NE(e.hint().find("rma, collective, shm, replicated, file, nccl"), std::string::npos);
   }
 }
 

@@ -1,4 +1,4 @@
-// The fast paths of issue 3 against plain-ops references (index_select / index_add / ATen
+// The fast training paths against plain-ops references (index_select / index_add / ATen
 // expressions), in float64: fused segment ops (gather_mul_sum, gather_gather_dot, outer_sum,
 // edge_difference), the softplus / ssp autograd functions, the edge geometry and PaiNN's fused
 // message block (values, first and second derivatives, parameter gradients of a force loss);
@@ -24,6 +24,7 @@
 #include "model/batch.h"
 #include "model/gnn.h"
 #include "model/layer.h"
+#include "model/predict.h"
 #include "model/radius_graph.h"
 #include "model/schnet_filter.h"
 #include "model/segment.h"
@@ -467,18 +468,26 @@ TEST(FastPath, EveryModelTrainsOneStepWithFiniteForcesAndGradients) {
     at::manual_seed(5);
     Gnn gnn(spec);
     gnn.to(at::kDouble);
-    const at::Tensor pos = b.pos.to(at::kDouble).clone().requires_grad_(true);
-    const at::Tensor energy = predict_energy(gnn, b, pos);
-    const auto g = torch::autograd::grad({energy.sum()}, {pos}, {}, true, true, true);
-    const at::Tensor forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
+    // The prediction path of training (model/predict.h): forces with their graph.
+    TargetSpec targets;
+    targets.heads = {HeadTarget{"energy", HeadSpec::kNode, 1}};
+    targets.energy_head = 0;
+    targets.conservative = true;
+    const Prediction pred = predict(gnn, targets, b, /*create_graph=*/true);
+    const at::Tensor &energy = pred.energy, &forces = pred.forces;
     // Central differences of the total energy along one random direction.
-    const at::Tensor dir = at::randn_like(pos);
+    const at::Tensor dir = at::randn_like(b.pos);
     const double h = 1e-5;
     double ep, em;
     {
       at::NoGradGuard no_grad;
-      ep = predict_energy(gnn, b, pos.detach() + h * dir).sum().item<double>();
-      em = predict_energy(gnn, b, pos.detach() - h * dir).sum().item<double>();
+      TargetSpec energy_only = targets;
+      energy_only.conservative = false;
+      GraphBatch moved = b;
+      moved.pos = b.pos + h * dir;
+      ep = predict(gnn, energy_only, moved, false).energy.sum().item<double>();
+      moved.pos = b.pos - h * dir;
+      em = predict(gnn, energy_only, moved, false).energy.sum().item<double>();
     }
     const double fd = -(ep - em) / (2 * h), an = (forces * dir).sum().item<double>();
     EXPECT_NEAR(an, fd, 1e-6 * (1.0 + std::abs(fd))) << type;

@@ -18,6 +18,7 @@
 #include "model/batch.h"
 #include "model/gnn.h"
 #include "model/layer.h"
+#include "model/predict.h"
 
 namespace ddgnn {
 namespace {
@@ -50,7 +51,7 @@ GnnSpec make_spec(const std::string& type, double radius = kRadius) {
   s.layer.num_radial = 6;
   s.layer.pna_deg = std::vector<int64_t>(40, 1);  // fixed normaliser: batches equal graphs alone
   s.num_conv_layers = 2;
-  s.graph_pooling = "add";
+  s.graph_pooling = Pooling::kAdd;
   s.num_sharedlayers = 1;
   s.dim_sharedlayers = 16;
   s.num_headlayers = 1;
@@ -60,6 +61,36 @@ GnnSpec make_spec(const std::string& type, double radius = kRadius) {
   s.heads = {{"energy", HeadSpec::kNode, 1}};
   s.interatomic_potential = true;
   return s;
+}
+
+// What the heads learn, as training binds them: the head named "energy" is the energy (summed
+// over atoms for a node head), a head named "forces" gives direct forces; conservative forces are
+// -dE/dx.
+TargetSpec targets_of(const GnnSpec& spec, bool conservative) {
+  TargetSpec t;
+  t.conservative = conservative;
+  for (size_t k = 0; k < spec.heads.size(); ++k) {
+    HeadTarget h;
+    h.name = spec.heads[k].name;
+    h.kind = spec.heads[k].kind;
+    h.dim = spec.heads[k].output_dim;
+    h.source = h.name == "forces" ? TargetSource::kForces : TargetSource::kEnergy;
+    if (h.name == "energy") t.energy_head = int(k);
+    t.heads.push_back(h);
+  }
+  return t;
+}
+
+// The prediction path of training and evaluation (model/predict.h) on `b`.
+Prediction predict_on(Gnn& gnn, const GraphBatch& b, bool conservative, bool create_graph = false) {
+  return predict(gnn, targets_of(gnn.spec(), conservative), b, create_graph);
+}
+
+// The energy [n_graphs] at positions `pos` with the batch's edges.
+at::Tensor energy_at(Gnn& gnn, const GraphBatch& b, const at::Tensor& pos) {
+  GraphBatch moved = b;
+  moved.pos = pos;
+  return predict_on(gnn, moved, /*conservative=*/false).energy;
 }
 
 std::shared_ptr<Gnn> build(const GnnSpec& spec, uint64_t seed = 3) {
@@ -91,8 +122,8 @@ at::Tensor fd_forces(Gnn& gnn, const GraphBatch& b) {
       at::Tensor p = b.pos.clone(), m = b.pos.clone();
       p[a][c] += h;
       m[a][c] -= h;
-      const double ep = predict_energy(gnn, b, p).sum().item<double>();
-      const double em = predict_energy(gnn, b, m).sum().item<double>();
+      const double ep = energy_at(gnn, b, p).sum().item<double>();
+      const double em = energy_at(gnn, b, m).sum().item<double>();
       fd[a][c] = -(ep - em) / (2 * h);
     }
   return fd;
@@ -103,7 +134,7 @@ class GnnLayers : public ::testing::TestWithParam<std::string> {};
 TEST_P(GnnLayers, ConservativeForcesMatchFiniteDifferences) {
   auto gnn = build(make_spec(GetParam()));
   const GraphBatch b = batch_of({periodic_cell()});
-  const EnergyForces ef = predict_energy_forces(*gnn, b, /*conservative=*/true, false);
+  const Prediction ef = predict_on(*gnn, b, true);
   ASSERT_EQ(ef.energy.sizes(), (std::vector<int64_t>{1}));
   ASSERT_EQ(ef.forces.sizes(), (std::vector<int64_t>{8, 3}));
   if (GetParam() == "GIN")  // GIN reads no geometry (as in HydraGNN): its forces are zero.
@@ -137,7 +168,7 @@ TEST_P(GnnLayers, InvariantEnergyAndEquivariantForces) {
   auto gnn = build(make_spec(GetParam()));
   const Structure s0 = periodic_cell();
   const GraphBatch b0 = batch_of({s0});
-  const EnergyForces ef0 = predict_energy_forces(*gnn, b0, true, false);
+  const Prediction ef0 = predict_on(*gnn, b0, true);
   const double tol = 1e-9;
 
   {  // rotation of positions and cell: energy equal, forces rotate
@@ -147,14 +178,14 @@ TEST_P(GnnLayers, InvariantEnergyAndEquivariantForces) {
     s.cell = rotate_rows(s0.cell, r);
     const GraphBatch b = batch_of({s});
     EXPECT_EQ(b.n_edges(), b0.n_edges());
-    const EnergyForces ef = predict_energy_forces(*gnn, b, true, false);
+    const Prediction ef = predict_on(*gnn, b, true);
     expect_close(ef.energy, ef0.energy, tol, "energy, rotated");
     expect_close(ef.forces, ef0.forces.matmul(r.t()), tol, "forces, rotated");
   }
   {  // translation
     Structure s = s0;
     for (size_t k = 0; k < s.pos.size(); ++k) s.pos[k] += (k % 3 == 0 ? 0.37 : -1.9);
-    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    const Prediction ef = predict_on(*gnn, batch_of({s}), true);
     expect_close(ef.energy, ef0.energy, tol, "energy, translated");
     expect_close(ef.forces, ef0.forces, tol, "forces, translated");
   }
@@ -165,14 +196,14 @@ TEST_P(GnnLayers, InvariantEnergyAndEquivariantForces) {
       s.z[size_t(a)] = s0.z[size_t(n - 1 - a)];
       for (int c = 0; c < 3; ++c) s.pos[size_t(3 * a + c)] = s0.pos[size_t(3 * (n - 1 - a) + c)];
     }
-    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    const Prediction ef = predict_on(*gnn, batch_of({s}), true);
     expect_close(ef.energy, ef0.energy, tol, "energy, permuted");
     expect_close(ef.forces, ef0.forces.flip({0}), tol, "forces, permuted");
   }
   {  // periodic image of one atom: atom 2 moved by a1 - a3
     Structure s = s0;
     for (int c = 0; c < 3; ++c) s.pos[size_t(6 + c)] += s0.cell[size_t(c)] - s0.cell[size_t(6 + c)];
-    const EnergyForces ef = predict_energy_forces(*gnn, batch_of({s}), true, false);
+    const Prediction ef = predict_on(*gnn, batch_of({s}), true);
     expect_close(ef.energy, ef0.energy, tol, "energy, image shift");
     expect_close(ef.forces, ef0.forces, tol, "forces, image shift");
   }
@@ -181,9 +212,9 @@ TEST_P(GnnLayers, InvariantEnergyAndEquivariantForces) {
 TEST_P(GnnLayers, BatchOfTwoEqualsEachAlone) {
   auto gnn = build(make_spec(GetParam()));
   const Structure a = periodic_cell(), m = molecule();
-  const EnergyForces both = predict_energy_forces(*gnn, batch_of({a, m}), true, false);
-  const EnergyForces ea = predict_energy_forces(*gnn, batch_of({a}), true, false);
-  const EnergyForces em = predict_energy_forces(*gnn, batch_of({m}), true, false);
+  const Prediction both = predict_on(*gnn, batch_of({a, m}), true);
+  const Prediction ea = predict_on(*gnn, batch_of({a}), true);
+  const Prediction em = predict_on(*gnn, batch_of({m}), true);
   expect_close(both.energy, at::cat({ea.energy, em.energy}), 1e-12, "energies");
   expect_close(both.forces, at::cat({ea.forces, em.forces}), 1e-12, "forces");
 }
@@ -240,7 +271,7 @@ std::vector<double> train(Gnn& gnn, const GraphBatch& b, int steps, double lr) {
   std::vector<double> history;
   for (int k = 0; k <= steps; ++k) {
     opt.zero_grad();
-    const EnergyForces ef = predict_energy_forces(gnn, b, true, /*create_graph=*/true);
+    const Prediction ef = predict_on(gnn, b, true, /*create_graph=*/true);
     const at::Tensor l = energy_force_loss(ef, b, w, loss);
     history.push_back(l.item<double>());
     if (k == steps) break;
@@ -272,17 +303,17 @@ TEST(GnnTraining, SchNetOverfitsMorseDataset) {
 TEST(GnnPrecision, Float32MatchesFloat64) {
   auto gnn = build(make_spec("SchNet"));
   const std::vector<Structure> ss = {periodic_cell(), molecule()};
-  const EnergyForces ef64 = predict_energy_forces(*gnn, batch_of(ss), true, false);
+  const Prediction ef64 = predict_on(*gnn, batch_of(ss), true);
   gnn->to(at::kFloat);
   const GraphBatch b32 = batch_of(ss, kRadius, at::kFloat);
-  const EnergyForces ef32 = predict_energy_forces(*gnn, b32, true, false);
+  const Prediction ef32 = predict_on(*gnn, b32, true);
   EXPECT_EQ(ef32.forces.scalar_type(), at::kFloat);
   EXPECT_TRUE(at::isfinite(ef32.forces).all().item<bool>());
   expect_close(ef32.energy.to(at::kDouble), ef64.energy, 1e-4, "energy float32");
   expect_close(ef32.forces.to(at::kDouble), ef64.forces, 1e-3, "forces float32");
 }
 
-GnnSpec direct_spec(const std::string& pooling) {
+GnnSpec direct_spec(Pooling pooling) {
   GnnSpec s = make_spec("SchNet");
   s.graph_pooling = pooling;
   s.interatomic_potential = false;
@@ -291,22 +322,23 @@ GnnSpec direct_spec(const std::string& pooling) {
 }
 
 TEST(GnnDirect, ForcesFromTheNodeHeadAndPoolingBatches) {
-  for (const std::string pooling : {"add", "mean", "max"}) {
-    auto gnn = build(direct_spec(pooling));
+  for (const Pooling kind : {Pooling::kAdd, Pooling::kMean, Pooling::kMax}) {
+    const std::string pooling = to_string(kind);
+    auto gnn = build(direct_spec(kind));
     const Structure a = periodic_cell(), m = molecule();
     const GraphBatch b = batch_of({a, m});
-    const EnergyForces ef = predict_energy_forces(*gnn, b, /*conservative=*/false, false);
+    const Prediction ef = predict_on(*gnn, b, false);
     EXPECT_EQ(ef.energy.sizes(), (std::vector<int64_t>{2})) << pooling;
     EXPECT_EQ(ef.forces.sizes(), (std::vector<int64_t>{13, 3})) << pooling;
     ASSERT_EQ(ef.outputs.size(), 2u);
     EXPECT_TRUE(ef.forces.equal(ef.outputs[1]));
-    const EnergyForces ea = predict_energy_forces(*gnn, batch_of({a}), false, false);
-    const EnergyForces em = predict_energy_forces(*gnn, batch_of({m}), false, false);
+    const Prediction ea = predict_on(*gnn, batch_of({a}), false);
+    const Prediction em = predict_on(*gnn, batch_of({m}), false);
     expect_close(ef.energy, at::cat({ea.energy, em.energy}), 1e-12, pooling + " energies");
     expect_close(ef.forces, at::cat({ea.forces, em.forces}), 1e-12, pooling + " forces");
     // The loss reaches every head's parameters.
     const GraphBatch t = batch_of(morse_dataset(), 5.0);
-    const at::Tensor l = energy_force_loss(predict_energy_forces(*gnn, t, false, false), t,
+    const at::Tensor l = energy_force_loss(predict_on(*gnn, t, false), t,
                                            EnergyForceWeights{1.0, 0.5, 1.0}, LossSpec{});
     l.backward();
     for (const auto& p : gnn->named_parameters()) {
@@ -315,36 +347,43 @@ TEST(GnnDirect, ForcesFromTheNodeHeadAndPoolingBatches) {
       }
     }
   }
-  EXPECT_THROW(
-      predict_energy_forces(*build(make_spec("SchNet")), batch_of({molecule()}), false, false),
-      ConfigError);
+  // Without a forces head a direct model predicts no forces; conservative forces need an energy.
+  EXPECT_FALSE(
+      predict_on(*build(make_spec("SchNet")), batch_of({molecule()}), false).forces.defined());
+  GnnSpec no_energy = make_spec("SchNet");
+  no_energy.heads = {{"charge", HeadSpec::kNode, 1}};
+  EXPECT_THROW(predict_on(*build(no_energy), batch_of({molecule()}), true), ConfigError);
 }
 
 TEST(GnnHeads, ConvNodeHeadAndLosses) {
   GnnSpec s = make_spec("PAINN");
-  s.node_head_type = "conv";
+  s.node_head_type = NodeHeadType::kConv;
   auto gnn = build(s);
   const GraphBatch b = batch_of({periodic_cell()});
   const auto out = gnn->forward(b, b.pos);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{8, 1}));
   EXPECT_NE(gnn->named_parameters().find("head0_conv.phi1.weight"), nullptr);
-  expect_close(predict_energy_forces(*gnn, b, true, false).forces, fd_forces(*gnn, b), 1e-6,
-               "conv node head forces");
+  expect_close(predict_on(*gnn, b, true).forces, fd_forces(*gnn, b), 1e-6, "conv node head forces");
   // Conservative forces through a max-pooled graph head (energy from the graph head).
-  auto pooled = build(direct_spec("max"));
-  expect_close(predict_energy_forces(*pooled, b, true, false).forces, fd_forces(*pooled, b), 1e-6,
+  auto pooled = build(direct_spec(Pooling::kMax));
+  expect_close(predict_on(*pooled, b, true).forces, fd_forces(*pooled, b), 1e-6,
                "max-pooled graph head forces");
 
   const at::Tensor p = at::tensor({0.0, 3.0}, at::kDouble), t = at::zeros({2}, at::kDouble);
-  EXPECT_NEAR(regression_loss(p, t, {"mse", 1.0}).item<double>(), 4.5, 1e-12);
-  EXPECT_NEAR(regression_loss(p, t, {"mae", 1.0}).item<double>(), 1.5, 1e-12);
-  EXPECT_NEAR(regression_loss(p, t, {"rmse", 1.0}).item<double>(), std::sqrt(4.5), 1e-12);
-  EXPECT_NEAR(regression_loss(p, t, {"huber", 2.0}).item<double>(), 0.5 * 2.0 * 2.0, 1e-12);
-  EXPECT_NEAR(regression_loss(p, t, {"smooth_l1", 2.0}).item<double>(), 1.0, 1e-12);
-  EXPECT_THROW(regression_loss(p, t, {"l4", 1.0}), ConfigError);
+  auto loss = [&](const char* type, double delta) {
+    return regression_loss(p, t, {parse_loss_type(type), delta}).item<double>();
+  };
+  EXPECT_NEAR(loss("mse", 1.0), 4.5, 1e-12);
+  EXPECT_NEAR(loss("mae", 1.0), 1.5, 1e-12);
+  EXPECT_NEAR(loss("rmse", 1.0), std::sqrt(4.5), 1e-12);
+  EXPECT_NEAR(loss("huber", 2.0), 0.5 * 2.0 * 2.0, 1e-12);
+  EXPECT_NEAR(loss("smooth_l1", 2.0), 1.0, 1e-12);
+  EXPECT_THROW(loss("huber", 0.0), ConfigError);
+  EXPECT_THROW(parse_loss_type("l4"), ConfigError);
+  EXPECT_THROW(parse_pooling("median"), ConfigError);
   GnnSpec bad = make_spec("SchNet");
-  bad.graph_pooling = "median";
+  bad.heads.clear();
   EXPECT_THROW(Gnn{bad}, ConfigError);
 }
 

@@ -124,15 +124,19 @@ TEST(Optimizer, NamesRoundTrip) {
 TEST(Optimizer, UnknownNameListsKnownOnes) {
   auto w = make_w();
   try {
-    make_optimizer("FusedLAMB", {w}, /*learning_rate=*/0.1, /*weight_decay=*/0.0);
+    make_optimizer(parse_optimizer_type("FusedLAMB"), {w}, /*learning_rate=*/0.1,
+                   /*weight_decay=*/0.0);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("FusedLAMB"), std::string::npos);
     EXPECT_NE(e.hint().find("SGD, Adam, AdamW, RMSprop"), std::string::npos) << e.hint();
   }
-  EXPECT_THROW(make_optimizer("adam", {w}, 0.1, 0.0), ConfigError);  // names are exact
-  EXPECT_THROW(make_optimizer("Adam", {w}, /*learning_rate=*/0.0, 0.0), ConfigError);
-  EXPECT_THROW(make_optimizer("Adam", {w}, 0.1, /*weight_decay=*/-1.0), ConfigError);
+  EXPECT_THROW(make_optimizer(parse_optimizer_type("adam"), {w}, 0.1, 0.0),
+               ConfigError);  // names are exact
+  EXPECT_THROW(make_optimizer(parse_optimizer_type("Adam"), {w}, /*learning_rate=*/0.0, 0.0),
+               ConfigError);
+  EXPECT_THROW(make_optimizer(parse_optimizer_type("Adam"), {w}, 0.1, /*weight_decay=*/-1.0),
+               ConfigError);
 }
 
 TEST(Optimizer, ReportsItsType) {
@@ -205,7 +209,7 @@ TEST(OptimizerReference, AdamWDecaysWeightsBeforeTheAdamStep) {
   const double lr = 0.01, wd = 0.01;
   const auto grad = reference_grad(kW0);
   auto w = make_w();
-  auto optimizer = make_optimizer("AdamW", {w}, lr, wd);
+  auto optimizer = make_optimizer(parse_optimizer_type("AdamW"), {w}, lr, wd);
   step_quadratic(*optimizer, w);
   const auto got = to_vector(w);
   for (size_t k = 0; k < got.size(); ++k) {
@@ -229,7 +233,7 @@ TEST(Optimizer, SetLrGetLrRoundTripOnEveryType) {
 
 TEST(Optimizer, SetLrChangesTheStep) {
   auto w = make_w();
-  auto optimizer = make_optimizer("SGD", {w}, /*learning_rate=*/1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("SGD"), {w}, /*learning_rate=*/1.0, 0.0);
   set_lr(*optimizer, 0.001);
   step_quadratic(*optimizer, w);
   const auto expected = reference_steps(OptimizerType::kSGD, kW0, 0.001, 0.0, 1);
@@ -275,11 +279,11 @@ TEST(OptimizerCheckpoint, SaveLoadResumesBitwise) {
 TEST(OptimizerCheckpoint, WrongTypeOrFileIsADataError) {
   testing::TempDir dir;
   auto w = make_w();
-  auto adam = make_optimizer("Adam", {w}, 0.01, 0.0);
+  auto adam = make_optimizer(parse_optimizer_type("Adam"), {w}, 0.01, 0.0);
   step_quadratic(*adam, w);
   const std::string path = dir.file("adam.pt");
   save_optimizer(*adam, path);
-  auto sgd = make_optimizer("SGD", {w}, 0.01, 0.0);
+  auto sgd = make_optimizer(parse_optimizer_type("SGD"), {w}, 0.01, 0.0);
   try {
     load_optimizer(*sgd, path);
     FAIL() << "expected a DataError";
@@ -295,7 +299,7 @@ TEST(OptimizerCheckpoint, WrongTypeOrFileIsADataError) {
   EXPECT_THROW(load_optimizer(*adam, dir.file("missing.pt")), DataError);
   // Same type, other parameter shapes.
   auto other = torch::zeros({5}, torch::kDouble).requires_grad_(true);
-  auto adam_other = make_optimizer("Adam", {other}, 0.01, 0.0);
+  auto adam_other = make_optimizer(parse_optimizer_type("Adam"), {other}, 0.01, 0.0);
   try {
     load_optimizer(*adam_other, path);
     FAIL() << "expected a DataError";
@@ -317,7 +321,7 @@ PlateauOptions plateau_options(double factor, int patience, double min_lr = 0.0)
 
 TEST(ReduceLROnPlateau, ReducesAfterPatiencePlusOneBadEpochs) {
   auto w = make_w();
-  auto optimizer = make_optimizer("Adam", {w}, /*learning_rate=*/1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("Adam"), {w}, /*learning_rate=*/1.0, 0.0);
   ReduceLROnPlateau scheduler(*optimizer, plateau_options(/*factor=*/0.5, /*patience=*/2));
   EXPECT_FALSE(scheduler.step(1.0));  // first metric: the best
   EXPECT_FALSE(scheduler.step(1.0));  // bad 1
@@ -340,7 +344,7 @@ TEST(ReduceLROnPlateau, ReducesAfterPatiencePlusOneBadEpochs) {
 
 TEST(ReduceLROnPlateau, ImprovementMustBeatTheRelativeThreshold) {
   auto w = make_w();
-  auto optimizer = make_optimizer("SGD", {w}, /*learning_rate=*/1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("SGD"), {w}, /*learning_rate=*/1.0, 0.0);
   ReduceLROnPlateau scheduler(*optimizer, plateau_options(0.5, /*patience=*/1));
   scheduler.step(1.0);
   scheduler.step(0.99995);  // only 5e-5 better: below threshold 1e-4 (rel), a bad epoch
@@ -356,7 +360,7 @@ TEST(ReduceLROnPlateau, ImprovementMustBeatTheRelativeThreshold) {
 
 TEST(ReduceLROnPlateau, RespectsMinLr) {
   auto w = make_w();
-  auto optimizer = make_optimizer("RMSprop", {w}, /*learning_rate=*/1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("RMSprop"), {w}, /*learning_rate=*/1.0, 0.0);
   ReduceLROnPlateau scheduler(*optimizer, plateau_options(0.1, /*patience=*/0, /*min_lr=*/0.05));
   scheduler.step(1.0);
   EXPECT_TRUE(scheduler.step(1.0));
@@ -369,7 +373,7 @@ TEST(ReduceLROnPlateau, RespectsMinLr) {
 
 TEST(ReduceLROnPlateau, CooldownSkipsBadEpochs) {
   auto w = make_w();
-  auto optimizer = make_optimizer("SGD", {w}, /*learning_rate=*/1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("SGD"), {w}, /*learning_rate=*/1.0, 0.0);
   auto options = plateau_options(0.5, /*patience=*/0);
   options.cooldown = 2;
   ReduceLROnPlateau scheduler(*optimizer, options);
@@ -383,7 +387,7 @@ TEST(ReduceLROnPlateau, CooldownSkipsBadEpochs) {
 
 TEST(ReduceLROnPlateau, RejectsBadOptions) {
   auto w = make_w();
-  auto optimizer = make_optimizer("SGD", {w}, 1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("SGD"), {w}, 1.0, 0.0);
   EXPECT_THROW(ReduceLROnPlateau(*optimizer, plateau_options(/*factor=*/1.0, 1)), ConfigError);
   EXPECT_THROW(ReduceLROnPlateau(*optimizer, plateau_options(0.5, /*patience=*/-1)), ConfigError);
   EXPECT_THROW(ReduceLROnPlateau(*optimizer, plateau_options(0.5, 1, /*min_lr=*/-1.0)),
@@ -398,7 +402,7 @@ TEST(ReduceLROnPlateau, ResumesFromSavedStateIdentically) {
 
   // The uninterrupted run.
   auto w = make_w();
-  auto optimizer = make_optimizer("AdamW", {w}, /*learning_rate=*/1.0, 0.01);
+  auto optimizer = make_optimizer(parse_optimizer_type("AdamW"), {w}, /*learning_rate=*/1.0, 0.01);
   ReduceLROnPlateau scheduler(*optimizer, options);
   std::vector<bool> reduced;
   for (double m : metrics) {
@@ -408,7 +412,7 @@ TEST(ReduceLROnPlateau, ResumesFromSavedStateIdentically) {
 
   // The same run, stopped after 7 epochs and resumed from a checkpoint.
   auto w_a = make_w();
-  auto optimizer_a = make_optimizer("AdamW", {w_a}, 1.0, 0.01);
+  auto optimizer_a = make_optimizer(parse_optimizer_type("AdamW"), {w_a}, 1.0, 0.01);
   ReduceLROnPlateau scheduler_a(*optimizer_a, options);
   std::vector<bool> reduced_resumed;
   for (size_t i = 0; i < 7; ++i) {
@@ -420,7 +424,7 @@ TEST(ReduceLROnPlateau, ResumesFromSavedStateIdentically) {
   save_optimizer(*optimizer_a, saved_optimizer);
 
   auto w_b = make_w(to_vector(w_a));
-  auto optimizer_b = make_optimizer("AdamW", {w_b}, 1.0, 0.01);
+  auto optimizer_b = make_optimizer(parse_optimizer_type("AdamW"), {w_b}, 1.0, 0.01);
   load_optimizer(*optimizer_b, saved_optimizer);
   ReduceLROnPlateau scheduler_b(*optimizer_b, options);
   scheduler_b.load_state(nlohmann::json::parse(saved_scheduler).get<PlateauState>());
@@ -451,7 +455,7 @@ TEST(ReduceLROnPlateau, StateJsonRoundTripsInfinityAndDigits) {
   EXPECT_THROW(nlohmann::json::parse(R"({"best": 1.0})").get<PlateauState>(), DataError);
 
   auto w = make_w();
-  auto optimizer = make_optimizer("SGD", {w}, 1.0, 0.0);
+  auto optimizer = make_optimizer(parse_optimizer_type("SGD"), {w}, 1.0, 0.0);
   ReduceLROnPlateau scheduler(*optimizer, PlateauOptions{});
   state.last_lr = {0.1, 0.2};  // two groups, the optimizer has one
   EXPECT_THROW(scheduler.load_state(state), DataError);

@@ -13,14 +13,15 @@
 
 #include "../common/lj_dataset.h"
 #include "../common/mpi_test.h"
-#include "app/collate.h"
-#include "app/ddp.h"
 #include "comm/mpi.h"
 #include "core/error.h"
 #include "loader/dataset.h"
 #include "loader/sampler.h"
 #include "model/gnn.h"
 #include "model/optim.h"
+#include "model/predict.h"
+#include "train/collate.h"
+#include "train/ddp.h"
 
 namespace ddgnn {
 namespace {
@@ -69,7 +70,11 @@ class DdpTest : public ::testing::Test {
     RadiusGraphOptions g;
     g.radius = 5.0;
     const GraphBatch b = collate(*s_block, ids, g, at::kDouble);
-    const EnergyForces pred = predict_energy_forces(gnn, b, true, true);
+    TargetSpec targets;
+    targets.heads = {HeadTarget{"energy", HeadSpec::kNode, 1}};
+    targets.energy_head = 0;
+    targets.conservative = true;
+    const Prediction pred = predict(gnn, targets, b, /*create_graph=*/true);
     energy_force_loss(pred, b, EnergyForceWeights{1.0, 0.0, 10.0}, LossSpec{}).backward();
   }
 
@@ -101,8 +106,8 @@ TEST_F(DdpTest, AveragedGradientsAndTwentyStepsEqualOneRankWithTheWholeBatch) {
   for (size_t k = 0; k < reference->parameters().size(); ++k)
     EXPECT_TRUE(distributed->parameters()[k].equal(reference->parameters()[k]));
 
-  auto opt_ref = make_optimizer("Adam", reference->parameters(), 1e-2, 0.0);
-  auto opt_dist = make_optimizer("Adam", distributed->parameters(), 1e-2, 0.0);
+  auto opt_ref = make_optimizer(OptimizerType::kAdam, reference->parameters(), 1e-2, 0.0);
+  auto opt_dist = make_optimizer(OptimizerType::kAdam, distributed->parameters(), 1e-2, 0.0);
   SamplerOptions one{32, batch, 0, 1, 7, true, false};
   SamplerOptions mine{32, batch / p, rank, p, 7, true, false};
   int step = 0;

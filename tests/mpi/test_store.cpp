@@ -89,7 +89,7 @@ void check_epochs(Fetcher& fetcher, MPI_Comm sampler_comm, int64_t n,
       Fetched f;
       fetcher.fetch(ids.data(), int64_t(ids.size()), f);
       ASSERT_EQ(f.offsets.size(), ids.size() + 1);
-      EXPECT_TRUE(f.bytes == ref(ids)) << fetcher.name() << " epoch " << epoch;
+      EXPECT_TRUE(f.bytes == ref(ids)) << to_string(fetcher.backend()) << " epoch " << epoch;
       mine.insert(mine.end(), ids.begin(), ids.end());
     }
     int count = int(mine.size());
@@ -103,7 +103,8 @@ void check_epochs(Fetcher& fetcher, MPI_Comm sampler_comm, int64_t n,
     std::sort(all.begin(), all.end());
     std::vector<int64_t> expected(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) expected[size_t(i)] = i;
-    EXPECT_EQ(all, expected) << fetcher.name() << ": every sample exactly once in epoch " << epoch;
+    EXPECT_EQ(all, expected) << to_string(fetcher.backend())
+                             << ": every sample exactly once in epoch " << epoch;
   }
 }
 
@@ -118,14 +119,14 @@ TEST_F(StoreTest, EveryBackendDeliversTheFileBytesAndEachSampleOncePerEpoch) {
                                            return all;
                                          }())
                                              .size()));
-  for (const std::string backend : {"rma", "collective"}) {
-    auto fetcher = make_fetcher(backend, *load.store);
+  for (const Backend backend : {Backend::kRma, Backend::kCollective}) {
+    auto fetcher = make_fetcher(backend, *s_dataset, load.store.get());
     check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
     // Unsorted ids with repeats and runs of consecutive ids, across owners.
     const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36, 11, 12, 13, 14, 15};
     Fetched f;
     fetcher->fetch(ids.data(), int64_t(ids.size()), f);
-    EXPECT_TRUE(f.bytes == reference(ids)) << backend;
+    EXPECT_TRUE(f.bytes == reference(ids)) << to_string(backend);
     // Unpacked, the graphs equal the file's.
     const GraphBlock b = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
                                         s_dataset->extra_columns());
@@ -159,7 +160,7 @@ TEST_F(StoreTest, ShmReadsNodeRecordsByPointerAndOthersByRma) {
     o.node_size = node_size;
     StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD, o);
     EXPECT_EQ(load.store->byte_window() != MPI_WIN_NULL, node_size == 2 && world_size() > 2);
-    auto fetcher = make_fetcher("shm", *load.store);
+    auto fetcher = make_fetcher(Backend::kShm, *s_dataset, load.store.get());
     check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
     const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36};
     Fetched f;
@@ -167,15 +168,17 @@ TEST_F(StoreTest, ShmReadsNodeRecordsByPointerAndOthersByRma) {
     EXPECT_TRUE(f.bytes == reference(ids)) << "node size " << node_size;
     // The rma and collective fetchers read a shared store too (when it has windows).
     if (load.store->byte_window() != MPI_WIN_NULL)
-      check_epochs(*make_fetcher("rma", *load.store), MPI_COMM_WORLD, 37, reference);
-    check_epochs(*make_fetcher("collective", *load.store), MPI_COMM_WORLD, 37, reference);
+      check_epochs(*make_fetcher(Backend::kRma, *s_dataset, load.store.get()), MPI_COMM_WORLD, 37,
+                   reference);
+    check_epochs(*make_fetcher(Backend::kCollective, *s_dataset, load.store.get()), MPI_COMM_WORLD,
+                 37, reference);
   }
   StoreLoad plain = load_store(*s_dataset, MPI_COMM_WORLD);
-  EXPECT_THROW(make_fetcher("shm", *plain.store), Error);
+  EXPECT_THROW(make_fetcher(Backend::kShm, *s_dataset, plain.store.get()), Error);
 }
 
 TEST_F(StoreTest, FileBackendReadsTheSameRecords) {
-  auto fetcher = make_file_fetcher(*s_dataset);
+  auto fetcher = make_fetcher(Backend::kFile, *s_dataset, nullptr);
   check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
   const std::vector<int64_t> ids = {36, 0, 1, 2, 2, 17, 18, 5, 36};
   Fetched f;
@@ -187,14 +190,14 @@ TEST_F(StoreTest, CollectiveRoundsSmallerThanARecordStillDeliver) {
   StoreLoad load = load_store(*s_dataset, MPI_COMM_WORLD);
   FetcherOptions o;
   o.round_bytes = 100;  // below every record: one record per peer pair and round
-  auto fetcher = make_fetcher("collective", *load.store, o);
+  auto fetcher = make_fetcher(Backend::kCollective, *s_dataset, load.store.get(), o);
   check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
 }
 
 TEST_F(StoreTest, ReplicatedHoldsEverythingOnEveryRank) {
   StoreLoad load = load_store(*s_dataset, MPI_COMM_SELF);
   EXPECT_EQ(load.store->count(), 37);
-  auto fetcher = make_fetcher("local", *load.store);
+  auto fetcher = make_fetcher(Backend::kReplicated, *s_dataset, load.store.get());
   check_epochs(*fetcher, MPI_COMM_WORLD, 37, reference);
 }
 
@@ -208,7 +211,7 @@ TEST_F(StoreTest, ReplicaGroupsFetchInsideTheirGroup) {
   o.world = MPI_COMM_WORLD;  // several groups: their windows are created in turns
   StoreLoad load = load_store(*s_dataset, group.comm(), o);
   EXPECT_EQ(load.store->group_bytes(), load_store(*s_dataset, MPI_COMM_SELF).store->n_bytes());
-  auto fetcher = make_fetcher("rma", *load.store);
+  auto fetcher = make_fetcher(Backend::kRma, *s_dataset, load.store.get());
   // Each group is its own sampler world: it sees every sample once per epoch.
   check_epochs(*fetcher, group.comm(), 37, reference);
   if (p >= 3) {

@@ -1,0 +1,906 @@
+// The schema table of a run config (every key: type, default, constraint, status, description),
+// the check of one value against its entry, and "did you mean" suggestions for unknown keys and
+// values. cmd_config.cpp prints the reference from this table (`ddgnn config --list-keys`).
+#include "config/config_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "model/spec.h"
+#include "tuner/cost_model.h"
+
+namespace ddgnn {
+
+// ---- chaining setters ----
+
+KeySpec& KeySpec::def(nlohmann::json value) {
+  presence = Presence::kDefault;
+  default_value = std::move(value);
+  return *this;
+}
+KeySpec& KeySpec::derived_default(std::string note) {
+  presence = Presence::kDefault;
+  default_note = std::move(note);
+  return *this;
+}
+KeySpec& KeySpec::required() {
+  presence = Presence::kRequired;
+  return *this;
+}
+KeySpec& KeySpec::ge(double bound) {
+  min = bound;
+  min_open = false;
+  return *this;
+}
+KeySpec& KeySpec::gt(double bound) {
+  min = bound;
+  min_open = true;
+  return *this;
+}
+KeySpec& KeySpec::le(double bound) {
+  max = bound;
+  max_open = false;
+  return *this;
+}
+KeySpec& KeySpec::lt(double bound) {
+  max = bound;
+  max_open = true;
+  return *this;
+}
+KeySpec& KeySpec::one_of(std::vector<std::string> implemented) {
+  values = std::move(implemented);
+  return *this;
+}
+KeySpec& KeySpec::refuses(std::vector<std::string> hydragnn_values) {
+  unimplemented_values = std::move(hydragnn_values);
+  return *this;
+}
+KeySpec& KeySpec::with_hint(std::string text) {
+  hint = std::move(text);
+  return *this;
+}
+KeySpec& KeySpec::not_implemented(std::vector<nlohmann::json> inert_values) {
+  status = KeyStatus::kNotImplemented;
+  inert = std::move(inert_values);
+  return *this;
+}
+KeySpec& KeySpec::not_implemented_any_value() {
+  status = KeyStatus::kNotImplemented;
+  inert_any = true;
+  return *this;
+}
+KeySpec& KeySpec::ddgnn_only() {
+  status = KeyStatus::kDdgnnOnly;
+  return *this;
+}
+KeySpec& KeySpec::derived() {
+  status = KeyStatus::kDerived;
+  return *this;
+}
+
+namespace {
+
+using json = nlohmann::json;
+using T = KeyType;
+
+KeySpec key(std::string dotted, KeyType type, std::string description) {
+  KeySpec spec;
+  spec.key = std::move(dotted);
+  spec.type = type;
+  spec.description = std::move(description);
+  return spec;
+}
+
+KeySpec section(std::string dotted, std::string description) {
+  return key(std::move(dotted), T::kSection, std::move(description));
+}
+
+// The table. Order = the order of the reference and of the resolved table.
+std::vector<KeySpec> build_schema() {
+  const std::string arch = "NeuralNetwork.Architecture.";
+  const std::string heads = "NeuralNetwork.Architecture.output_heads.";
+  const std::string voi = "NeuralNetwork.Variables_of_interest.";
+  const std::string train = "NeuralNetwork.Training.";
+  const std::string dimenet = "used only by DimeNet, which ddgnn does not implement";
+  const std::string mace = "used only by MACE, which ddgnn does not implement";
+  std::vector<KeySpec> s;
+  auto add = [&s](KeySpec spec) { s.push_back(std::move(spec)); };
+
+  add(section("Verbosity", "How much rank 0 prints (HydraGNN's section)."));
+  add(key("Verbosity.level", T::kInt,
+          "0: epoch lines only … 4: per-step detail (Output.log_level sets the logger threshold)")
+          .def(2)
+          .ge(0)
+          .le(4));
+
+  add(section("NeuralNetwork", "The model and its training, in HydraGNN's schema."));
+  add(section("NeuralNetwork.Architecture", "The message-passing model and its output heads."));
+  add(key(arch + "mpnn_type", T::kEnum, "message-passing layer type")
+          .required()
+          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA"})
+          .refuses({"GAT", "MFC", "SAGE", "DimeNet", "MACE", "PNAPlus", "PNAEq"})
+          .with_hint("choose one of the models ddgnn implements: SchNet, EGNN, PAINN, CGCNN, GIN, "
+                     "PNA"));
+  add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
+  add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
+  add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å").required().gt(0));
+  add(key(arch + "max_neighbours", T::kInt,
+          "at most this many neighbours per atom (the nearest are kept)")
+          .def(64)
+          .ge(1));
+  add(key(arch + "periodic_boundary_conditions", T::kBool,
+          "build edges across the periodic cell (the dataset must have cells)")
+          .def(false));
+  add(key(arch + "activation_function", T::kEnum, "activation of the layers and heads")
+          .def("relu")
+          .one_of({"relu", "selu", "prelu", "elu", "lrelu_01", "lrelu_025", "lrelu_05", "silu",
+                   "gelu", "tanh", "sigmoid", "softplus", "ssp"}));
+  add(key(arch + "graph_pooling", T::kEnum,
+          "node features -> graph features for graph heads (add suits extensive targets)")
+          .def("mean")
+          .one_of(pooling_names()));
+  add(key(arch + "equivariance", T::kBool,
+          "keep vector features E(3)-equivariant (EGNN, SchNet and PAINN only)")
+          .def(false));
+  add(section(arch + "output_heads", "The heads on top of the message-passing layers."));
+  add(section(heads + "graph", "Graph-level heads: shared layers, then one MLP per head."));
+  add(key(heads + "graph.num_sharedlayers", T::kInt, "layers shared by all graph heads")
+          .def(2)
+          .ge(1));
+  add(key(heads + "graph.dim_sharedlayers", T::kInt, "width of the shared layers").def(50).ge(1));
+  add(key(heads + "graph.num_headlayers", T::kInt, "hidden layers of each graph head")
+          .def(2)
+          .ge(1));
+  add(key(heads + "graph.dim_headlayers", T::kIntArray,
+          "widths of the hidden layers (one per num_headlayers)")
+          .def(json::array({50, 25}))
+          .ge(1));
+  add(section(heads + "node", "Node-level heads (forces, per-atom energies)."));
+  add(key(heads + "node.num_headlayers", T::kInt, "hidden layers of each node head").def(2).ge(1));
+  add(key(heads + "node.dim_headlayers", T::kIntArray,
+          "widths of the hidden layers (one per num_headlayers)")
+          .def(json::array({50, 25}))
+          .ge(1));
+  add(key(heads + "node.type", T::kEnum, "an MLP per atom, or message-passing layers")
+          .def("mlp")
+          .one_of(node_head_type_names())
+          .refuses({"mlp_per_node"})
+          .with_hint("use \"mlp\" (shared across atoms) or \"conv\""));
+  add(key(arch + "task_weights", T::kNumberArray, "loss weight of each head")
+          .derived_default("1.0 for each head")
+          .ge(0));
+  add(key(arch + "enable_interatomic_potential", T::kBool,
+          "the node head predicts per-atom energies; energy = their sum, forces = −∂E/∂x")
+          .def(false));
+  add(key(arch + "energy_weight", T::kNumber,
+          "loss weight of the energy (with enable_interatomic_potential)")
+          .def(1.0)
+          .ge(0));
+  add(key(arch + "energy_peratom_weight", T::kNumber,
+          "loss weight of the energy per atom (with enable_interatomic_potential)")
+          .def(0.0)
+          .ge(0));
+  add(key(arch + "force_weight", T::kNumber,
+          "loss weight of the forces (with enable_interatomic_potential)")
+          .def(1.0)
+          .ge(0));
+  add(key(arch + "num_gaussians", T::kInt, "SchNet: Gaussians expanding each distance")
+          .def(50)
+          .ge(1));
+  add(key(arch + "num_filters", T::kInt, "SchNet: width of the continuous filters").def(128).ge(1));
+  add(key(arch + "num_radial", T::kInt, "PAINN: radial basis functions per distance").def(6).ge(1));
+  add(key(arch + "dropout", T::kNumber, "dropout probability in the head MLPs")
+          .def(0.0)
+          .ge(0)
+          .lt(1));
+  add(key(arch + "initial_bias", T::kNumber,
+          "initial bias of the last layer of every head (absent: 0)"));
+  add(key(arch + "input_dim", T::kInt, "checked against the length of input_node_features")
+          .derived());
+  add(key(arch + "output_dim", T::kIntArray, "checked against Variables_of_interest.output_dim")
+          .derived());
+  add(key(arch + "output_type", T::kEnumArray, "checked against Variables_of_interest.type")
+          .one_of({"graph", "node"})
+          .derived());
+  add(key(arch + "num_nodes", T::kAny, "ignored").derived());
+  add(key(arch + "edge_dim", T::kAny, "ignored: ddgnn models use the edge lengths").derived());
+  add(key(arch + "pna_deg", T::kAny, "ignored: ddgnn counts the degrees of the training set")
+          .derived());
+  add(key(arch + "avg_num_neighbors", T::kAny, "ignored (MACE)").derived());
+  for (const char* name : {"envelope_exponent", "num_before_skip", "num_after_skip", "int_emb_size",
+                           "basis_emb_size", "out_emb_size", "num_spherical"})
+    add(key(arch + name, T::kInt, dimenet).not_implemented_any_value());
+  for (const char* name : {"max_ell", "node_max_ell"})
+    add(key(arch + name, T::kInt, mace).not_implemented_any_value());
+  add(key(arch + "correlation", T::kAny, mace).not_implemented_any_value());
+  add(key(arch + "radial_type", T::kString, mace).not_implemented_any_value());
+  add(key(arch + "distance_transform", T::kString, mace).not_implemented_any_value());
+  add(key(arch + "global_attn_engine", T::kString, "global attention (GPS) next to the layers")
+          .not_implemented({""}));
+  add(key(arch + "global_attn_type", T::kString, "global attention type").not_implemented({""}));
+  add(key(arch + "global_attn_heads", T::kInt, "used only with global_attn_engine; any value")
+          .not_implemented_any_value());
+  add(key(arch + "pe_dim", T::kInt, "positional encodings, used only with global_attn_engine")
+          .not_implemented_any_value());
+  add(key(arch + "freeze_conv_layers", T::kBool, "freeze the message-passing layers")
+          .not_implemented({false}));
+  add(key(arch + "SyncBatchNorm", T::kBool, "batch norm synchronised across ranks")
+          .not_implemented({false}));
+  add(key(arch + "conv_checkpointing", T::kBool, "activation checkpointing of the layers")
+          .not_implemented({false}));
+  add(key(arch + "edge_features", T::kStringArray, "extra edge features from the dataset")
+          .not_implemented({json::array()}));
+
+  add(section("NeuralNetwork.Variables_of_interest",
+              "The heads: one entry per head in output_names, output_index, type, output_dim."));
+  add(key(voi + "input_node_features", T::kIntArray,
+          "checked against the data: a ddgnn dataset has one node input, the atomic number "
+          "(index 0)")
+          .def(json::array({0}))
+          .ge(0)
+          .le(0)
+          .derived());
+  add(key(voi + "output_names", T::kStringArray,
+          "name of each head's target, e.g. \"energy\", \"forces\"")
+          .required());
+  add(key(voi + "output_index", T::kIntArray,
+          "checked against output_names (one entry per head); ddgnn binds each head to the "
+          "data by its name")
+          .required()
+          .ge(0)
+          .derived());
+  add(key(voi + "output_dim", T::kIntArray, "size of each target (1 energy, 3 forces)")
+          .derived_default("1 for each head")
+          .ge(1));
+  add(key(voi + "type", T::kEnumArray, "level of each head").required().one_of({"graph", "node"}));
+  add(key(voi + "denormalize_output", T::kBool,
+          "ignored: ddgnn always reports errors and predictions in physical units (eV, eV/Å)")
+          .def(false)
+          .derived());
+  const std::string named = "ignored: a ddgnn dataset names its columns (`ddgnn info` lists them)";
+  add(key(voi + "graph_feature_names", T::kStringArray, named).derived());
+  add(key(voi + "graph_feature_dims", T::kIntArray, named).ge(1).derived());
+  add(key(voi + "node_feature_names", T::kStringArray, named).derived());
+  add(key(voi + "node_feature_dims", T::kIntArray, named).ge(1).derived());
+  for (const char* name : {"x_minmax", "y_minmax", "minmax_node_feature", "minmax_graph_feature"})
+    add(key(voi + name, T::kAny, "ignored: ddgnn does not min-max normalise").derived());
+
+  add(section("NeuralNetwork.Training", "Epochs, batches, loss, optimizer, checkpoints."));
+  add(key(train + "num_epoch", T::kInt, "number of epochs").required().ge(1));
+  add(key(train + "batch_size", T::kInt, "graphs per rank per step (B)").required().ge(1));
+  add(key(train + "perc_train", T::kNumber,
+          "fraction for training; the rest splits evenly into validation and test")
+          .def(0.7)
+          .gt(0)
+          .lt(1));
+  add(key(train + "loss_function_type", T::kEnum, "loss of every head")
+          .def("mse")
+          .one_of(loss_type_names()));
+  add(section(train + "Optimizer", "The optimizer."));
+  add(key(train + "Optimizer.type", T::kEnum, "optimizer")
+          .def("AdamW")
+          .one_of(known_optimizer_names())
+          .refuses({"Adadelta", "Adagrad", "Adamax", "FusedLAMB"})
+          .with_hint("use SGD, Adam, AdamW or RMSprop"));
+  add(key(train + "Optimizer.learning_rate", T::kNumber, "initial learning rate").required().gt(0));
+  add(key(train + "Optimizer.weight_decay", T::kNumber, "L2 weight decay (torch's defaults)")
+          .derived_default("0.01 for AdamW, else 0")
+          .ge(0));
+  add(key(train + "Optimizer.use_zero_redundancy", T::kBool, "ZeRO optimizer-state sharding")
+          .not_implemented({false}));
+  add(key(train + "EarlyStopping", T::kBool, "stop when the validation loss stops improving")
+          .def(false));
+  add(key(train + "patience", T::kInt, "epochs without improvement before early stopping")
+          .def(10)
+          .ge(1));
+  add(key(train + "Checkpoint", T::kBool,
+          "write checkpoints (ddgnn default true; HydraGNN's is false)")
+          .def(true));
+  add(key(train + "checkpoint_warmup", T::kInt, "epochs before the first checkpoint").def(0).ge(0));
+  add(key(train + "continue", T::kFlag, "resume from the checkpoint named by startfrom")
+          .def(false));
+  add(key(train + "startfrom", T::kString, "checkpoint to resume from (in run_dir/checkpoints)")
+          .def("existing_model"));
+  add(key(train + "precision", T::kEnum, "floating-point precision of the model")
+          .def("fp32")
+          .one_of(precision_names())
+          .refuses({"bf16", "fp16"})
+          .with_hint("use fp32 or fp64"));
+  add(key(train + "compute_grad_energy", T::kBool,
+          "forces as −∂E/∂x of the graph energy head instead of a force head")
+          .def(false));
+  add(key(train + "conv_checkpointing", T::kBool, "activation checkpointing of the layers")
+          .not_implemented({false}));
+  add(key(train + "CheckRemainingTime", T::kBool, "stop before the batch job's time runs out")
+          .not_implemented({false}));
+  add(key(train + "seed", T::kInt, "seed of weights, sampler and splits")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "grad_clip", T::kNumber, "clip the gradient norm to this (0 = off)")
+          .def(0.0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "ema_decay", T::kNumber,
+          "exponential moving average of the weights for validation, test and the saved model "
+          "(MACE's --ema_decay; 0 = off, else in (0, 1), e.g. 0.99)")
+          .def(0.0)
+          .ge(0)
+          .lt(1)
+          .ddgnn_only());
+  add(key(train + "time_limit_s", T::kNumber,
+          "stop after the epoch during which this much wall time has passed, with a checkpoint "
+          "(0 = no limit), s")
+          .def(0.0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "eval_batch_size", T::kInt,
+          "graphs per batch when evaluating the validation and test splits (0 = batch_size)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "huber_delta", T::kNumber, "delta of the huber and smooth_l1 losses")
+          .def(1.0)
+          .gt(0)
+          .ddgnn_only());
+  add(section(train + "Scheduler", "Learning-rate schedule (HydraGNN's fixed ReduceLROnPlateau).")
+          .ddgnn_only());
+  add(key(train + "Scheduler.type", T::kEnum,
+          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every epoch; "
+          "TimeExponential: lr falls geometrically from learning_rate to min_lr over "
+          "time_limit_s, set after every epoch from the elapsed time (a run that is slowed "
+          "down still anneals fully; not bit-reproducible, since it follows the clock)")
+          .def("ReduceLROnPlateau")
+          .one_of({"ReduceLROnPlateau", "ExponentialLR", "TimeExponential", "none"})
+          .ddgnn_only());
+  add(key(train + "Scheduler.factor", T::kNumber, "learning rate × factor on a plateau")
+          .def(0.5)
+          .gt(0)
+          .lt(1)
+          .ddgnn_only());
+  add(key(train + "Scheduler.patience", T::kInt, "epochs without improvement before reducing")
+          .def(5)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "Scheduler.gamma", T::kNumber, "ExponentialLR: learning rate × gamma per epoch")
+          .def(0.99)
+          .gt(0)
+          .le(1)
+          .ddgnn_only());
+  add(key(train + "Scheduler.min_lr", T::kNumber, "lower bound of the learning rate")
+          .def(1e-5)
+          .ge(0)
+          .ddgnn_only());
+
+  add(section("NeuralNetwork.Profile", "HydraGNN's torch profiler.").not_implemented({}));
+  add(key("NeuralNetwork.Profile.enable", T::kFlag,
+          "torch profiler (ddgnn writes trace.json instead; see Output.trace_steps)")
+          .not_implemented({false, 0}));
+
+  add(section("Visualization", "HydraGNN's plots (ddgnn writes metrics.csv instead).")
+          .not_implemented({}));
+  for (const char* name : {"plot_init_solution", "plot_hist_solution", "create_plots"})
+    add(key(std::string("Visualization.") + name, T::kBool, "plots of the predictions")
+            .not_implemented({false})
+            .with_hint("ddgnn writes metrics.csv; plot it with any tool"));
+
+  add(section("Dataset", "Where the data is: a packed HDF5 file written by `ddgnn convert`."));
+  add(key("Dataset.name", T::kString, "name of the data in the log and the run_start event")
+          .def("dataset"));
+  add(key("Dataset.path", T::kDatasetPath,
+          "\"data.h5\" (relative to the working directory), or {\"train\", \"validate\", "
+          "\"test\"} files")
+          .required());
+  add(key("Dataset.format", T::kEnum, "format of Dataset.path")
+          .def("ddgnn")
+          .one_of({"ddgnn"})
+          .refuses({"LSMS", "CFG", "XYZ", "unit_test", "pickle", "adios"})
+          .with_hint("convert the raw data once with `ddgnn convert in.extxyz... out.h5`, then set "
+                     "Dataset.path to the .h5 and Dataset.format to \"ddgnn\""));
+  add(key("Dataset.compositional_stratified_splitting", T::kBool,
+          "splits stratified by composition")
+          .not_implemented({false}));
+  add(key("Dataset.rotational_invariance", T::kBool, "rotate samples to a canonical frame")
+          .not_implemented({false}));
+  for (const char* name : {"node_features", "graph_features"})
+    add(key(std::string("Dataset.") + name, T::kAny, "columns of HydraGNN's raw formats")
+            .not_implemented({})
+            .with_hint("a ddgnn dataset holds atomic numbers, positions, cell, energy and "
+                       "forces; name the targets in NeuralNetwork.Variables_of_interest"));
+  add(key("Variables", T::kAny, "HydraGNN's newer inputs/outputs section")
+          .not_implemented({})
+          .with_hint("describe the heads in NeuralNetwork.Variables_of_interest"));
+
+  add(section("Loader", "The distributed in-memory data loader.").ddgnn_only());
+  std::vector<std::string> backends = {"auto"};
+  backends.insert(backends.end(), backend_names().begin(), backend_names().end());
+  add(key("Loader.backend", T::kEnum,
+          "how samples move between ranks (auto: replicated on one rank; on several, the tuner "
+          "chooses among Tuner.candidates, or shm without the tuner); nccl needs the GPU "
+          "training path, which this build lacks")
+          .def("auto")
+          .one_of(backends)
+          .ddgnn_only());
+  add(key("Loader.width", T::kInt,
+          "ranks per loader group (0 = all ranks one group; HydraGNN's ddstore_width)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Loader.prefetch_depth", T::kInt, "batches fetched ahead of the step (0 = none)")
+          .def(2)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Loader.memory_budget_gb", T::kNumber, "memory the loader may use per node, GB")
+          .def(16.0)
+          .gt(0)
+          .ddgnn_only());
+  add(key("Loader.atom_budget", T::kInt, "cap on atoms per batch (0 = off: batch_size graphs)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Loader.shuffle", T::kBool, "shuffle the training samples every epoch")
+          .def(true)
+          .ddgnn_only());
+  add(key("Loader.drop_remainder", T::kBool, "drop the last, incomplete batch of an epoch")
+          .def(false)
+          .ddgnn_only());
+
+  add(section("Comm", "Gradient synchronisation and collective safety.").ddgnn_only());
+  add(key("Comm.grad_sync", T::kEnum,
+          "all-reduce of the gradients (auto: mpi; nccl needs the GPU training path, which this "
+          "build lacks)")
+          .def("auto")
+          .one_of({"auto", "mpi", "nccl"})
+          .ddgnn_only());
+  add(key("Comm.bucket_mb", T::kNumber, "gradient bucket size, MB").def(25.0).gt(0).ddgnn_only());
+  add(key("Comm.check_parameters_every", T::kInt,
+          "check that all ranks hold the same weights every N steps (0 = off)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Comm.timeout_s", T::kNumber,
+          "a rank that waits this long in a collective or a fetch without progress stops every "
+          "rank, naming the operation and the ranks that do not answer, s")
+          .def(600.0)
+          .gt(0)
+          .ddgnn_only());
+
+  add(section("Tuner", "Online choice of the loader backend from measured fetch times.")
+          .ddgnn_only());
+  add(key("Tuner.enabled", T::kBool,
+          "with Loader.backend auto on several ranks: time the candidate backends on real "
+          "batches, choose, and re-check while training (false: shm)")
+          .def(true)
+          .ddgnn_only());
+  add(key("Tuner.candidates", T::kEnumArray,
+          "backends the tuner may choose ([] = shm, rma, collective and file)")
+          .def(json::array())
+          .one_of(to_strings({Backend::kRma, Backend::kCollective, Backend::kShm, Backend::kFile}))
+          .ddgnn_only());
+  add(key("Tuner.explore_batches", T::kInt,
+          "steps of an exploration; in each, every candidate fetches the step's batch")
+          .def(5)
+          .ge(1)
+          .ddgnn_only());
+  add(key("Tuner.drift_threshold", T::kNumber,
+          "re-explore when the measured fetch time drifts this fraction from the prediction")
+          .def(0.25)
+          .gt(0)
+          .ddgnn_only());
+  add(key("Tuner.check_every_steps", T::kInt, "steps between drift checks")
+          .def(50)
+          .ge(1)
+          .ddgnn_only());
+  add(key("Tuner.recheck_every_epochs", T::kInt, "re-explore every N epochs (0 = only on drift)")
+          .def(10)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Tuner.models", T::kString,
+          "cost models written by `ddgnn tune --out` (prune and predict; empty = none)")
+          .def("")
+          .ddgnn_only());
+  add(key("Tuner.models_fit", T::kEnum, "which fit of Tuner.models to use")
+          .def("tpe")
+          .one_of(fit_method_names())
+          .ddgnn_only());
+
+  add(section("Runtime", "Device and threads.").ddgnn_only());
+  add(key("Runtime.device", T::kEnum,
+          "where the model runs (auto: cpu; cuda needs the GPU training path, which this build "
+          "lacks)")
+          .def("auto")
+          .one_of({"auto", "cpu", "cuda"})
+          .ddgnn_only());
+  add(key("Runtime.intra_op_threads", T::kInt,
+          "threads per rank (0 = auto: 1 per rank when ranks >= cores)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Runtime.deterministic", T::kBool, "deterministic kernels (slower)")
+          .def(false)
+          .ddgnn_only());
+
+  add(section("Output", "Run directory, logs, trace, checkpoints.").ddgnn_only());
+  add(key("Output.run_dir", T::kString, "directory of the run's outputs")
+          .def("runs/ddgnn")
+          .ddgnn_only());
+  add(key("Output.log_level", T::kEnum, "logger threshold")
+          .def("info")
+          .one_of({"trace", "debug", "info", "warn", "error"})
+          .ddgnn_only());
+  add(key("Output.log_all_ranks", T::kBool, "every rank logs (lines prefixed with the rank)")
+          .def(false)
+          .ddgnn_only());
+  add(key("Output.trace_steps", T::kInt, "steps recorded in trace.json (0 = no trace)")
+          .def(50)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Output.checkpoint_every_epochs", T::kInt, "epochs between checkpoints")
+          .def(1)
+          .ge(1)
+          .ddgnn_only());
+  add(key("Output.keep_checkpoints", T::kInt, "most recent checkpoints kept")
+          .def(2)
+          .ge(1)
+          .ddgnn_only());
+  add(key("Output.progress", T::kEnum, "progress display (auto: bar on a terminal, else lines)")
+          .def("auto")
+          .one_of({"auto", "bar", "lines"})
+          .ddgnn_only());
+  return s;
+}
+
+// Case-insensitive, '_'-insensitive form used to compare names ("batchsize" ~ "batch_size").
+std::string fold(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Largest edit distance still worth suggesting for a name of this length.
+std::size_t max_distance(const std::string& folded) {
+  return folded.size() <= 3 ? 1 : folded.size() <= 7 ? 2 : 3;
+}
+
+std::string parent_of(const std::string& dotted) {
+  const auto dot = dotted.rfind('.');
+  return dot == std::string::npos ? "" : dotted.substr(0, dot);
+}
+
+std::string name_of(const std::string& dotted) {
+  const auto dot = dotted.rfind('.');
+  return dot == std::string::npos ? dotted : dotted.substr(dot + 1);
+}
+
+// The closest of `candidates` to `name`, or "" when none is close enough.
+std::string closest(const std::string& name, const std::vector<std::string>& candidates) {
+  const std::string folded = fold(name);
+  std::string best;
+  std::size_t best_distance = max_distance(folded) + 1;
+  for (const auto& candidate : candidates) {
+    const std::size_t d = edit_distance(folded, fold(candidate));
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+std::string describe_found(const json& value) {
+  const char* kind = value.is_string()           ? "a string"
+                     : value.is_boolean()        ? "a bool"
+                     : value.is_number_integer() ? "an int"
+                     : value.is_number()         ? "a number"
+                     : value.is_array()          ? "an array"
+                     : value.is_object()         ? "an object"
+                                                 : "null";
+  return short_value(value.is_string() ? json(value.dump()) : value) + " (" + kind + ")";
+}
+
+[[noreturn]] void wrong_type(const KeySpec& spec, const json& value, const std::string& where,
+                             const std::string& expected) {
+  std::string hint = "write " + expected;
+  if (value.is_string() && (spec.type == T::kInt || spec.type == T::kNumber ||
+                            spec.type == T::kBool || spec.type == T::kFlag))
+    hint = "write the value without quotes";
+  else if (value.is_number() && spec.type == T::kInt)
+    hint = "write a whole number";
+  else if (spec.type == T::kBool)
+    hint = "write true or false";
+  throw ConfigError(where + ": expected " + expected + ", found " + describe_found(value), hint);
+}
+
+bool in_range(const KeySpec& spec, double x) {
+  if (spec.min && (spec.min_open ? !(x > *spec.min) : !(x >= *spec.min))) return false;
+  if (spec.max && (spec.max_open ? !(x < *spec.max) : !(x <= *spec.max))) return false;
+  return true;
+}
+
+std::string number_text(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+std::string range_text(const KeySpec& spec) {
+  if (spec.min && spec.max) {
+    if (!spec.min_open && !spec.max_open)
+      return number_text(*spec.min) + " … " + number_text(*spec.max);
+    return std::string(spec.min_open ? "> " : "≥ ") + number_text(*spec.min) + " and " +
+           (spec.max_open ? "< " : "≤ ") + number_text(*spec.max);
+  }
+  if (spec.min) return std::string(spec.min_open ? "> " : "≥ ") + number_text(*spec.min);
+  if (spec.max) return std::string(spec.max_open ? "< " : "≤ ") + number_text(*spec.max);
+  return "";
+}
+
+// One scalar against the entry: `scalar_type` is the element type for arrays.
+void check_scalar(const KeySpec& spec, KeyType scalar_type, const json& value,
+                  const std::string& where) {
+  switch (scalar_type) {
+    case T::kBool:
+      if (!value.is_boolean()) wrong_type(spec, value, where, "a bool (true or false)");
+      return;
+    case T::kInt:
+      if (!value.is_number_integer()) wrong_type(spec, value, where, "an int");
+      break;
+    case T::kNumber:
+      if (!value.is_number()) wrong_type(spec, value, where, "a number");
+      break;
+    case T::kString:
+      if (!value.is_string()) wrong_type(spec, value, where, "a string");
+      return;
+    case T::kEnum: {
+      if (!value.is_string())
+        wrong_type(spec, value, where, "a string, one of " + join(spec.values, ", "));
+      const std::string text = value.get<std::string>();
+      if (std::find(spec.values.begin(), spec.values.end(), text) != spec.values.end()) return;
+      const bool refused =
+          std::find(spec.unimplemented_values.begin(), spec.unimplemented_values.end(), text) !=
+          spec.unimplemented_values.end();
+      if (refused)
+        throw ConfigError(
+            where + ": \"" + text +
+                "\" is a HydraGNN value that ddgnn does not implement (implemented: " +
+                join(spec.values, ", ") + ")",
+            spec.hint.empty() ? "use one of: " + join(spec.values, ", ") : spec.hint);
+      const std::string near = closest(text, spec.values);
+      throw ConfigError(where + ": \"" + text +
+                            "\" is not an allowed value (allowed: " + join(spec.values, ", ") + ")",
+                        near.empty() ? "use one of: " + join(spec.values, ", ")
+                                     : "did you mean \"" + near + "\"?");
+    }
+    default:
+      return;
+  }
+  const double x = value.get<double>();
+  if (!in_range(spec, x))
+    throw ConfigError(
+        where + ": " + value.dump() + " is out of range (must be " + range_text(spec) + ")",
+        "see `ddgnn config --list-keys` for the allowed range");
+}
+
+void check_dataset_path(const KeySpec& spec, const json& value, const std::string& where) {
+  const std::string expected = "a file name or {\"train\": ..., \"validate\": ..., \"test\": ...}";
+  if (value.is_string()) {
+    if (value.get<std::string>().empty())
+      throw ConfigError(where + ": empty file name", "give the .h5 written by `ddgnn convert`");
+    return;
+  }
+  if (!value.is_object()) wrong_type(spec, value, where, expected);
+  const std::vector<std::string> parts = {"total", "train", "validate", "test"};
+  for (const auto& item : value.items()) {
+    if (std::find(parts.begin(), parts.end(), item.key()) == parts.end()) {
+      const std::string near = closest(item.key(), parts);
+      throw ConfigError(
+          where + "." + item.key() + ": unknown key (known: train, validate, test)",
+          near.empty() ? "use train, validate and test" : "did you mean '" + near + "'?");
+    }
+    if (!item.value().is_string() || item.value().get<std::string>().empty())
+      throw ConfigError(where + "." + item.key() + ": expected a file name, found " +
+                            describe_found(item.value()),
+                        "give the .h5 written by `ddgnn convert`");
+  }
+  if (value.contains("total") && value.size() > 1)
+    throw ConfigError(where + ": give either \"total\" or train/validate/test, not both",
+                      "\"total\" is one file that ddgnn splits with perc_train");
+  if (!value.contains("total") && (!value.contains("train") || !value.contains("validate")))
+    throw ConfigError(where +
+                          ": explicit splits need \"train\" and \"validate\" (\"test\" is "
+                          "optional)",
+                      "or give one file: \"path\": \"data.h5\"");
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> schema = build_schema();
+  return schema;
+}
+
+const KeySpec* find_key_spec(const std::string& dotted_key) {
+  static const std::map<std::string, const KeySpec*> index = [] {
+    std::map<std::string, const KeySpec*> out;
+    for (const auto& spec : config_schema()) out[spec.key] = &spec;
+    return out;
+  }();
+  const auto it = index.find(dotted_key);
+  return it == index.end() ? nullptr : it->second;
+}
+
+std::string suggest_key(const std::string& dotted_key) {
+  const std::string parent = parent_of(dotted_key);
+  const std::string folded = fold(name_of(dotted_key));
+  const KeySpec* best = nullptr;
+  std::size_t best_distance = max_distance(folded) + 1;
+  bool best_is_sibling = false;
+  for (const auto& spec : config_schema()) {
+    const std::size_t d = edit_distance(folded, fold(name_of(spec.key)));
+    const bool sibling = parent_of(spec.key) == parent;
+    if (d < best_distance || (d == best_distance && sibling && !best_is_sibling)) {
+      best = &spec, best_distance = d, best_is_sibling = sibling;
+    }
+  }
+  if (!best) return "";
+  if (best_is_sibling) return "did you mean '" + name_of(best->key) + "'?";
+  const std::string home = parent_of(best->key);
+  return "did you mean '" + best->key + "'? ('" + name_of(best->key) + "' belongs in " +
+         (home.empty() ? "the top level" : home) + ")";
+}
+
+void check_value(const KeySpec& spec, const json& value, const std::string& where) {
+  switch (spec.type) {
+    case T::kSection:
+      if (!value.is_object()) wrong_type(spec, value, where, "an object (a section)");
+      return;
+    case T::kFlag:
+      if (value.is_boolean()) return;
+      if (value.is_number_integer() && (value.get<long long>() == 0 || value.get<long long>() == 1))
+        return;
+      wrong_type(spec, value, where, "true/false or 0/1");
+    case T::kDatasetPath:
+      check_dataset_path(spec, value, where);
+      return;
+    case T::kAny:
+      return;
+    case T::kIntArray:
+    case T::kNumberArray:
+    case T::kStringArray:
+    case T::kEnumArray: {
+      const KeyType element = spec.type == T::kIntArray      ? T::kInt
+                              : spec.type == T::kNumberArray ? T::kNumber
+                              : spec.type == T::kEnumArray   ? T::kEnum
+                                                             : T::kString;
+      if (!value.is_array()) wrong_type(spec, value, where, "an array, " + type_name(spec));
+      for (std::size_t i = 0; i < value.size(); ++i)
+        check_scalar(spec, element, value[i], where + "[" + std::to_string(i) + "]");
+      return;
+    }
+    default:
+      check_scalar(spec, spec.type, value, where);
+  }
+}
+
+bool is_inert(const KeySpec& spec, const json& value) {
+  if (spec.status != KeyStatus::kNotImplemented || spec.inert_any) return true;
+  for (const auto& inert : spec.inert)
+    if (inert == value) return true;
+  return false;
+}
+
+std::string type_name(const KeySpec& spec) {
+  switch (spec.type) {
+    case T::kSection:
+      return "section";
+    case T::kBool:
+      return "bool";
+    case T::kInt:
+      return "int";
+    case T::kNumber:
+      return "number";
+    case T::kString:
+      return "string";
+    case T::kEnum:
+      return "enum";
+    case T::kIntArray:
+      return "int[]";
+    case T::kNumberArray:
+      return "number[]";
+    case T::kStringArray:
+      return "string[]";
+    case T::kEnumArray:
+      return "enum[]";
+    case T::kFlag:
+      return "bool or 0/1";
+    case T::kDatasetPath:
+      return "string or object";
+    case T::kAny:
+      return "any";
+  }
+  return "?";
+}
+
+std::string constraint_text(const KeySpec& spec) {
+  std::vector<std::string> parts;
+  const bool array =
+      spec.type == T::kIntArray || spec.type == T::kNumberArray || spec.type == T::kEnumArray;
+  if (!spec.values.empty())
+    parts.push_back((array ? "each one of: " : "") + join(spec.values, ", "));
+  if (!spec.unimplemented_values.empty())
+    parts.push_back("not implemented: " + join(spec.unimplemented_values, ", "));
+  const std::string range = range_text(spec);
+  if (!range.empty()) parts.push_back((array ? "each " : "") + range);
+  if (spec.status == KeyStatus::kNotImplemented && spec.type != T::kSection) {
+    if (spec.inert_any) {
+      parts.push_back("any value accepted");
+    } else if (!spec.inert.empty()) {
+      std::vector<std::string> inert;
+      for (const auto& v : spec.inert) inert.push_back(v.dump());
+      parts.push_back("accepted only as " + join(inert, " or "));
+    } else {
+      parts.push_back("refused");
+    }
+  }
+  return join(parts, "; ");
+}
+
+std::string default_text(const KeySpec& spec) {
+  if (spec.type == T::kSection) return "";
+  switch (spec.presence) {
+    case Presence::kRequired:
+      return "required";
+    case Presence::kOptional:
+      return "—";
+    case Presence::kDefault:
+      return spec.default_note.empty() ? spec.default_value.dump() : spec.default_note;
+  }
+  return "";
+}
+
+std::string status_text(KeyStatus status) {
+  switch (status) {
+    case KeyStatus::kSupported:
+      return "supported";
+    case KeyStatus::kNotImplemented:
+      return "not implemented";
+    case KeyStatus::kDdgnnOnly:
+      return "ddgnn-only";
+    case KeyStatus::kDerived:
+      return "derived";
+  }
+  return "?";
+}
+
+std::string short_value(const json& value, std::size_t max_chars) {
+  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  if (text.empty()) text = "\"\"";
+  if (text.size() > max_chars) text = text.substr(0, max_chars - 3) + "...";
+  return text;
+}
+
+}  // namespace ddgnn

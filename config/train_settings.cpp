@@ -1,0 +1,245 @@
+// Config -> TrainSettings: HydraGNN's Architecture / Variables_of_interest / Training keys and
+// ddgnn's Loader / Tuner / Comm / Runtime / Output keys, checked together.
+#include "config/train_settings.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace ddgnn {
+
+namespace {
+
+const std::string kArch = "NeuralNetwork.Architecture.";
+const std::string kVars = "NeuralNetwork.Variables_of_interest.";
+const std::string kTrain = "NeuralNetwork.Training.";
+
+template <class T>
+T get_or(const Config& c, const std::string& key, T fallback) {
+  if (!c.has(key) || c.at(key).is_null()) return fallback;
+  return c.get<T>(key);
+}
+
+}  // namespace
+
+bool TrainSettings::needs_forces() const {
+  if (targets.conservative && weights.force_weight > 0.0) return true;
+  for (const auto& t : targets.heads)
+    if (t.source == TargetSource::kForces) return true;
+  return false;
+}
+
+TrainSettings train_settings(const Config& c) {
+  TrainSettings s;
+  GnnSpec& g = s.gnn;
+  g.mpnn_type = c.get<std::string>(kArch + "mpnn_type");
+  g.layer.hidden_dim = c.get<int64_t>(kArch + "hidden_dim");
+  g.num_conv_layers = c.get<int64_t>(kArch + "num_conv_layers");
+  g.layer.radius = c.get<double>(kArch + "radius");
+  if (!(g.layer.radius > 0.0))
+    throw ConfigError(kArch + "radius: must be > 0 Å, got " + std::to_string(g.layer.radius),
+                      "a typical cutoff is 4 to 6 Å");
+  g.layer.activation = c.get<std::string>(kArch + "activation_function");
+  g.layer.num_gaussians = c.get<int64_t>(kArch + "num_gaussians");
+  g.layer.num_filters = c.get<int64_t>(kArch + "num_filters");
+  g.layer.num_radial = c.get<int64_t>(kArch + "num_radial");
+  g.layer.equivariance = c.get<bool>(kArch + "equivariance");
+  g.graph_pooling = parse_pooling(c.get<std::string>(kArch + "graph_pooling"));
+  g.num_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.num_sharedlayers");
+  g.dim_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.dim_sharedlayers");
+  g.num_headlayers = c.get<int64_t>(kArch + "output_heads.graph.num_headlayers");
+  g.dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.graph.dim_headlayers");
+  g.node_num_headlayers = c.get<int64_t>(kArch + "output_heads.node.num_headlayers");
+  g.node_dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.node.dim_headlayers");
+  g.node_head_type = parse_node_head_type(c.get<std::string>(kArch + "output_heads.node.type"));
+  g.dropout = c.get<double>(kArch + "dropout");
+  if (c.has(kArch + "initial_bias") && !c.at(kArch + "initial_bias").is_null()) {
+    g.has_initial_bias = true;
+    g.initial_bias = c.get<double>(kArch + "initial_bias");
+  }
+  g.interatomic_potential = c.get<bool>(kArch + "enable_interatomic_potential");
+  s.weights.energy_weight = c.get<double>(kArch + "energy_weight");
+  s.weights.energy_peratom_weight = c.get<double>(kArch + "energy_peratom_weight");
+  s.weights.force_weight = c.get<double>(kArch + "force_weight");
+  s.periodic = c.get<bool>(kArch + "periodic_boundary_conditions");
+  s.graph.radius = g.layer.radius;
+  s.graph.max_neighbours = c.get<int64_t>(kArch + "max_neighbours");
+
+  // Heads.
+  const auto names = c.get<std::vector<std::string>>(kVars + "output_names");
+  const auto types = c.get<std::vector<std::string>>(kVars + "type");
+  const auto dims =
+      get_or<std::vector<int64_t>>(c, kVars + "output_dim", std::vector<int64_t>(names.size(), 1));
+  const auto task_weights = get_or<std::vector<double>>(c, kArch + "task_weights",
+                                                        std::vector<double>(names.size(), 1.0));
+  if (types.size() != names.size() || dims.size() != names.size() ||
+      task_weights.size() != names.size())
+    throw ConfigError(kVars + "output_names: " + std::to_string(names.size()) +
+                          " heads, but type, output_dim or task_weights has another length",
+                      "give one entry per head in each");
+  const bool grad_energy = c.get<bool>(kTrain + "compute_grad_energy");
+  TargetSpec& targets = s.targets;
+  targets.conservative = g.interatomic_potential || grad_energy;
+  for (size_t k = 0; k < names.size(); ++k) {
+    HeadTarget t;
+    t.name = names[k];
+    t.kind = types[k] == "node" ? HeadSpec::kNode : HeadSpec::kGraph;
+    t.dim = dims[k];
+    t.weight = task_weights[k];
+    targets.heads.push_back(t);
+    g.heads.push_back({t.name, t.kind, t.dim});
+  }
+  // The conservative potential: the per-atom (interatomic potential) or graph (compute_grad_energy)
+  // energy head must exist.
+  for (size_t k = 0; k < targets.heads.size(); ++k)
+    if (targets.heads[k].name == "energy") {
+      if (targets.energy_head >= 0)
+        throw ConfigError(kVars + "output_names: 'energy' appears twice", "keep one energy head");
+      targets.energy_head = int(k);
+    }
+  if (targets.conservative && targets.energy_head < 0)
+    throw ConfigError(
+        std::string(g.interatomic_potential ? kArch + "enable_interatomic_potential"
+                                            : kTrain + "compute_grad_energy") +
+            ": forces are -dE/dx of an energy head, but output_names has no 'energy'",
+        "add a head named \"energy\" (type \"node\" with enable_interatomic_potential, \"graph\" "
+        "with compute_grad_energy)");
+  if (targets.energy_head >= 0) {
+    const HeadTarget& e = targets.heads[size_t(targets.energy_head)];
+    if (e.dim != 1)
+      throw ConfigError(kVars + "output_dim: the energy head has output_dim " +
+                            std::to_string(e.dim) + "; it must be 1",
+                        "set output_dim 1 for \"energy\"");
+    if (e.kind == HeadSpec::kNode && !g.interatomic_potential)
+      throw ConfigError(kVars +
+                            "type: a node-level 'energy' head is summed into the total "
+                            "energy only with enable_interatomic_potential",
+                        "set Architecture.enable_interatomic_potential true, or make the energy "
+                        "head type \"graph\"");
+    if (e.kind == HeadSpec::kGraph && g.interatomic_potential)
+      throw ConfigError(kArch +
+                            "enable_interatomic_potential: the energy head must be type "
+                            "\"node\" (per-atom energies, summed)",
+                        "set type [\"node\"] for the energy head, or use "
+                        "Training.compute_grad_energy with a graph head");
+  }
+  s.precision = parse_precision(c.get<std::string>(kTrain + "precision"));
+  s.loss.type = parse_loss_type(c.get<std::string>(kTrain + "loss_function_type"));
+  s.loss.huber_delta = c.get<double>(kTrain + "huber_delta");
+
+  // Data and training loop.
+  const nlohmann::json& path = c.at("Dataset.path");
+  if (path.is_string()) {
+    s.data.single = path.get<std::string>();
+  } else {
+    for (const char* part : {"train", "validate", "test"})
+      if (!path.contains(part) || !path[part].is_string())
+        throw ConfigError(
+            "Dataset.path: an object needs string entries \"train\", "
+            "\"validate\" and \"test\"",
+            "give one file, or all three");
+    s.data.train = path["train"];
+    s.data.validate = path["validate"];
+    s.data.test = path["test"];
+  }
+  s.dataset_name = c.get<std::string>("Dataset.name");
+  if (c.get<std::string>("Dataset.format") != "ddgnn")  // the schema allows no other value
+    throw ConfigError("Dataset.format: only \"ddgnn\" datasets are read",
+                      "convert the data with `ddgnn convert in.extxyz... out.h5`");
+  s.num_epoch = c.get<int64_t>(kTrain + "num_epoch");
+  s.batch_size = c.get<int64_t>(kTrain + "batch_size");
+  s.eval_batch_size = c.get<int64_t>(kTrain + "eval_batch_size");
+  if (s.eval_batch_size == 0) s.eval_batch_size = s.batch_size;
+  s.perc_train = c.get<double>(kTrain + "perc_train");
+  s.seed = c.get<uint64_t>(kTrain + "seed");
+  s.optimizer = parse_optimizer_type(c.get<std::string>(kTrain + "Optimizer.type"));
+  s.learning_rate = c.get<double>(kTrain + "Optimizer.learning_rate");
+  s.weight_decay = get_or<double>(c, kTrain + "Optimizer.weight_decay",
+                                  s.optimizer == OptimizerType::kAdamW ? 0.01 : 0.0);
+  s.grad_clip = c.get<double>(kTrain + "grad_clip");
+  s.ema_decay = c.get<double>(kTrain + "ema_decay");
+  const std::string schedule = c.get<std::string>(kTrain + "Scheduler.type");
+  s.schedule = schedule == "ReduceLROnPlateau" ? Schedule::kPlateau
+               : schedule == "ExponentialLR"   ? Schedule::kExponential
+               : schedule == "TimeExponential" ? Schedule::kTimeExponential
+                                               : Schedule::kNone;
+  s.exponential_gamma = c.get<double>(kTrain + "Scheduler.gamma");
+  s.plateau.factor = c.get<double>(kTrain + "Scheduler.factor");
+  s.plateau.patience = c.get<int>(kTrain + "Scheduler.patience");
+  s.plateau.min_lr = c.get<double>(kTrain + "Scheduler.min_lr");
+  if (s.schedule == Schedule::kTimeExponential) {
+    if (c.get<double>(kTrain + "time_limit_s") <= 0)
+      throw ConfigError(kTrain +
+                            "Scheduler.type: TimeExponential anneals over time_limit_s, "
+                            "which is not set",
+                        "set " + kTrain + "time_limit_s (seconds), or use ExponentialLR");
+    if (!(s.plateau.min_lr > 0 && s.plateau.min_lr < s.learning_rate))
+      throw ConfigError(kTrain +
+                            "Scheduler.min_lr: TimeExponential needs 0 < min_lr < "
+                            "learning_rate, got " +
+                            std::to_string(s.plateau.min_lr),
+                        "set Scheduler.min_lr to the final learning rate");
+  }
+  s.early_stopping = c.get<bool>(kTrain + "EarlyStopping");
+  s.patience = c.get<int>(kTrain + "patience");
+  s.time_limit_s = c.get<double>(kTrain + "time_limit_s");
+  s.checkpoint = c.get<bool>(kTrain + "Checkpoint");
+  s.checkpoint_warmup = c.get<int64_t>(kTrain + "checkpoint_warmup");
+  const nlohmann::json& cont = c.at(kTrain + "continue");
+  s.resume = cont.is_boolean() ? cont.get<bool>() : cont.get<int64_t>() != 0;
+  s.startfrom = c.get<std::string>(kTrain + "startfrom");
+
+  s.shuffle = c.get<bool>("Loader.shuffle");
+  s.drop_remainder = c.get<bool>("Loader.drop_remainder");
+  s.atom_budget = c.get<int64_t>("Loader.atom_budget");
+  s.prefetch_depth = c.get<int64_t>("Loader.prefetch_depth");
+  const std::string backend = c.get<std::string>("Loader.backend");
+  if (backend != "auto") s.backend = parse_backend(backend, "Loader.backend");
+  if (s.backend == Backend::kNccl)
+    throw ConfigError(
+        "Loader.backend: \"nccl\" needs GPU-resident partitions, which this build "
+        "does not train with (no CUDA training path yet)",
+        "use \"shm\", \"rma\", \"collective\", \"replicated\" or \"file\"");
+  s.width = c.get<int64_t>("Loader.width");
+  s.memory_budget_gb = c.get<double>("Loader.memory_budget_gb");
+  s.tuner.enabled = c.get<bool>("Tuner.enabled");
+  s.tuner.candidates =
+      parse_backends(c.get<std::vector<std::string>>("Tuner.candidates"), "Tuner.candidates");
+  s.tuner.explore_batches = c.get<int64_t>("Tuner.explore_batches");
+  s.tuner.check_every = c.get<int64_t>("Tuner.check_every_steps");
+  s.tuner.recheck_every_epochs = c.get<int64_t>("Tuner.recheck_every_epochs");
+  s.tuner.drift = c.get<double>("Tuner.drift_threshold");
+  s.tuner.models = c.get<std::string>("Tuner.models");
+  s.tuner.method = parse_fit_method(c.get<std::string>("Tuner.models_fit"));
+  s.bucket_mb = c.get<double>("Comm.bucket_mb");
+  if (c.get<std::string>("Comm.grad_sync") == "nccl")
+    throw ConfigError("Comm.grad_sync: \"nccl\" needs CUDA training, which this build lacks",
+                      "set Comm.grad_sync to \"mpi\" or \"auto\"");
+  s.grad_sync = GradSync::kMpi;
+  s.check_parameters_every = c.get<int64_t>("Comm.check_parameters_every");
+  s.timeout_s = c.get<double>("Comm.timeout_s");
+  s.threads = c.get<int64_t>("Runtime.intra_op_threads");
+  s.deterministic = c.get<bool>("Runtime.deterministic");
+  if (c.get<std::string>("Runtime.device") == "cuda")
+    throw ConfigError(
+        "Runtime.device: \"cuda\": training on a GPU is not available in this "
+        "version",
+        "set Runtime.device to \"cpu\" or \"auto\"");
+  s.device = Device::kCpu;
+  s.run_dir = c.get<std::string>("Output.run_dir");
+  s.trace_steps = c.get<int64_t>("Output.trace_steps");
+  s.checkpoint_every = c.get<int64_t>("Output.checkpoint_every_epochs");
+  s.keep_checkpoints = c.get<int64_t>("Output.keep_checkpoints");
+  const std::string log_level = c.get<std::string>("Output.log_level");
+  if (c.sources.count("Output.log_level") && c.sources.at("Output.log_level") != "default")
+    s.log_level = log_level;
+  s.log_all_ranks = c.get<bool>("Output.log_all_ranks");
+  const std::string progress = c.get<std::string>("Output.progress");
+  s.progress = progress == "bar"     ? Progress::kBar
+               : progress == "lines" ? Progress::kLines
+                                     : Progress::kAuto;
+  s.verbosity = c.get<int>("Verbosity.level");
+  return s;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,105 @@
+// Everything `ddgnn train` needs from a resolved run config, read once and checked, in plain types
+// and enums (no torch): the model (GnnSpec), what each head learns (TargetSpec), loss, optimizer,
+// schedule, data, loader, tuner, communication, runtime and outputs. train_settings() is the one
+// place that reads the config's keys for training. HydraGNN's keys are mapped as DESIGN.md says.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/backend.h"
+#include "model/spec.h"
+#include "tuner/cost_model.h"
+
+namespace ddgnn {
+
+// Training.Scheduler.type.
+enum class Schedule {
+  kNone,             // constant learning rate
+  kPlateau,          // ReduceLROnPlateau on the validation loss
+  kExponential,      // ExponentialLR: lr × gamma after every epoch
+  kTimeExponential,  // learning_rate → min_lr geometrically over time_limit_s
+};
+// Comm.grad_sync: how gradients are summed ("auto" is mpi: no GPU training path yet).
+enum class GradSync { kMpi, kNccl };
+// Runtime.device ("auto" is the CPU: no GPU training path yet).
+enum class Device { kCpu, kCuda };
+// Output.progress: the redrawn progress line on a terminal (auto), always (bar), or never (lines).
+enum class Progress { kAuto, kBar, kLines };
+
+// Dataset.path: one file split by perc_train and seed, or three files.
+struct DatasetPaths {
+  std::string single;
+  std::string train, validate, test;
+  bool explicit_split() const { return single.empty(); }
+};
+
+struct TrainSettings {
+  GnnSpec gnn;
+  Precision precision = Precision::kFloat32;
+  TargetSpec targets;  // one per gnn.heads entry, same order; sources bound to the data later
+  EnergyForceWeights weights;
+  LossSpec loss;
+  RadiusGraphOptions graph;
+  bool periodic = false;  // Architecture.periodic_boundary_conditions
+
+  DatasetPaths data;
+  std::string dataset_name;  // Dataset.name: how logs and the run_start event name the data
+  int64_t num_epoch = 1, batch_size = 1, eval_batch_size = 1;
+  double perc_train = 0.7;
+  uint64_t seed = 0;
+
+  OptimizerType optimizer = OptimizerType::kAdamW;
+  double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
+  double ema_decay = 0.0;  // exponential moving average of the weights (0 = off)
+  Schedule schedule = Schedule::kPlateau;
+  double exponential_gamma = 0.0;  // kExponential
+  PlateauOptions plateau;  // kPlateau; min_lr also bounds kExponential, ends kTimeExponential
+  bool early_stopping = false;
+  int patience = 10;
+  double time_limit_s = 0.0;
+
+  bool checkpoint = true;
+  int64_t checkpoint_warmup = 0, checkpoint_every = 1, keep_checkpoints = 2;
+  bool resume = false;
+  std::string startfrom = "existing_model";
+
+  std::string run_dir = "runs/ddgnn";
+  int64_t trace_steps = 50;
+  int verbosity = 2;
+  std::optional<std::string> log_level;  // Output.log_level when given (else the command line's)
+  bool log_all_ranks = false;
+  Progress progress = Progress::kAuto;
+
+  bool shuffle = true, drop_remainder = false;
+  int64_t atom_budget = 0, prefetch_depth = 2;
+  std::optional<Backend> backend;  // Loader.backend; empty: auto (train/train_data.h)
+  int64_t width = 0;               // Loader.width: ranks per replica group (0 = all)
+  double memory_budget_gb = 16.0;  // Loader.memory_budget_gb, per node
+  struct Tuner {                   // the online backend switcher (Loader.backend auto)
+    bool enabled = true;
+    std::vector<Backend> candidates;  // empty: all the store allows
+    int64_t explore_batches = 5, check_every = 50, recheck_every_epochs = 10;
+    double drift = 0.25;
+    std::string models;  // cost models from `ddgnn tune --out` (empty: none)
+    FitMethod method = FitMethod::kTpe;
+  } tuner;
+  double bucket_mb = 25.0;  // Comm.bucket_mb
+  GradSync grad_sync = GradSync::kMpi;
+  int64_t check_parameters_every = 0;
+  double timeout_s = 600.0;  // Comm.timeout_s: the watchdog's limit on a wait without progress
+  int64_t threads = 0;
+  bool deterministic = false;
+  Device device = Device::kCpu;
+
+  // Whether the loss or the metrics need force labels.
+  bool needs_forces() const;
+};
+
+// Reads and checks the training settings of a resolved config. ConfigError names the key.
+TrainSettings train_settings(const Config& config);
+
+}  // namespace ddgnn

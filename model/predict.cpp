@@ -1,0 +1,109 @@
+// Energy, forces and the multi-head loss of one pass of the model (model/predict.h).
+#include "model/predict.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "core/error.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch, bool create_graph,
+                   std::chrono::steady_clock::time_point* forward_done) {
+  Prediction p;
+  at::Tensor pos = batch.pos;
+  if (targets.conservative) pos = batch.pos.detach().clone().requires_grad_(true);
+  p.outputs = gnn.forward(batch, pos);
+  if (targets.energy_head >= 0) {
+    const at::Tensor& out = p.outputs[size_t(targets.energy_head)];
+    p.energy = targets.heads[size_t(targets.energy_head)].kind == HeadSpec::kNode
+                   ? scatter_sum(out.select(1, 0), *batch.graphs)
+                   : out.select(1, 0);
+  }
+  if (forward_done) *forward_done = std::chrono::steady_clock::now();
+  if (targets.conservative) {
+    if (!p.energy.defined())
+      throw ConfigError("conservative forces need an energy head",
+                        "add a head named \"energy\" to Variables_of_interest.output_names");
+    // allow_unused: a model that reads no geometry (GIN) has dE/dx = 0.
+    auto g = torch::autograd::grad({p.energy.sum()}, {pos}, /*grad_outputs=*/{},
+                                   /*retain_graph=*/create_graph, create_graph,
+                                   /*allow_unused=*/true);
+    p.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
+    if (!create_graph) p.forces = p.forces.detach();
+  } else if (targets.forces_head() >= 0) {
+    p.forces = p.outputs[size_t(targets.forces_head())];
+  }
+  return p;
+}
+
+at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss) {
+  const at::Tensor d = pred - target;
+  switch (loss.type) {
+    case LossType::kMse:
+      return (d * d).mean();
+    case LossType::kRmse:
+      return at::sqrt((d * d).mean());
+    case LossType::kMae:
+      return d.abs().mean();
+    case LossType::kHuber:
+    case LossType::kSmoothL1: {
+      const double delta = loss.huber_delta;
+      if (!(delta > 0)) throw ConfigError("huber_delta: must be > 0");
+      const at::Tensor a = d.abs();
+      at::Tensor l = at::where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta));
+      if (loss.type == LossType::kSmoothL1) l = l / delta;
+      return l.mean();
+    }
+  }
+  throw ConfigError("loss_function_type: unknown value",
+                    "allowed: mse, mae, rmse, smooth_l1, huber");
+}
+
+at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,
+                             const EnergyForceWeights& weights, const LossSpec& loss) {
+  at::Tensor total = at::zeros({}, pred.energy.options());
+  if (batch.energy.defined()) {
+    const at::Tensor target = batch.energy.to(pred.energy.options());
+    if (weights.energy_weight != 0.0)
+      total = total + weights.energy_weight * regression_loss(pred.energy, target, loss);
+    if (weights.energy_peratom_weight != 0.0) {
+      const at::Tensor n = batch.atoms_per_graph.to(pred.energy.options()).clamp_min(1.0);
+      total = total +
+              weights.energy_peratom_weight * regression_loss(pred.energy / n, target / n, loss);
+    }
+  }
+  if (batch.forces.defined() && weights.force_weight != 0.0)
+    total = total + weights.force_weight *
+                        regression_loss(pred.forces, batch.forces.to(pred.forces.options()), loss);
+  return total;
+}
+
+at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
+                      const std::vector<at::Tensor>& columns, const TargetSpec& targets,
+                      const EnergyForceWeights& w, const LossSpec& loss, const StepShare& share) {
+  at::Tensor total;
+  auto add = [&](const at::Tensor& term) { total = total.defined() ? total + term : term; };
+  for (size_t k = 0; k < targets.heads.size(); ++k) {
+    const HeadTarget& t = targets.heads[k];
+    if (t.weight == 0.0) continue;
+    if (t.source == TargetSource::kEnergy) {
+      EnergyForceWeights ew = w;
+      ew.energy_weight *= share.graphs;
+      ew.energy_peratom_weight *= share.graphs;
+      ew.force_weight = targets.conservative ? ew.force_weight * share.atoms : 0.0;
+      GraphBatch target = batch;
+      if (!targets.conservative) target.forces = at::Tensor();
+      add(t.weight * energy_force_loss(p, target, ew, loss));
+    } else {
+      const double s = t.kind == HeadSpec::kGraph ? share.graphs : share.atoms;
+      const at::Tensor& target = t.source == TargetSource::kForces ? batch.forces : columns.at(k);
+      add((t.weight * s) * regression_loss(p.outputs[k], target, loss));
+    }
+  }
+  if (!total.defined()) total = at::zeros({}, batch.pos.options());
+  return total;
+}
+
+}  // namespace ddgnn

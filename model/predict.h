@@ -1,0 +1,62 @@
+// The one prediction and loss path: what training, evaluation and the physics tests run. A pass of
+// the model gives every head's output; the energy is the energy head's output (summed over atoms
+// for a per-atom head); forces are -dE/dx by autograd (conservative) or the forces head's output
+// (direct). The loss is the task-weighted sum of every head's loss. Units are whatever the targets
+// are in (the trainer's normalised units; eV and eV/Å in the tests).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <vector>
+
+#include "model/batch.h"
+#include "model/gnn.h"
+#include "model/spec.h"
+
+namespace ddgnn {
+
+// energy [n_graphs] (undefined without an energy head), forces [n_atoms, 3] (undefined when the
+// model predicts none), every head's output (Gnn::forward), all in the model dtype.
+struct Prediction {
+  at::Tensor energy, forces;
+  std::vector<at::Tensor> outputs;
+};
+
+// One pass on `batch`. Conservative forces differentiate the energy with respect to a copy of
+// batch.pos that requires grad; create_graph keeps the graph of the forces so that a force loss
+// trains the weights (training), otherwise the forces are constants (evaluation). The energy stays
+// differentiable. `forward_done`, when given, receives the time the energy was ready (before the
+// forces' backward), for the trainer's timing.
+Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch, bool create_graph,
+                   std::chrono::steady_clock::time_point* forward_done = nullptr);
+
+// This rank's part of a step that several ranks share: its graphs and atoms over those of all
+// ranks. Losses are means over graphs (energy terms) or atoms (force and per-atom terms), so each
+// term scaled by its share and summed over ranks is the loss of the whole step (exactly for mse,
+// mae and huber; rmse's root is taken per rank). {1, 1} on one rank.
+struct StepShare {
+  double graphs = 1.0, atoms = 1.0;
+};
+
+// Elementwise loss of pred against target (same shape), reduced by the mean: scalar [].
+// Differentiable to any order (huber and smooth_l1 written with where/abs).
+at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss);
+
+// Weighted sum of: energy_weight * loss(E, E_ref) over graphs; energy_peratom_weight *
+// loss(E / n_atoms, E_ref / n_atoms); force_weight * loss(F, F_ref) over all force components.
+// Terms with weight 0 or an undefined target (batch.energy / batch.forces) are left out. Scalar []
+// in the model dtype.
+at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,
+                             const EnergyForceWeights& weights, const LossSpec& loss);
+
+// The loss of all heads: the energy head contributes energy_weight * L(E) + energy_peratom_weight
+// * L(E/n) [+ force_weight * L(F) when conservative]; a forces head L(F); a column head L(column)
+// against columns[k] ([n_atoms, dim]); each times its task weight and its share of the step.
+// Targets are batch.energy and batch.forces.
+at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
+                      const std::vector<at::Tensor>& columns, const TargetSpec& targets,
+                      const EnergyForceWeights& weights, const LossSpec& loss,
+                      const StepShare& share = {});
+
+}  // namespace ddgnn

@@ -1,0 +1,187 @@
+// Names and JSON of the model specs (model/spec.h). Torch-free: the config and checkpoint code
+// both use it.
+#include "model/spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "core/error.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The index of `name` in `names`; a ConfigError naming `what` and listing the names otherwise.
+size_t index_of(const std::vector<std::string>& names, const std::string& name,
+                const std::string& what) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  throw ConfigError(what + ": unknown value '" + name + "'", "allowed: " + join(names));
+}
+
+const char* kind_name(HeadSpec::Kind k) {
+  return k == HeadSpec::kNode ? "node" : "graph";
+}
+
+HeadSpec::Kind parse_kind(const std::string& name) {
+  return name == "node" ? HeadSpec::kNode : HeadSpec::kGraph;
+}
+
+const std::vector<std::string>& source_names() {
+  static const std::vector<std::string> names = {"energy", "forces", "column"};
+  return names;
+}
+
+}  // namespace
+
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"fp32", "fp64"};
+  return names;
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32" || name == "float32" || name == "float") return Precision::kFloat32;
+  if (name == "fp64" || name == "float64" || name == "double") return Precision::kFloat64;
+  throw ConfigError("unknown precision '" + name + "'", "use fp32 or fp64");
+}
+
+std::string to_string(Precision p) {
+  return precision_names()[size_t(p)];
+}
+
+// names(), parse() and to_string() of a closed set of names, in the enum's order; `key` names the
+// setting in the ConfigError of an unknown name (which lists the known ones).
+#define DDGNN_ENUM_NAMES(Enum, names, parse, key, ...)          \
+  const std::vector<std::string>& names() {                     \
+    static const std::vector<std::string> list = {__VA_ARGS__}; \
+    return list;                                                \
+  }                                                             \
+  Enum parse(const std::string& name) {                         \
+    return Enum(index_of(names(), name, key));                  \
+  }                                                             \
+  std::string to_string(Enum value) {                           \
+    return names()[size_t(value)];                              \
+  }
+
+DDGNN_ENUM_NAMES(Pooling, pooling_names, parse_pooling, "graph_pooling", "add", "mean", "max")
+DDGNN_ENUM_NAMES(NodeHeadType, node_head_type_names, parse_node_head_type, "output_heads.node.type",
+                 "mlp", "conv")
+DDGNN_ENUM_NAMES(LossType, loss_type_names, parse_loss_type, "loss_function_type", "mse", "mae",
+                 "rmse", "smooth_l1", "huber")
+DDGNN_ENUM_NAMES(OptimizerType, known_optimizer_names, parse_optimizer_type,
+                 "NeuralNetwork.Training.Optimizer.type", "SGD", "Adam", "AdamW", "RMSprop")
+#undef DDGNN_ENUM_NAMES
+
+int TargetSpec::forces_head() const {
+  for (size_t k = 0; k < heads.size(); ++k)
+    if (heads[k].source == TargetSource::kForces) return int(k);
+  return -1;
+}
+
+nlohmann::json spec_to_json(const GnnSpec& s) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const auto& h : s.heads)
+    heads.push_back({{"name", h.name}, {"type", kind_name(h.kind)}, {"output_dim", h.output_dim}});
+  return {{"mpnn_type", s.mpnn_type},
+          {"hidden_dim", s.layer.hidden_dim},
+          {"radius", s.layer.radius},
+          {"activation_function", s.layer.activation},
+          {"num_gaussians", s.layer.num_gaussians},
+          {"num_filters", s.layer.num_filters},
+          {"num_radial", s.layer.num_radial},
+          {"equivariance", s.layer.equivariance},
+          {"pna_deg", s.layer.pna_deg},
+          {"num_conv_layers", s.num_conv_layers},
+          {"max_z", s.max_z},
+          {"graph_pooling", to_string(s.graph_pooling)},
+          {"num_sharedlayers", s.num_sharedlayers},
+          {"dim_sharedlayers", s.dim_sharedlayers},
+          {"num_headlayers", s.num_headlayers},
+          {"dim_headlayers", s.dim_headlayers},
+          {"node_num_headlayers", s.node_num_headlayers},
+          {"node_dim_headlayers", s.node_dim_headlayers},
+          {"node_head_type", to_string(s.node_head_type)},
+          {"heads", heads},
+          {"dropout", s.dropout},
+          {"interatomic_potential", s.interatomic_potential}};
+}
+
+GnnSpec spec_from_json(const nlohmann::json& j) {
+  GnnSpec s;
+  try {
+    s.mpnn_type = j.at("mpnn_type");
+    s.layer.hidden_dim = j.at("hidden_dim");
+    s.layer.radius = j.at("radius");
+    s.layer.activation = j.at("activation_function");
+    s.layer.num_gaussians = j.at("num_gaussians");
+    s.layer.num_filters = j.at("num_filters");
+    s.layer.num_radial = j.at("num_radial");
+    s.layer.equivariance = j.at("equivariance");
+    s.layer.pna_deg = j.at("pna_deg").get<std::vector<int64_t>>();
+    s.num_conv_layers = j.at("num_conv_layers");
+    s.max_z = j.at("max_z");
+    s.graph_pooling = parse_pooling(j.at("graph_pooling"));
+    s.num_sharedlayers = j.at("num_sharedlayers");
+    s.dim_sharedlayers = j.at("dim_sharedlayers");
+    s.num_headlayers = j.at("num_headlayers");
+    s.dim_headlayers = j.at("dim_headlayers").get<std::vector<int64_t>>();
+    s.node_num_headlayers = j.at("node_num_headlayers");
+    s.node_dim_headlayers = j.at("node_dim_headlayers").get<std::vector<int64_t>>();
+    s.node_head_type = parse_node_head_type(j.at("node_head_type"));
+    for (const auto& h : j.at("heads"))
+      s.heads.push_back({h.at("name"), parse_kind(h.at("type")), h.at("output_dim")});
+    s.dropout = j.at("dropout");
+    s.interatomic_potential = j.at("interatomic_potential");
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("checkpoint model record: ") + e.what(),
+                    "the checkpoint was not written by this version of ddgnn");
+  }
+  return s;
+}
+
+std::vector<std::string> spec_differences(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<std::string> out;
+  std::set<std::string> keys;
+  for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+  for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+  for (const auto& k : keys) {
+    const nlohmann::json va = a.contains(k) ? a.at(k) : nlohmann::json();
+    const nlohmann::json vb = b.contains(k) ? b.at(k) : nlohmann::json();
+    if (va != vb) out.push_back(k + ": " + va.dump() + " vs " + vb.dump());
+  }
+  return out;
+}
+
+nlohmann::json to_json(const HeadTarget& t) {
+  return {{"name", t.name},      {"type", kind_name(t.kind)},
+          {"output_dim", t.dim}, {"source", source_names()[size_t(t.source)]},
+          {"column", t.column},  {"weight", t.weight}};
+}
+
+HeadTarget head_target_from_json(const nlohmann::json& j) {
+  HeadTarget h;
+  try {
+    h.name = j.at("name");
+    h.kind = parse_kind(j.at("type"));
+    h.dim = j.at("output_dim");
+    const std::string source = j.at("source");
+    h.source = source == "energy"   ? TargetSource::kEnergy
+               : source == "forces" ? TargetSource::kForces
+                                    : TargetSource::kColumn;
+    h.column = j.at("column");
+    h.weight = j.at("weight");
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("checkpoint record: ") + e.what(),
+                    "the checkpoint was not written by this version of ddgnn");
+  }
+  return h;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,167 @@
+// What a model is built from and what its heads learn, free of torch: the trunk and head specs
+// (HydraGNN's NeuralNetwork.Architecture), precision, radius graph options, the head targets,
+// optimizer, loss and weights, with their names and JSON. The run config (config/) fills these;
+// model/ builds and runs them; checkpoints store them as JSON.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace ddgnn {
+
+// ---- precision (`NeuralNetwork.Training.precision`) ----
+
+enum class Precision { kFloat32, kFloat64 };
+
+// "fp32"/"float32"/"float" and "fp64"/"float64"/"double"; anything else is a ConfigError that
+// lists the accepted names.
+Precision parse_precision(const std::string& name);
+std::string to_string(Precision p);  // "fp32" | "fp64"
+const std::vector<std::string>& precision_names();
+
+// ---- the radius graph ----
+
+struct RadiusGraphOptions {
+  double radius = 5.0;         // Å, cutoff (strict: |r_ij| < radius); must be > 0
+  int64_t max_neighbours = 0;  // per center, nearest kept; 0 = no limit
+};
+
+// ---- the trunk and heads ----
+
+// What a message-passing layer is built from: the Architecture keys that layers use.
+struct LayerSpec {
+  int64_t hidden_dim = 64;  // F, input and output width
+  double radius = 5.0;      // Å, cutoff of the radius graph
+  std::string activation = "ssp";
+  int64_t num_gaussians = 50;    // SchNet radial expansion
+  int64_t num_filters = 128;     // SchNet filter width
+  int64_t num_radial = 6;        // PaiNN / DimeNet radial basis size
+  bool equivariance = false;     // EGNN: update positions-like vectors
+  std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
+  int64_t layer_index = 0;       // position in the trunk (0-based)
+};
+
+struct HeadSpec {
+  enum Kind { kGraph, kNode };
+  std::string name;
+  Kind kind = kGraph;
+  int64_t output_dim = 1;
+};
+
+// Closed sets of names: parse_* throws a ConfigError that lists the known names; *_names() lists
+// them in the enum's order (the config schema's allowed values).
+enum class Pooling { kAdd, kMean, kMax };  // Architecture.graph_pooling
+Pooling parse_pooling(const std::string& name);
+std::string to_string(Pooling p);
+const std::vector<std::string>& pooling_names();
+enum class NodeHeadType { kMlp, kConv };  // Architecture.output_heads.node.type
+NodeHeadType parse_node_head_type(const std::string& name);
+std::string to_string(NodeHeadType t);
+const std::vector<std::string>& node_head_type_names();
+
+// The model (NeuralNetwork.Architecture keys). `mpnn_type` and `activation` are names of the
+// layer and activation registries (model/layer.h, model/activation.h).
+struct GnnSpec {
+  LayerSpec layer;  // hidden_dim F, radius, activation, ... (layer_index set by the trunk)
+  std::string mpnn_type = "SchNet";
+  int64_t num_conv_layers = 2;
+  int64_t max_z = kMaxAtomicNumber;  // embedding rows 0..max_z
+  Pooling graph_pooling = Pooling::kMean;
+  // Graph heads: shared MLP, then one MLP per head.
+  int64_t num_sharedlayers = 2;
+  int64_t dim_sharedlayers = 50;
+  int64_t num_headlayers = 2;
+  std::vector<int64_t> dim_headlayers = {50, 25};
+  // Node heads.
+  int64_t node_num_headlayers = 2;
+  std::vector<int64_t> node_dim_headlayers = {50, 25};
+  NodeHeadType node_head_type = NodeHeadType::kMlp;
+  std::vector<HeadSpec> heads;
+  double dropout = 0.0;           // dropout probability after each hidden layer of the head MLPs
+  bool has_initial_bias = false;  // set the bias of each head's last Linear to initial_bias
+  double initial_bias = 0.0;
+  bool interatomic_potential = false;  // energy = sum of a per-atom node head, F = -dE/dx
+};
+
+// GnnSpec <-> JSON (every field that decides the model's shape or behaviour; the checkpoint's
+// "spec"). spec_from_json throws DataError on a missing or mistyped field.
+nlohmann::json spec_to_json(const GnnSpec& spec);
+GnnSpec spec_from_json(const nlohmann::json& j);
+// Differences between two JSON objects as "key: a vs b" lines (empty: the same).
+std::vector<std::string> spec_differences(const nlohmann::json& a, const nlohmann::json& b);
+
+// ---- what the heads learn ----
+
+enum class TargetSource {
+  kEnergy,  // total energy (graph head of dim 1, or per-atom node head summed with
+            // enable_interatomic_potential)
+  kForces,  // forces, a node head of dim 3 (direct forces)
+  kColumn,  // an extra per-atom column of the dataset, by name
+};
+
+struct HeadTarget {
+  std::string name;  // output_names[k]
+  HeadSpec::Kind kind = HeadSpec::kGraph;
+  int64_t dim = 1;
+  TargetSource source = TargetSource::kEnergy;
+  int column = -1;      // kColumn: index into the dataset's extra columns
+  double weight = 1.0;  // task_weights[k]
+};
+
+// Every head's target (one per GnnSpec::heads entry, same order) and how energy and forces are
+// read from the outputs.
+struct TargetSpec {
+  std::vector<HeadTarget> heads;
+  int energy_head = -1;       // the kEnergy head, -1 when none
+  bool conservative = false;  // forces = -dE/dx of the energy head; else the kForces head's output
+  // The kForces head (direct forces), -1 when none.
+  int forces_head() const;
+  // Whether the model predicts forces (conservative, or a forces head).
+  bool predicts_forces() const { return conservative || forces_head() >= 0; }
+};
+
+nlohmann::json to_json(const HeadTarget& t);
+HeadTarget head_target_from_json(const nlohmann::json& j);  // DataError on a bad record
+
+// ---- loss and optimizer ----
+
+struct EnergyForceWeights {
+  double energy_weight = 1.0;
+  double energy_peratom_weight = 0.0;
+  double force_weight = 1.0;
+};
+
+enum class LossType { kMse, kMae, kRmse, kSmoothL1, kHuber };
+// "mse", "mae", "rmse", "smooth_l1", "huber"; anything else is a ConfigError listing them.
+LossType parse_loss_type(const std::string& name);
+std::string to_string(LossType t);
+const std::vector<std::string>& loss_type_names();
+
+struct LossSpec {
+  LossType type = LossType::kMse;
+  double huber_delta = 1.0;  // delta of huber and smooth_l1 (beta), > 0
+};
+
+enum class OptimizerType { kSGD, kAdam, kAdamW, kRMSprop };
+// "SGD", "Adam", "AdamW", "RMSprop" (exact spelling, as in torch.optim); anything else is a
+// ConfigError whose hint lists the known names.
+OptimizerType parse_optimizer_type(const std::string& name);
+std::string to_string(OptimizerType type);
+const std::vector<std::string>& known_optimizer_names();
+
+// torch.optim.lr_scheduler.ReduceLROnPlateau's arguments; mode is always 'min' and
+// threshold_mode always 'rel'. Defaults are PyTorch's (the config has its own defaults).
+struct PlateauOptions {
+  double factor = 0.1;      // new lr = lr × factor, in (0, 1)
+  int patience = 10;        // non-improving epochs tolerated; the next one reduces
+  double threshold = 1e-4;  // improvement means metric < best × (1 − threshold)
+  int cooldown = 0;         // epochs after a reduction during which bad epochs are not counted
+  double min_lr = 0.0;      // lower bound of every group's lr
+  double eps = 1e-8;        // reductions smaller than this are skipped
+};
+
+}  // namespace ddgnn

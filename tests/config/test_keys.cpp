@@ -1,0 +1,109 @@
+// The config is honest: every key that docs/config.md documents as doing something is read by the
+// code that trains (train_settings, which records every key it reads), every key documented as
+// derived says that it is only checked or ignored, and every not-implemented key refuses a value
+// that would change something.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/config_schema.h"
+#include "config/train_settings.h"
+#include "core/error.h"
+
+namespace ddgnn {
+namespace {
+
+const std::string kConfigs = std::string(DDGNN_SOURCE_DIR) + "/configs/";
+
+// The keys train_settings() reads from the config at `file` with `overrides`.
+std::set<std::string> keys_read(const std::string& file,
+                                const std::vector<std::string>& overrides) {
+  const Config config = load_config(kConfigs + file, overrides, {});
+  EXPECT_TRUE(config.read_keys.empty()) << "resolving the config reads no key for the code";
+  train_settings(config);
+  return config.read_keys;
+}
+
+TEST(ConfigKeys, EveryImplementedKeyIsReadByTheCode) {
+  std::set<std::string> read;
+  for (const char* file : {"ethanol_schnet.json", "cu_eam_schnet.json", "si_sw_painn.json"})
+    for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+             {},
+             {"Architecture.initial_bias=0.5", "Output.log_level=debug"},
+             {"Training.Scheduler.type=TimeExponential", "Training.time_limit_s=60"}}) {
+      const std::set<std::string> keys = keys_read(file, overrides);
+      read.insert(keys.begin(), keys.end());
+    }
+  int implemented = 0;
+  for (const KeySpec& spec : config_schema()) {
+    if (spec.type == KeyType::kSection) continue;
+    if (spec.status != KeyStatus::kSupported && spec.status != KeyStatus::kDdgnnOnly) continue;
+    ++implemented;
+    EXPECT_TRUE(read.count(spec.key))
+        << spec.key << " is documented (" << status_text(spec.status)
+        << ") but the training code never reads it: read it, or mark it derived or not "
+           "implemented";
+  }
+  EXPECT_GT(implemented, 80);
+}
+
+TEST(ConfigKeys, DerivedKeysSayWhatTheyDo) {
+  for (const KeySpec& spec : config_schema()) {
+    if (spec.status != KeyStatus::kDerived) continue;
+    const std::string& d = spec.description;
+    EXPECT_TRUE(d.rfind("checked against", 0) == 0 || d.rfind("ignored", 0) == 0)
+        << spec.key << ": a derived key is checked or ignored, and says which: \"" << d << "\"";
+  }
+}
+
+// A value of the key's type that is not one of its inert values.
+nlohmann::json active_value(const KeySpec& spec) {
+  switch (spec.type) {
+    case KeyType::kBool:
+    case KeyType::kFlag:
+      return true;
+    case KeyType::kInt:
+      return 7;
+    case KeyType::kNumber:
+      return 0.5;
+    case KeyType::kString:
+      return "x";
+    case KeyType::kIntArray:
+    case KeyType::kNumberArray:
+      return nlohmann::json::array({1});
+    case KeyType::kStringArray:
+      return nlohmann::json::array({"x"});
+    default:
+      return nlohmann::json::object({{"x", 1}});
+  }
+}
+
+TEST(ConfigKeys, NotImplementedKeysRefuseValuesThatWouldChangeSomething) {
+  const nlohmann::json base = nlohmann::json::parse(std::ifstream(kConfigs + "cu_eam_schnet.json"));
+  int refused = 0;
+  for (const KeySpec& spec : config_schema()) {
+    if (spec.status != KeyStatus::kNotImplemented || spec.type == KeyType::kSection) continue;
+    if (spec.inert_any) {  // documented as "any value accepted": it changes nothing in ddgnn
+      EXPECT_NE(constraint_text(spec).find("any value accepted"), std::string::npos) << spec.key;
+      continue;
+    }
+    nlohmann::json raw = base;
+    raw[nlohmann::json::json_pointer("/" + [&] {
+      std::string p = spec.key;
+      for (char& c : p)
+        if (c == '.') c = '/';
+      return p;
+    }())] = active_value(spec);
+    EXPECT_THROW(resolve_config(raw, "test.json", {}, {}), ConfigError) << spec.key;
+    ++refused;
+  }
+  EXPECT_GT(refused, 10);
+}
+
+}  // namespace
+}  // namespace ddgnn

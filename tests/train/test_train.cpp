@@ -1,0 +1,543 @@
+// End to end through the `ddgnn` binary: train and evaluate on small Lennard-Jones datasets, the
+// run directory's files, resume after SIGKILL ending with bit-identical weights, same seed ->
+// identical metrics, and each kind of bad input (data, config, checkpoint) as one clear error line.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/model_setup.h"
+
+namespace ddgnn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::checkpoint_parameters;
+using testing::lines;
+using testing::LjOptions;
+using testing::metric_values;
+using testing::read_text;
+using testing::Result;
+using testing::run;
+using testing::small_config;
+using testing::TempDir;
+using testing::write_config;
+using testing::write_lj_dataset;
+
+TEST(Train, RunDirectoryThenEvaluate) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string run_dir = dir.file("run");
+  const std::string cfg = write_config(dir, "c.json", small_config(dir.file("lj.h5"), run_dir));
+  const Result r = run("train -c " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The plain log: baseline once, one line per epoch with train/validate/test errors.
+  EXPECT_NE(r.out.find("baseline (mean energy per atom, zero forces)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 4/4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("meV/Å"), std::string::npos);
+
+  const auto csv = lines(read_text(run_dir + "/metrics.csv"));
+  ASSERT_EQ(csv.size(), 5u);  // header + 4 epochs
+  for (const char* col : {"epoch,lr,train_loss,validate_loss,test_loss", "test_force_mae_mev_a",
+                          "load_s", "graph_s", "forward_s", "backward_s", "optimizer_s"})
+    EXPECT_NE(csv[0].find(col), std::string::npos) << col;
+  EXPECT_EQ(csv[4].rfind("4,", 0), 0u);
+
+  // The loss went down: last train loss below the first.
+  auto loss_at = [&](size_t row) { return std::stod(csv[row].substr(csv[row].find(',', 2) + 1)); };
+  EXPECT_LT(loss_at(4), loss_at(1));
+
+  // events.jsonl: every line parses; the run's story is there.
+  std::vector<std::string> events;
+  for (const auto& l : lines(read_text(run_dir + "/events.jsonl")))
+    events.push_back(nlohmann::json::parse(l).at("event"));
+  EXPECT_EQ(events.front(), "run_start");
+  EXPECT_EQ(events.back(), "run_end");
+  EXPECT_NE(std::find(events.begin(), events.end(), "baseline"), events.end());
+  EXPECT_EQ(std::count(events.begin(), events.end(), "epoch"), 4);
+
+  // trace.json: Chrome trace events of 5 steps with the phases.
+  const auto trace = nlohmann::json::parse(read_text(run_dir + "/trace.json"));
+  int forward = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") {
+      EXPECT_GE(e.at("dur").get<double>(), 0.0);
+      forward += e.at("name") == "forward";
+    }
+  EXPECT_EQ(forward, 5);
+  // Resolved config and checkpoints.
+  EXPECT_EQ(nlohmann::json::parse(read_text(run_dir + "/config.resolved.json"))
+                .at("NeuralNetwork")
+                .at("Training")
+                .at("batch_size"),
+            4);
+  EXPECT_TRUE(fs::exists(run_dir + "/checkpoints/best.pt"));
+  EXPECT_TRUE(fs::exists(run_dir + "/checkpoints/epoch_00004.pt"));
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints"))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+
+  // evaluate: the test split (20% of 40 = 8 graphs), files and the error table.
+  const Result ev = run("evaluate --run " + run_dir);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_NE(ev.out.find("energy"), std::string::npos);
+  const std::string out = run_dir + "/eval_test";
+  const auto errors = nlohmann::json::parse(read_text(out + "/errors.json"));
+  EXPECT_EQ(errors.at("graphs"), 8);
+  EXPECT_GT(errors.at("forces").at("mae_mev_a").get<double>(), 0.0);
+  EXPECT_EQ(lines(read_text(out + "/energies.csv")).size(), 9u);
+  EXPECT_EQ(lines(read_text(out + "/forces.csv")).size(), 1u + 8u * 6u);
+  // The predictions file is valid extxyz: ddgnn converts it, with pred_forces as a column.
+  const Result conv = run("convert " + out + "/predictions.extxyz " + dir.file("pred.h5") +
+                          " --extra-columns pred_forces");
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  Dataset pred(dir.file("pred.h5"));
+  EXPECT_EQ(pred.n_graphs(), 8);
+  EXPECT_TRUE(pred.has_forces());
+  // Re-evaluating gives the same figures.
+  EXPECT_EQ(run("evaluate --run " + run_dir + " --out " + dir.file("again")).code, 0);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("again") + "/errors.json")).at("forces"),
+            errors.at("forces"));
+}
+
+TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string a = dir.file("a"), b = dir.file("b");
+  ASSERT_EQ(run("train -c " + write_config(dir, "a.json", small_config(dir.file("lj.h5"), a))).code,
+            0);
+  // 24 training graphs, batch 4: 6 steps per epoch. Killed in the middle of epoch 3.
+  const std::string cb = write_config(dir, "b.json", small_config(dir.file("lj.h5"), b));
+  const Result killed = run("train -c " + cb, "DDGNN_DEBUG_SIGKILL_AT_STEP=15");
+  ASSERT_TRUE(killed.killed) << killed.code << killed.out;
+  EXPECT_FALSE(fs::exists(b + "/checkpoints/epoch_00003.pt"));
+  ASSERT_TRUE(fs::exists(b + "/checkpoints/epoch_00002.pt"));
+  const Result resumed = run("train -c " + cb + " --set Training.continue=1");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming"), std::string::npos);
+  const auto pa = checkpoint_parameters(a + "/checkpoints/epoch_00004.pt");
+  const auto pb = checkpoint_parameters(b + "/checkpoints/epoch_00004.pt");
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << "parameter " << i;
+  // metrics.csv reads as one continuous run, equal to the uninterrupted one.
+  EXPECT_EQ(metric_values(a + "/metrics.csv"), metric_values(b + "/metrics.csv"));
+}
+
+// The trained weights a checkpoint with a weight average holds beside the average.
+std::vector<at::Tensor> checkpoint_train_weights(const std::string& path) {
+  const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
+  Gnn gnn(setup.spec);
+  gnn.to(to_dtype(setup.precision));
+  std::vector<at::Tensor> params = gnn.parameters();
+  if (!load_checkpoint_train_weights(path, params)) return {};
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(Train, WeightAverageIsEvaluatedAndSavedAndResumesExactly) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  auto config = [&](const std::string& run_dir, double ema) {
+    nlohmann::json c = small_config(dir.file("lj.h5"), run_dir);
+    c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "ExponentialLR"}, {"gamma", 0.9}};
+    c["NeuralNetwork"]["Training"]["ema_decay"] = ema;
+    return c;
+  };
+  const std::string plain = dir.file("plain"), avg = dir.file("avg"), killed = dir.file("killed");
+  ASSERT_EQ(run("train -c " + write_config(dir, "plain.json", config(plain, 0.0))).code, 0);
+  const Result a = run("train -c " + write_config(dir, "avg.json", config(avg, 0.9)));
+  ASSERT_EQ(a.code, 0) << a.out;
+  const std::string last = "/checkpoints/epoch_00004.pt";
+  // The average does not change what is trained: the trained weights equal the plain run's...
+  const auto trained = checkpoint_train_weights(avg + last);
+  const auto plain_w = checkpoint_parameters(plain + last);
+  ASSERT_EQ(trained.size(), plain_w.size());
+  for (size_t i = 0; i < trained.size(); ++i) EXPECT_TRUE(at::equal(trained[i], plain_w[i])) << i;
+  EXPECT_TRUE(checkpoint_train_weights(plain + last).empty());
+  // ...while the saved model, and so validation and test, is the average: other weights, other
+  // validation loss, the same training loss (measured on the trained weights during the epoch).
+  const auto model = checkpoint_parameters(avg + last);
+  double moved = 0;
+  for (size_t i = 0; i < model.size(); ++i)
+    moved = std::max(moved, (model[i] - trained[i]).abs().max().item<double>());
+  EXPECT_GT(moved, 1e-4);
+  auto column = [](const std::string& csv, const std::string& name) {
+    const auto rows = lines(read_text(csv));
+    std::stringstream hs(rows.at(0));
+    size_t k = 0;
+    for (std::string c; std::getline(hs, c, ','); ++k)
+      if (c == name) break;
+    std::vector<std::string> out;
+    for (size_t r = 1; r < rows.size(); ++r) {
+      std::stringstream ss(rows[r]);
+      std::string c;
+      for (size_t j = 0; j <= k; ++j) std::getline(ss, c, ',');
+      out.push_back(c);
+    }
+    return out;
+  };
+  EXPECT_EQ(column(avg + "/metrics.csv", "train_loss"),
+            column(plain + "/metrics.csv", "train_loss"));
+  EXPECT_NE(column(avg + "/metrics.csv", "validate_loss"),
+            column(plain + "/metrics.csv", "validate_loss"));
+  // Killed in epoch 3 and resumed: the average and the trained weights both continue exactly.
+  const std::string ck = write_config(dir, "killed.json", config(killed, 0.9));
+  ASSERT_TRUE(run("train -c " + ck, "DDGNN_DEBUG_SIGKILL_AT_STEP=15").killed);
+  ASSERT_EQ(run("train -c " + ck + " --set Training.continue=1").code, 0);
+  const auto model_k = checkpoint_parameters(killed + last);
+  const auto trained_k = checkpoint_train_weights(killed + last);
+  ASSERT_EQ(model_k.size(), model.size());
+  ASSERT_EQ(trained_k.size(), trained.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    EXPECT_TRUE(at::equal(model_k[i], model[i])) << "average " << i;
+    EXPECT_TRUE(at::equal(trained_k[i], trained[i])) << "trained " << i;
+  }
+  EXPECT_EQ(metric_values(killed + "/metrics.csv"), metric_values(avg + "/metrics.csv"));
+  // A decay outside (0, 1) is a clear error.
+  const Result bad = run("train -c " + ck +
+                         " --set Training.ema_decay=1.5 --set Output.run_dir=" + dir.file("bad"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("ema_decay"), std::string::npos) << bad.out;
+}
+
+TEST(Train, SameSeedGivesBitIdenticalMetricsAndProgressFollowsTheConfig) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("a"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  // Output.progress: the progress line always with "bar", on a terminal only with "auto" (the
+  // default; here stderr is a pipe), never with "lines".
+  c["Output"]["progress"] = "bar";
+  const Result a = run("train -c " + write_config(dir, "a.json", c));
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find(" ETA "), std::string::npos) << a.out;
+  c["Output"].erase("progress");
+  c["Output"]["run_dir"] = dir.file("b");
+  const Result b = run("train -c " + write_config(dir, "b.json", c));
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(b.out.find(" ETA "), std::string::npos) << b.out;
+  const auto ma = metric_values(dir.file("a") + "/metrics.csv");
+  EXPECT_EQ(ma.size(), 2u);
+  EXPECT_EQ(ma, metric_values(dir.file("b") + "/metrics.csv"));
+  // Another seed: other numbers.
+  c["NeuralNetwork"]["Training"]["seed"] = 4;
+  c["Output"]["run_dir"] = dir.file("c");
+  c["Output"]["progress"] = "lines";
+  const Result other = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_EQ(other.out.find(" ETA "), std::string::npos) << other.out;
+  EXPECT_NE(ma, metric_values(dir.file("c") + "/metrics.csv"));
+}
+
+TEST(Train, MultiHeadWithAnExtraColumnAndDirectForces) {
+  TempDir dir;
+  LjOptions o;
+  o.charges = true;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  auto& arch = c["NeuralNetwork"]["Architecture"];
+  arch["enable_interatomic_potential"] = false;
+  arch["task_weights"] = {1.0, 1.0, 0.5};
+  c["NeuralNetwork"]["Variables_of_interest"] = {{"output_names", {"energy", "forces", "charges"}},
+                                                 {"output_index", {0, 0, 1}},
+                                                 {"type", {"graph", "node", "node"}},
+                                                 {"output_dim", {1, 3, 1}}};
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string header = lines(read_text(dir.file("run") + "/metrics.csv")).at(0);
+  EXPECT_NE(header.find("test_charges_mae"), std::string::npos) << header;
+  EXPECT_NE(header.find("test_force_mae_mev_a"), std::string::npos) << header;
+}
+
+TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 12;
+  write_lj_dataset(dir.file("train.h5"), o);
+  o.seed = 2;
+  o.n_frames = 5;
+  write_lj_dataset(dir.file("val.h5"), o);
+  o.seed = 3;
+  o.n_frames = 7;
+  write_lj_dataset(dir.file("test.h5"), o);
+  nlohmann::json c = small_config("", dir.file("run"));
+  c["Dataset"]["path"] = {{"train", dir.file("train.h5")},
+                          {"validate", dir.file("val.h5")},
+                          {"test", dir.file("test.h5")}};
+  c["Output"]["keep_checkpoints"] = 2;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 5;
+  c["Dataset"]["name"] = "lj-three-files";
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("12/5/7 graphs train/validate/test of lj-three-files ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      read_text(dir.file("run") + "/events.jsonl").find("\"dataset_name\":\"lj-three-files\""),
+      std::string::npos);
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(dir.file("run") + "/checkpoints"))
+    kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"best.pt", "epoch_00004.pt", "epoch_00005.pt"}));
+  // evaluate --split test reads the run's test file.
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  EXPECT_EQ(
+      nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json")).at("graphs"), 7);
+  // A time limit stops after the epoch in which it passed, with a checkpoint and an event.
+  c["Output"]["run_dir"] = dir.file("timed");
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 1e-6;
+  ASSERT_EQ(run("train -c " + write_config(dir, "t.json", c)).code, 0);
+  EXPECT_EQ(lines(read_text(dir.file("timed") + "/metrics.csv")).size(), 2u);
+  EXPECT_TRUE(fs::exists(dir.file("timed") + "/checkpoints/epoch_00001.pt"));
+  EXPECT_NE(read_text(dir.file("timed") + "/events.jsonl").find("\"event\":\"time_limit\""),
+            std::string::npos);
+  // Early stopping: a learning rate far too large stops improving the validation loss.
+  c["Output"]["run_dir"] = dir.file("early");
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 0;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 50;
+  c["NeuralNetwork"]["Training"]["EarlyStopping"] = true;
+  c["NeuralNetwork"]["Training"]["patience"] = 2;
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.5}};
+  const Result early = run("train -c " + write_config(dir, "e.json", c));
+  ASSERT_EQ(early.code, 0) << early.out;
+  EXPECT_NE(early.out.find("early stopping"), std::string::npos) << early.out;
+  EXPECT_LT(lines(read_text(dir.file("early") + "/metrics.csv")).size(), 10u);
+}
+
+// TimeExponential sets the lr after every epoch from the elapsed share of time_limit_s: a long
+// budget and three short epochs give three learning rates just below the start, decreasing.
+// Without a time limit it is a configuration error.
+TEST(Train, TimeExponentialScheduleFollowsTheClock) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 10;
+  write_lj_dataset(dir.file("d.h5"), o);
+  nlohmann::json c = small_config(dir.file("d.h5"), dir.file("run"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 3;
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 3600;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "TimeExponential"}, {"min_lr", 1e-5}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = lines(read_text(dir.file("run") + "/metrics.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  std::stringstream hs(rows[0]);
+  size_t lr_col = 0;
+  for (std::string h; std::getline(hs, h, ',') && h != "lr";) ++lr_col;
+  std::vector<double> lr;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::stringstream ss(rows[i]);
+    std::string cell;
+    for (size_t k = 0; k <= lr_col; ++k) std::getline(ss, cell, ',');
+    lr.push_back(std::stod(cell));
+  }
+  EXPECT_DOUBLE_EQ(lr[0], 0.003);
+  EXPECT_LT(lr[1], lr[0]);
+  EXPECT_LT(lr[2], lr[1]);
+  EXPECT_GT(lr[2], 0.0029);  // a few seconds of an hour
+  c["NeuralNetwork"]["Training"]["time_limit_s"] = 0;
+  c["Output"]["run_dir"] = dir.file("no_limit");
+  const Result bad = run("train -c " + write_config(dir, "bad.json", c));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("TimeExponential anneals over time_limit_s"), std::string::npos)
+      << bad.out;
+  EXPECT_FALSE(fs::exists(dir.file("no_limit")));
+}
+
+// Loader.atom_budget caps atoms per batch; drop_remainder drops the last short batch: the
+// "steps" column of metrics.csv counts optimizer steps per epoch (24 training graphs of 6 atoms).
+TEST(Train, AtomBudgetAndDropRemainder) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  auto steps = [&](const std::string& name, const std::string& sets) {
+    nlohmann::json c = small_config(dir.file("lj.h5"), dir.file(name));
+    c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+    const Result r = run("train -c " + write_config(dir, name + ".json", c) + " " + sets);
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto rows = lines(read_text(dir.file(name) + "/metrics.csv"));
+    std::stringstream hs(rows.at(0)), vs(rows.at(1));
+    std::string h, v;
+    while (std::getline(hs, h, ',') && std::getline(vs, v, ','))
+      if (h == "steps") return std::stoi(v);
+    return -1;
+  };
+  EXPECT_EQ(steps("plain", ""), 6);
+  EXPECT_EQ(steps("budget", "--set Loader.atom_budget=12"), 12);
+  EXPECT_EQ(steps("keep", "--set Training.batch_size=5"), 5);
+  EXPECT_EQ(steps("drop", "--set Training.batch_size=5 --set Loader.drop_remainder=true"), 4);
+}
+
+// ---- bad input: one line, exit 1 ----
+
+void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+}
+
+TEST(TrainBadInput, HeadTheDataLacks) {
+  TempDir dir;
+  LjOptions o;
+  o.forces = false;
+  write_lj_dataset(dir.file("noforces.h5"), o);
+  const nlohmann::json c = small_config(dir.file("noforces.h5"), dir.file("run"));
+  expect_error(run("train -c " + write_config(dir, "c.json", c)), "has no forces");
+  nlohmann::json d = c;
+  d["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = false;
+  d["NeuralNetwork"]["Variables_of_interest"]["output_names"] = {"charges"};
+  expect_error(run("train -c " + write_config(dir, "d.json", d)), "'charges' is not in the data");
+  // Energies only is fine once the force term is off.
+  nlohmann::json e = c;
+  e["NeuralNetwork"]["Architecture"]["force_weight"] = 0.0;
+  e["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  EXPECT_EQ(run("train -c " + write_config(dir, "e.json", e)).code, 0);
+}
+
+TEST(TrainBadInput, RadiusNotPositive) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  const std::string cfg =
+      write_config(dir, "c.json", small_config(dir.file("lj.h5"), dir.file("r")));
+  expect_error(run("train -c " + cfg + " --set Architecture.radius=0"), "radius");
+  expect_error(run("train -c " + cfg + " --set Architecture.radius=-2"), "radius");
+  EXPECT_FALSE(fs::exists(dir.file("r") + "/checkpoints"));
+}
+
+TEST(TrainBadInput, GraphWithOneAtomAndNoNeighbour) {
+  TempDir dir;
+  LjOptions o;
+  o.single_atom_frame = 0;  // lands in some split; every split is checked
+  o.n_frames = 10;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  expect_error(run("train -c " +
+                   write_config(dir, "c.json", small_config(dir.file("lj.h5"), dir.file("r")))),
+               "graph 0: atom 0 (Z=10) is the graph's only atom and has no neighbour");
+}
+
+// A lone atom in a periodic cell smaller than the cutoff is not isolated: its periodic images
+// are its neighbours (a one-atom bulk crystal). It trains, and its predicted force is zero by
+// symmetry; the same atom in a cell larger than the cutoff has no neighbour: an error.
+TEST(TrainBadInput, LoneAtomInPeriodicCells) {
+  TempDir dir;
+  auto write = [&](const std::string& path, double a) {
+    DatasetWriter w(path, WriterOptions{});
+    for (int k = 0; k < 10; ++k) {
+      Frame f;
+      f.z = {18};
+      f.pos = {0.1 * k, 0.2, 0.3};
+      f.has_cell = true;
+      const double s = a * (1.0 + 0.01 * k);
+      f.cell = {s, 0, 0, 0, s, 0, 0, 0, s};
+      f.pbc = {true, true, true};
+      f.has_energy = true;
+      f.energy = -1.5 + 0.01 * k;
+      f.forces = {0, 0, 0};
+      w.add(f, "frame");
+    }
+    w.commit();
+  };
+  write(dir.file("small.h5"), 3.5);
+  nlohmann::json c = small_config(dir.file("small.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Architecture"]["periodic_boundary_conditions"] = true;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result ok = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const Result ev = run("evaluate --run " + dir.file("r") + " --split all");
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto f = lines(read_text(dir.file("r") + "/eval_all/forces.csv"));
+  ASSERT_EQ(f.size(), 11u);
+  for (size_t i = 1; i < f.size(); ++i) {
+    std::stringstream ss(f[i]);
+    std::vector<double> v;
+    for (std::string cell; std::getline(ss, cell, ',');) v.push_back(std::stod(cell));
+    for (int k = 6; k < 9; ++k) EXPECT_NEAR(v[size_t(k)], 0.0, 1e-5) << f[i];
+  }
+  write(dir.file("large.h5"), 6.0);
+  c["Dataset"]["path"] = dir.file("large.h5");
+  c["Output"]["run_dir"] = dir.file("r2");
+  expect_error(run("train -c " + write_config(dir, "d.json", c)), "no neighbour within the radius");
+}
+
+TEST(TrainBadInput, CheckpointOfAnotherShapeOrDtype) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const std::string cfg = write_config(dir, "c.json", c);
+  ASSERT_EQ(run("train -c " + cfg).code, 0);
+  expect_error(run("train -c " + cfg +
+                   " --set Training.continue=1 --set Training.num_epoch=2 "
+                   "--set Architecture.hidden_dim=16"),
+               "hidden_dim: 8 vs 16");
+  expect_error(run("train -c " + cfg +
+                   " --set Training.continue=1 --set Training.num_epoch=2 "
+                   "--set Training.precision=fp64"),
+               "precision: \"fp32\" vs \"fp64\"");
+  // Below the record: a float64 model never takes float32 tensors (LibTorch would, silently).
+  const std::string ck = dir.file("r") + "/checkpoints/epoch_00001.pt";
+  ModelSetup setup = model_setup_from_json(read_checkpoint_record(ck).at("model"));
+  Gnn f64(setup.spec);
+  f64.to(at::kDouble);
+  try {
+    load_checkpoint_model(ck, f64);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("float32 in the checkpoint but float64 in the model"),
+              std::string::npos)
+        << e.what();
+  }
+  GnnSpec wider = setup.spec;
+  wider.layer.hidden_dim = 9;
+  Gnn other(wider);
+  try {
+    load_checkpoint_model(ck, other);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+  }
+  // Not a checkpoint at all.
+  std::ofstream(dir.file("junk.pt")) << "junk";
+  expect_error(run("evaluate --checkpoint " + dir.file("junk.pt")), "not a checkpoint");
+}
+
+TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "SGD"}, {"learning_rate", 1e12}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  expect_error(r, "the loss is ");
+  EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learning_rate"), std::string::npos) << r.out;
+}
+
+TEST(TrainBadInput, RunDirectoryAndResumeMistakes) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const std::string cfg = write_config(dir, "c.json", c);
+  expect_error(run("train -c " + cfg + " --set Training.continue=1"), "no checkpoint to resume");
+  ASSERT_EQ(run("train -c " + cfg).code, 0);
+  expect_error(run("train -c " + cfg), "already holds a run");
+  EXPECT_EQ(run("train -c " + cfg + " --overwrite").code, 0);
+  expect_error(
+      run("train -c " + cfg + " --set Dataset.path=" + dir.file("none.h5") + " --overwrite"),
+      "no such file");
+}
+
+}  // namespace
+}  // namespace ddgnn

@@ -1,0 +1,355 @@
+// `mpiexec -n P ddgnn train` end to end, on real Open MPI ranks (oversubscribed on this machine):
+// P ranks with B/P graphs each train exactly like one rank with B (every backend, replica
+// groups, graphs of different sizes, atom-budget steps balanced over the ranks); a rank that throws
+// stops every rank with its message, no hang; a corrupted partition is reported by its owner; the
+// loader's bad settings are refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/h5_edit.h"
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+
+namespace ddgnn {
+namespace {
+
+using testing::LjOptions;
+using testing::Result;
+using testing::TempDir;
+
+// `ddgnn <args>` on np ranks. Open MPI refuses root unless told (CI containers); `timeout` turns
+// a hang into a failure instead of a stuck suite.
+Result mpirun(int np, const std::string& args, const std::string& env = "") {
+  return testing::run(args, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
+                                " timeout 120 " + DDGNN_MPIEXEC + " -n " + std::to_string(np) +
+                                " --oversubscribe");
+}
+
+// A job that must fail: it ends with a non-zero status, by itself (not at the `timeout`, which
+// would mean a rank hung), within 60 s.
+Result failing_mpirun(int np, const std::string& args, const std::string& env = "") {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = mpirun(np, args, env);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out: a rank hung\n" << r.out;
+  EXPECT_LT(s, 60.0) << r.out;
+  return r;
+}
+
+// 20 steps of B = 8 graphs (160 training graphs of 5, 6 or 7 atoms), float64, one epoch.
+nlohmann::json step_config(const std::string& data, const std::string& run_dir, int batch) {
+  nlohmann::json c = testing::small_config(data, run_dir);
+  auto& t = c["NeuralNetwork"]["Training"];
+  t["num_epoch"] = 1;
+  t["batch_size"] = batch;
+  t["perc_train"] = 0.8;
+  t["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.01}};
+  t["precision"] = "fp64";
+  c["Loader"] = {{"shuffle", true}};
+  return c;
+}
+
+LjOptions step_data() {
+  LjOptions o;
+  o.n_frames = 200;
+  o.n_atoms = 5;
+  o.vary_atoms = 2;
+  return o;
+}
+
+struct Trained {
+  std::vector<at::Tensor> params;
+  double train_loss = NAN, validate_loss = NAN;
+  int steps = -1;
+};
+
+Trained trained(const std::string& run_dir) {
+  Trained t;
+  t.params = testing::checkpoint_parameters(run_dir + "/checkpoints/epoch_00001.pt");
+  const auto rows = testing::lines(testing::read_text(run_dir + "/metrics.csv"));
+  std::stringstream hs(rows.at(0)), vs(rows.at(1));
+  for (std::string h, v; std::getline(hs, h, ',') && std::getline(vs, v, ',');) {
+    if (h == "train_loss") t.train_loss = std::stod(v);
+    if (h == "validate_loss") t.validate_loss = std::stod(v);
+    if (h == "steps") t.steps = std::stoi(v);
+  }
+  return t;
+}
+
+void expect_same_training(const Trained& one, const Trained& many, const std::string& what) {
+  EXPECT_EQ(many.steps, one.steps) << what;
+  EXPECT_NEAR(many.train_loss, one.train_loss, 1e-9 * std::abs(one.train_loss)) << what;
+  EXPECT_NEAR(many.validate_loss, one.validate_loss, 1e-9 * std::abs(one.validate_loss)) << what;
+  ASSERT_EQ(many.params.size(), one.params.size()) << what;
+  double worst = 0.0;
+  for (size_t k = 0; k < one.params.size(); ++k)
+    worst = std::max(worst, (many.params[k] - one.params[k]).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-9) << what << ": parameters differ by " << worst;
+}
+
+TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  auto train = [&](int np, int batch, const std::string& name, const std::string& sets) {
+    const std::string run_dir = dir.file(name);
+    const std::string cfg =
+        testing::write_config(dir, name + ".json", step_config(dir.file("lj.h5"), run_dir, batch));
+    const std::string args = "train -c " + cfg + " " + sets;
+    const Result r = np == 1 ? testing::run(args) : mpirun(np, args);
+    EXPECT_EQ(r.code, 0) << name << ": " << r.out;
+    return trained(run_dir);
+  };
+  const Trained one = train(1, 8, "one", "");
+  EXPECT_EQ(one.steps, 20);
+  for (const char* backend : {"rma", "collective", "shm", "replicated", "file"})
+    expect_same_training(
+        one,
+        train(2, 4, std::string("two_") + backend, std::string("--set Loader.backend=") + backend),
+        std::string("2 ranks, ") + backend);
+  expect_same_training(one, train(4, 2, "four_auto", ""), "4 ranks, auto");
+  expect_same_training(one,
+                       train(4, 2, "four_width2", "--set Loader.width=2 --set Loader.backend=rma"),
+                       "4 ranks, 2 replica groups, rma");
+  // Atom-budget steps (at most 40 atoms, 8 graphs) dealt to 2 ranks balanced by atoms.
+  const Trained budget = train(1, 8, "one_budget", "--set Loader.atom_budget=40");
+  EXPECT_GT(budget.steps, 20);
+  expect_same_training(budget, train(2, 4, "two_budget", "--set Loader.atom_budget=20"),
+                       "2 ranks, atom budget");
+}
+
+// The sampler is a function of (seed, epoch): a run checkpointed on 2 ranks and resumed on 1
+// (or the other way) ends with the weights of an uninterrupted run.
+TEST(TrainMpi, ResumeOnAnotherNumberOfRanks) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  auto config = [&](const std::string& run_dir, int epochs, int batch) {
+    nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, batch);
+    c["NeuralNetwork"]["Training"]["num_epoch"] = epochs;
+    c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "ReduceLROnPlateau"}, {"patience", 0}};
+    return testing::write_config(dir,
+                                 "c" + std::to_string(epochs) + std::to_string(batch) +
+                                     run_dir.substr(run_dir.size() - 1) + ".json",
+                                 c);
+  };
+  Result r = testing::run("train -c " + config(dir.file("whole"), 3, 8));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = mpirun(2, "train -c " + config(dir.file("split"), 2, 4));  // epochs 1-2 on 2 ranks
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = testing::run("train -c " + config(dir.file("split"), 3, 8) +
+                   " --set Training.continue=1");  // epoch 3 on 1 rank
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto a = testing::checkpoint_parameters(dir.file("whole") + "/checkpoints/epoch_00003.pt");
+  const auto b = testing::checkpoint_parameters(dir.file("split") + "/checkpoints/epoch_00003.pt");
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t k = 0; k < a.size(); ++k)
+    worst = std::max(worst, (a[k] - b[k]).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-9);
+}
+
+TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  // 160 graphs, 3 ranks of 7: 7 full steps (147) and a last step of 13, dealt 5/4/4.
+  const std::string run_dir = dir.file("r");
+  nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, 7);
+  c["Output"]["trace_steps"] = 3;
+  const Result r = mpirun(3, std::string("train -c ") + testing::write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(trained(run_dir).steps, 8);
+  // One log, from rank 0: the loader line and one epoch line.
+  size_t n_epoch_lines = 0;
+  for (const auto& l : testing::lines(r.out)) n_epoch_lines += l.find("epoch 1/1") != l.npos;
+  EXPECT_EQ(n_epoch_lines, 1u) << r.out;
+  EXPECT_NE(r.out.find("loader: backend auto (the tuner chooses among shm rma collective file), 3 "
+                       "rank(s)"),
+            std::string::npos)
+      << r.out;
+  const auto trace = nlohmann::json::parse(testing::read_text(run_dir + "/trace.json"));
+  int fetches = 0, syncs = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    fetches += e.value("name", "") == "fetch";
+    syncs += e.value("name", "") == "grad_sync";
+  }
+  EXPECT_EQ(fetches, 3);
+  EXPECT_EQ(syncs, 3);
+}
+
+// Output.log_all_ranks: every rank logs its lines, each prefixed with its rank.
+TEST(TrainMpi, LogAllRanksPrefixesEveryRanksLines) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  nlohmann::json c = step_config(dir.file("lj.h5"), dir.file("r"), 8);
+  c["Output"]["log_all_ranks"] = true;
+  const Result r = mpirun(2, std::string("train -c ") + testing::write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* rank : {"[rank 0]", "[rank 1]"}) {
+    size_t epoch_lines = 0;
+    for (const auto& l : testing::lines(r.out))
+      epoch_lines += l.find(rank) != l.npos && l.find("epoch 1/1") != l.npos;
+    EXPECT_EQ(epoch_lines, 1u) << rank << "\n" << r.out;
+  }
+}
+
+// Loader.backend auto: each exploration times every candidate on the same batches, rank 0
+// decides, all ranks switch together; a backend that slows down while serving is noticed
+// (drift) and replaced; a new epoch re-explores. Delays are injected per backend and step
+// (DDGNN_DEBUG_SLOW_FETCH) so that the right decisions are known.
+TEST(TrainMpi, AutoBackendExploresDecidesAndSwitchesOnDrift) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string run_dir = dir.file("auto");
+  nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, 2);  // 27 steps on 3 ranks
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  c["Output"]["trace_steps"] = 4;
+  c["Tuner"] = {{"candidates", {"rma", "collective"}},
+                {"explore_batches", 3},
+                {"check_every_steps", 4},
+                {"drift_threshold", 2.0},  // 3x: far above the noise of 3 ranks on 2 cores
+                {"recheck_every_epochs", 1}};
+  // Steps 1-8: collective 20 ms slower (rma wins); from step 9 rma 40 ms slower (drift).
+  const Result r = mpirun(3, "train -c " + testing::write_config(dir, "c.json", c),
+                          "DDGNN_DEBUG_SLOW_FETCH=collective:0.02:1:9,rma:0.04:9:1000000");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("loader: backend auto (the tuner chooses among rma collective)"),
+            std::string::npos)
+      << r.out;
+  const auto rows = testing::lines(testing::read_text(run_dir + "/tuner.csv"));
+  ASSERT_GT(rows.size(), 1u);
+  EXPECT_EQ(rows[0],
+            "time_s,epoch,step,event,backend,seconds,predicted_s,batch,bytes_mean,remote,ranks,"
+            "chosen,reason,overhead_s");
+  struct Row {
+    std::string event, backend, chosen, reason;
+    int64_t epoch, step;
+    double seconds;
+  };
+  std::vector<Row> parsed;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream ss(rows[i]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_GE(f.size(), 13u) << rows[i];
+    parsed.push_back(
+        {f[3], f[4], f[11], f[12], std::stoll(f[1]), std::stoll(f[2]), std::stod(f[5])});
+  }
+  std::vector<const Row*> decides;
+  for (const auto& row : parsed)
+    if (row.event == "decide") decides.push_back(&row);
+  ASSERT_GE(decides.size(), 3u) << testing::read_text(run_dir + "/tuner.csv");
+  // 1. The start: both candidates explored in steps 1-3, rma chosen.
+  EXPECT_EQ(parsed[0].event, "explore");
+  EXPECT_EQ(parsed[1].event, "explore");
+  EXPECT_EQ(decides[0]->reason, "start");
+  EXPECT_EQ(decides[0]->step, 3);
+  EXPECT_EQ(decides[0]->backend, "rma");
+  for (const auto& row : parsed) {
+    if (row.event == "explore" && row.reason == "start" && row.backend == "collective") {
+      EXPECT_GT(row.seconds, 0.02);
+    }
+  }
+  // 2. rma slows from step 9: a check says drift, the exploration that follows picks collective.
+  auto drift = std::find_if(parsed.begin(), parsed.end(),
+                            [](const Row& x) { return x.event == "check" && x.reason == "drift"; });
+  ASSERT_NE(drift, parsed.end()) << testing::read_text(run_dir + "/tuner.csv");
+  EXPECT_GE(drift->step, 9);
+  EXPECT_EQ(decides[1]->reason, "drift");
+  EXPECT_EQ(decides[1]->backend, "collective");
+  EXPECT_EQ(decides[1]->step, drift->step + 3);
+  // 3. Epoch 2 starts with an exploration, which keeps collective (rma is still slow).
+  auto epoch2 = std::find_if(decides.begin(), decides.end(),
+                             [](const Row* x) { return x->reason == "epoch 2"; });
+  ASSERT_NE(epoch2, decides.end());
+  EXPECT_EQ((*epoch2)->epoch, 2);
+  EXPECT_EQ((*epoch2)->backend, "collective");
+  // The decisions are in the log (rank 0 only) and in events.jsonl; explorations in the trace.
+  EXPECT_NE(r.out.find("tuner (drift): chooses collective"), std::string::npos) << r.out;
+  int tuner_events = 0;
+  for (const auto& l : testing::lines(testing::read_text(run_dir + "/events.jsonl")))
+    tuner_events += nlohmann::json::parse(l).at("event") == "tuner";
+  EXPECT_GE(tuner_events, 4);  // three decisions and the drift
+  const auto trace = nlohmann::json::parse(testing::read_text(run_dir + "/trace.json"));
+  int explore_spans = 0;
+  for (const auto& e : trace["traceEvents"])
+    explore_spans += e.value("name", "").rfind("tuner.explore:", 0) == 0;
+  // Steps 1-3: both candidates in steps 1 and 2; collective, 20 ms against rma's < 1 ms, is
+  // dropped for step 3.
+  EXPECT_EQ(explore_spans, 5);
+  EXPECT_NE(r.out.find("(dropped after 2)"), std::string::npos) << r.out;
+}
+
+TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const Result r = failing_mpirun(4, "train -c " + cfg, "DDGNN_DEBUG_FAIL_AT_STEP=2:3");
+  EXPECT_NE(r.out.find("[rank 2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2 fails at step 3"), std::string::npos) << r.out;
+}
+
+// A rank that stops answering (SIGSTOP at its step 2) while the others wait in the gradient
+// all-reduce: the watchdog of a waiting rank names the operation and the silent rank, and the
+// whole job ends in seconds with no process left behind.
+TEST(TrainMpi, ARankThatStopsIsNamedByTheWatchdogAndTheJobEnds) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const Result r = failing_mpirun(3, "train -c " + cfg + " --set Comm.timeout_s=3",
+                                  "DDGNN_DEBUG_STOP_AT_STEP=1:2");
+  // The report names what the reporting rank waits in (its prefetch thread may be in a fetch
+  // of the next batch when its main thread is in the all-reduce), and the silent rank.
+  EXPECT_NE(r.out.find("comm error [rank "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("waiting in gradient all-reduce"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did not answer: rank 1 (stopped, hung or dead)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("at epoch 1, step 2"), std::string::npos) << r.out;
+  // No rank of the job is left, the stopped one included ("[t]rain": the pattern must not match
+  // the shell that runs pgrep).
+  EXPECT_NE(std::system(("pgrep -f '[t]rain -c " + cfg + "' > /dev/null").c_str()), 0)
+      << "a rank is left";
+}
+
+TEST(TrainMpi, CorruptedPartitionIsReportedByItsOwner) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 1400;
+  o.n_atoms = 100;  // 140,000 atom rows: three checksum blocks of 65,536
+  write_lj_dataset(dir.file("d.h5"), o);
+  testing::overwrite_double(dir.file("d.h5"), "atoms/pos", 139000, 0, 123.0);  // the last block
+  nlohmann::json c = step_config(dir.file("d.h5"), dir.file("r"), 2);
+  const Result r = failing_mpirun(2, "train -c " + testing::write_config(dir, "c.json", c));
+  EXPECT_NE(r.out.find("checksum mismatch in array 'atoms/pos'"), std::string::npos) << r.out;
+}
+
+TEST(TrainMpiBadInput, LoaderSettingsAreRefusedClearly) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const std::string train = "train -c " + cfg;
+  auto expect_error = [](const Result& r, const std::string& needle) {
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.code, 124) << "timed out\n" << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+  };
+  expect_error(mpirun(2, train + " --set Loader.memory_budget_gb=0.00001"), "over the budget of");
+  expect_error(mpirun(3, train + " --set Loader.width=2"), "does not divide the 3 ranks");
+  expect_error(mpirun(2, train + " --set Loader.backend=nccl"), "Loader.backend: \"nccl\"");
+}
+
+}  // namespace
+}  // namespace ddgnn

@@ -1,0 +1,302 @@
+// Checkpoint archive: "record" (JSON string), "model" (p.<name> parameters, b.<name> buffers with
+// '.' in names written as '/'), "optimizer" (model/optim.h's archive); the run's checkpoint files
+// and the CPU generator's state.
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "model/optim.h"
+#include "model/precision.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::string archive_key(const std::string& prefix, std::string name) {
+  for (char& ch : name)
+    if (ch == '.') ch = '/';
+  return prefix + name;
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  return t == c10::kFloat ? "float32" : t == c10::kDouble ? "float64" : c10::toString(t);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Gnn& gnn,
+                     const torch::optim::Optimizer* optimizer, nlohmann::json record,
+                     const std::vector<at::Tensor>* train_weights) {
+  record["format"] = kCheckpointFormat;
+  record["format_version"] = kCheckpointVersion;
+  torch::serialize::OutputArchive archive;
+  archive.write("record", c10::IValue(record.dump()));
+  torch::serialize::OutputArchive model;
+  for (const auto& p : gnn.named_parameters(true))
+    model.write(archive_key("p.", p.key()), p.value());
+  for (const auto& b : gnn.named_buffers(true))
+    model.write(archive_key("b.", b.key()), b.value(), /*is_buffer=*/true);
+  archive.write("model", model);
+  if (train_weights) {
+    torch::serialize::OutputArchive train;
+    for (size_t k = 0; k < train_weights->size(); ++k)
+      train.write(std::to_string(k), (*train_weights)[k]);
+    archive.write("train_weights", train);
+  }
+  if (optimizer) {
+    torch::serialize::OutputArchive opt;
+    save_optimizer(*optimizer, opt);
+    archive.write("optimizer", opt);
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  const std::string tmp = temporary_name(path);
+  try {
+    archive.save_to(tmp);
+  } catch (const std::exception& e) {
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write the checkpoint: " + e.what(),
+                "check that the run directory is writable and has free space");
+  }
+  commit_file(tmp, path);
+}
+
+namespace {
+
+torch::serialize::InputArchive open_archive(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    throw DataError(path + ": no such checkpoint",
+                    "check the path (checkpoints are in <run_dir>/checkpoints)");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const std::exception& e) {
+    throw DataError(
+        path + ": not a checkpoint archive (" + std::string(e.what()).substr(0, 120) + ")",
+        "give a file written by ddgnn train (<run_dir>/checkpoints/*.pt)");
+  }
+  return archive;
+}
+
+}  // namespace
+
+nlohmann::json read_checkpoint_record(const std::string& path) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  c10::IValue value;
+  if (!archive.try_read("record", value) || !value.isString())
+    throw DataError(path + ": not a ddgnn checkpoint (no record)",
+                    "give a file written by ddgnn train");
+  nlohmann::json record;
+  try {
+    record = nlohmann::json::parse(value.toStringRef());
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": damaged checkpoint record: " + e.what());
+  }
+  if (record.value("format", "") != kCheckpointFormat)
+    throw DataError(path + ": not a ddgnn checkpoint", "give a file written by ddgnn train");
+  if (record.value("format_version", 0) != kCheckpointVersion)
+    throw DataError(path + ": checkpoint format version " +
+                        record.value("format_version", nlohmann::json(0)).dump() +
+                        ", this ddgnn reads version " + std::to_string(kCheckpointVersion),
+                    "use the ddgnn version that wrote it");
+  return record;
+}
+
+void load_checkpoint_model(const std::string& path, Gnn& gnn) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive model;
+  if (!archive.try_read("model", model))
+    throw DataError(path + ": checkpoint has no model", "give a file written by ddgnn train");
+  struct Entry {
+    std::string name;
+    at::Tensor target, stored;
+  };
+  std::vector<Entry> entries;
+  auto collect = [&](const std::string& prefix, const std::string& name, const at::Tensor& t,
+                     bool buffer) {
+    at::Tensor stored;
+    if (!model.try_read(archive_key(prefix, name), stored, buffer))
+      throw DataError(path + ": the checkpoint has no " + (buffer ? "buffer " : "parameter ") +
+                          name + ": it was written by another model",
+                      "resume with the config that wrote it, or start a new run_dir");
+    if (stored.scalar_type() != t.scalar_type())
+      throw DataError(path + ": " + name + " is " + dtype_name(stored.scalar_type()) +
+                          " in the checkpoint but " + dtype_name(t.scalar_type()) + " in the model",
+                      "set NeuralNetwork.Training.precision to \"" +
+                          to_string(precision_of(stored.scalar_type())) +
+                          "\" to match the checkpoint");
+    if (stored.sizes() != t.sizes())
+      throw DataError(path + ": " + name + " has shape " + c10::str(stored.sizes()) +
+                          " in the checkpoint but " + c10::str(t.sizes()) + " in the model",
+                      "the checkpoint is of another model shape: resume with the config that "
+                      "wrote it");
+    entries.push_back({name, t, stored});
+  };
+  for (const auto& p : gnn.named_parameters(true)) collect("p.", p.key(), p.value(), false);
+  for (const auto& b : gnn.named_buffers(true)) collect("b.", b.key(), b.value(), true);
+  at::NoGradGuard no_grad;
+  for (auto& e : entries) e.target.copy_(e.stored);
+}
+
+bool load_checkpoint_train_weights(const std::string& path, const std::vector<at::Tensor>& params) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive train;
+  if (!archive.try_read("train_weights", train)) return false;
+  std::vector<at::Tensor> stored(params.size());
+  for (size_t k = 0; k < params.size(); ++k)
+    if (!train.try_read(std::to_string(k), stored[k]) || stored[k].sizes() != params[k].sizes() ||
+        stored[k].scalar_type() != params[k].scalar_type())
+      throw DataError(
+          path + ": the trained weights (tensor " + std::to_string(k) + ") do not match the model",
+          "resume with the config that wrote the checkpoint");
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < params.size(); ++k) params[k].detach().copy_(stored[k]);
+  return true;
+}
+
+void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive opt;
+  if (!archive.try_read("optimizer", opt))
+    throw DataError(path + ": the checkpoint has no optimizer state",
+                    "resume from a checkpoint written during training (not best.pt)");
+  load_optimizer(optimizer, opt, path);
+}
+
+// ---- run checkpoints ----
+
+void save_run_checkpoint(const std::string& path, const TrainedObjects& o, const RunState& state,
+                         nlohmann::json r, bool with_optimizer) {
+  r["epoch"] = state.epoch;
+  r["step"] = state.step;
+  if (o.plateau) r["scheduler"] = o.plateau->state();
+  if (o.early) r["early_stopping"] = o.early->state();
+  r["best_validate_loss"] = std::isfinite(state.best_validate_loss)
+                                ? nlohmann::json(state.best_validate_loss)
+                                : nlohmann::json();
+  r["best_epoch"] = state.best_epoch;
+  r["best_row"] = state.best_row;
+  r["elapsed_s"] = state.elapsed_s;
+  r["rng"] = generator_state();
+  // With a weight average the model saved is the average (what evaluate uses), and the trained
+  // weights ride along for resuming.
+  if (o.average) r["ema_updates"] = o.average->updates();
+  AverageSwapped average(o.average);
+  save_checkpoint(path, *o.gnn, with_optimizer ? o.optimizer : nullptr, std::move(r),
+                  o.average ? &o.average->shadows() : nullptr);
+}
+
+RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r,
+                                const TrainedObjects& o) {
+  load_checkpoint_model(path, *o.gnn);  // the average, when the run kept one
+  std::vector<at::Tensor> saved_model;
+  for (const auto& p : *o.params) saved_model.push_back(p.detach().clone());
+  const bool averaged = load_checkpoint_train_weights(path, *o.params);
+  if (o.average) o.average->load(saved_model, averaged ? r.value("ema_updates", int64_t(0)) : 0);
+  load_checkpoint_optimizer(path, *o.optimizer);
+  if (o.plateau && r.contains("scheduler"))
+    o.plateau->load_state(r["scheduler"].get<PlateauState>());
+  if (o.early && r.contains("early_stopping"))
+    o.early->load_state(r["early_stopping"].get<EarlyStoppingState>());
+  RunState state;
+  if (!r["best_validate_loss"].is_null()) state.best_validate_loss = r["best_validate_loss"];
+  state.best_epoch = r.value("best_epoch", int64_t(0));
+  state.best_row = r.value("best_row", nlohmann::json());
+  state.step = r.value("step", int64_t(0));
+  state.elapsed_s = r.value("elapsed_s", 0.0);
+  state.epoch = r.at("epoch").get<int64_t>();
+  set_generator_state(r.at("rng"));
+  return state;
+}
+
+// ---- the run's checkpoint files ----
+
+std::vector<std::string> epoch_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!std::filesystem::is_directory(dir)) return out;
+  static const std::regex pattern(R"(epoch_\d{5}\.pt)");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (std::regex_match(e.path().filename().string(), pattern)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string checkpoint_name(int64_t epoch) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "epoch_%05lld.pt", (long long)epoch);
+  return buf;
+}
+
+void keep_latest_checkpoints(const std::string& dir, int64_t keep) {
+  auto all = epoch_checkpoints(dir);
+  while (int64_t(all.size()) > keep) {
+    std::filesystem::remove(all.front());
+    all.erase(all.begin());
+  }
+}
+
+void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
+  const std::string ckdir = run_dir + "/checkpoints";
+  if (!resume && !epoch_checkpoints(ckdir).empty()) {
+    if (!overwrite)
+      throw ConfigError("Output.run_dir: " + run_dir + " already holds a run (" +
+                            epoch_checkpoints(ckdir).back() + ")",
+                        "resume it with --set Training.continue=1, choose another Output.run_dir, "
+                        "or pass --overwrite to start afresh there");
+    for (const auto& f : epoch_checkpoints(ckdir)) std::filesystem::remove(f);
+    std::filesystem::remove(ckdir + "/best.pt");
+    for (const char* f : {"metrics.csv", "events.jsonl", "trace.json"})
+      std::filesystem::remove(run_dir + "/" + f);
+  }
+  std::filesystem::create_directories(ckdir);
+}
+
+std::string resolve_startfrom(const std::string& run_dir, const std::string& startfrom) {
+  const std::string dir = run_dir + "/checkpoints";
+  if (startfrom.empty() || startfrom == "existing_model") {
+    const auto all = epoch_checkpoints(dir);
+    if (all.empty())
+      throw ConfigError("Training.continue: no checkpoint to resume from in " + dir,
+                        "train once without continue, or set Training.startfrom to a checkpoint "
+                        "file");
+    return all.back();
+  }
+  for (const std::string& p : {startfrom, dir + "/" + startfrom, dir + "/" + startfrom + ".pt"})
+    if (std::filesystem::is_regular_file(p)) return p;
+  throw ConfigError(
+      "Training.startfrom: checkpoint '" + startfrom + "' not found (looked in " + dir + " too)",
+      "give a checkpoint file, or \"existing_model\" for the latest of the run");
+}
+
+// ---- the CPU generator ----
+
+nlohmann::json generator_state() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  const at::Tensor st = gen.get_state().contiguous();
+  const uint8_t* p = st.data_ptr<uint8_t>();
+  return std::vector<int>(p, p + st.numel());
+}
+
+void set_generator_state(const nlohmann::json& j) {
+  const std::vector<int> v = j.get<std::vector<int>>();
+  at::Tensor st = at::empty({int64_t(v.size())}, at::kByte);
+  for (size_t i = 0; i < v.size(); ++i) st.data_ptr<uint8_t>()[i] = uint8_t(v[i]);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(st);
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,231 @@
+// `ddgnn evaluate` (train/evaluate.h): the checkpoint's model on the chosen graphs, through the
+// same prediction path as training (model/predict.h).
+#include "train/evaluate.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/threads.h"
+#include "loader/elements.h"
+#include "loader/split.h"
+#include "model/metrics.h"
+#include "model/precision.h"
+#include "model/predict.h"
+#include "train/checkpoint.h"
+#include "train/model_setup.h"
+
+namespace ddgnn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string find_checkpoint(const EvaluateOptions& o) {
+  if (!o.checkpoint.empty()) return o.checkpoint;
+  if (o.run_dir.empty()) throw ConfigError("evaluate: give --checkpoint FILE or --run RUN_DIR");
+  const std::string dir = o.run_dir + "/checkpoints";
+  if (fs::is_regular_file(dir + "/best.pt")) return dir + "/best.pt";
+  std::vector<std::string> all;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".pt") all.push_back(e.path().string());
+  std::sort(all.begin(), all.end());
+  if (all.empty())
+    throw ConfigError("evaluate: " + dir + " holds no checkpoint",
+                      "train first, with NeuralNetwork.Training.Checkpoint true");
+  return all.back();
+}
+
+}  // namespace
+
+nlohmann::json evaluate(const EvaluateOptions& o) {
+  const std::string ckpt = find_checkpoint(o);
+  const nlohmann::json record = read_checkpoint_record(ckpt);
+  const ModelSetup setup = model_setup_from_json(record.at("model"));
+  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  Gnn gnn(setup.spec);
+  gnn.to(to_dtype(setup.precision));
+  load_checkpoint_model(ckpt, gnn);
+  gnn.eval();
+
+  // Which graphs.
+  const nlohmann::json& split = record.at("split");
+  const std::string split_name = o.split;
+  if (split_name != "test" && split_name != "validate" && split_name != "train" &&
+      split_name != "all")
+    throw ConfigError("evaluate --split: unknown '" + split_name + "'",
+                      "use test, validate, train or all");
+  std::string data = o.data;
+  const bool explicit_files = split.value("single", std::string()).empty();
+  if (data.empty())
+    data = explicit_files ? split.value(split_name == "all" ? "test" : split_name, std::string())
+                          : split.value("single", std::string());
+  if (data.empty() || !fs::exists(data))
+    throw ConfigError("evaluate: dataset '" + data + "' not found",
+                      "give it with --data FILE.h5 (paths are relative to the working directory)");
+  Dataset ds(data);
+  const GraphBlock block = ds.read(0, ds.n_graphs());
+  std::vector<int64_t> ids;
+  if (split_name == "all" || explicit_files || !o.data.empty()) {
+    if (!o.data.empty() && split_name != "all" && !explicit_files &&
+        fs::weakly_canonical(o.data) != fs::weakly_canonical(split.value("single", std::string())))
+      throw ConfigError("evaluate: --split " + split_name +
+                            " applies to the file the run was "
+                            "split from (" +
+                            split.value("single", std::string()) + ")",
+                        "pass --split all to evaluate every graph of " + o.data);
+    for (int64_t i = 0; i < ds.n_graphs(); ++i) ids.push_back(i);
+  } else {
+    if (split.value("n_graphs", int64_t(-1)) != ds.n_graphs())
+      throw DataError(data + " has " + std::to_string(ds.n_graphs()) +
+                          " graphs but the run split " +
+                          std::to_string(split.value("n_graphs", int64_t(-1))),
+                      "the file changed since training; pass --split all to evaluate all of it");
+    const Split sp = split_graphs(ds.n_graphs(), split.at("perc_train"), split.at("seed"));
+    ids = split_name == "test" ? sp.test : split_name == "validate" ? sp.validate : sp.train;
+  }
+  int64_t batch_size = o.batch_size;
+  if (batch_size <= 0) {
+    const auto& t = record.at("config").at("NeuralNetwork").at("Training");
+    batch_size = t.value("eval_batch_size", int64_t(0));
+    if (batch_size <= 0) batch_size = t.value("batch_size", int64_t(16));
+  }
+  const std::string out =
+      o.out.empty()
+          ? (o.run_dir.empty() ? fs::path(ckpt).parent_path().parent_path().string() : o.run_dir) +
+                "/eval_" + split_name
+          : o.out;
+
+  const bool has_forces = !block.forces.empty();
+  MetricsAccumulator acc;
+  std::ostringstream xyz, ecsv, fcsv;
+  ecsv << "graph,split,n_atoms,energy_ref_ev,energy_pred_ev\n";
+  fcsv << "graph,atom,z,fx_ref,fy_ref,fz_ref,fx_pred,fy_pred,fz_pred\n";
+  int64_t n_atoms_total = 0;
+  for (size_t start = 0; start < ids.size(); start += size_t(batch_size)) {
+    const std::vector<int64_t> chunk(
+        ids.begin() + long(start),
+        ids.begin() + long(std::min(ids.size(), start + size_t(batch_size))));
+    const PreparedBatch b = prepare_batch(block, chunk, setup);
+    const Prediction p = predict(gnn, setup.targets, b.batch, /*create_graph=*/false);
+    std::vector<double> e_pred, f_pred;
+    if (p.energy.defined()) e_pred = energies_ev(p.energy, b, setup.norm);
+    if (p.forces.defined()) f_pred = to_doubles(p.forces, setup.norm.scale);
+    std::vector<std::vector<double>> cols(setup.targets.heads.size());
+    for (size_t k = 0; k < setup.targets.heads.size(); ++k)
+      if (setup.targets.heads[k].source == TargetSource::kColumn) {
+        const auto& t = setup.targets.heads[k];
+        std::vector<double> v = to_doubles(p.outputs[k]);
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = v[i] * setup.norm.column_std[k][i % size_t(t.dim)] +
+                 setup.norm.column_mean[k][i % size_t(t.dim)];
+        cols[k] = std::move(v);
+      }
+    size_t atom = 0;
+    for (size_t g = 0; g < chunk.size(); ++g) {
+      const size_t id = size_t(chunk[g]);
+      const int64_t n = block.n_atoms[id], a0 = block.atom_start[id];
+      const int64_t gid = block.id_of(size_t(id));
+      n_atoms_total += n;
+      if (!e_pred.empty()) {
+        acc.add_energies(&e_pred[g], &block.energy[id], &n, 1);
+        ecsv << gid << "," << split_name << "," << n << "," << num(block.energy[id]) << ","
+             << num(e_pred[g]) << "\n";
+      }
+      if (!f_pred.empty() && has_forces)
+        acc.add_forces(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], n);
+      // extxyz frame
+      const double* cell = &block.cell[9 * id];
+      bool has_cell = false;
+      for (int k = 0; k < 9; ++k) has_cell = has_cell || cell[k] != 0.0;
+      xyz << n << "\n";
+      if (has_cell) {
+        xyz << "Lattice=\"";
+        for (int k = 0; k < 9; ++k) xyz << (k ? " " : "") << num(cell[k]);
+        xyz << "\" ";
+      }
+      xyz << "Properties=species:S:1:pos:R:3" << (has_forces ? ":forces:R:3" : "")
+          << (f_pred.empty() ? "" : ":pred_forces:R:3");
+      for (size_t k = 0; k < setup.targets.heads.size(); ++k)
+        if (!cols[k].empty())
+          xyz << ":pred_" << setup.targets.heads[k].name << ":R:" << setup.targets.heads[k].dim;
+      xyz << " energy=" << num(block.energy[id]);
+      if (!e_pred.empty()) xyz << " pred_energy=" << num(e_pred[g]);
+      xyz << " graph=" << gid << " pbc=\"" << (block.pbc[3 * id] ? "T" : "F") << " "
+          << (block.pbc[3 * id + 1] ? "T" : "F") << " " << (block.pbc[3 * id + 2] ? "T" : "F")
+          << "\"\n";
+      for (int64_t a = 0; a < n; ++a, ++atom) {
+        const size_t ga = size_t(a0 + a);
+        xyz << element_symbol(block.z[ga]);
+        for (int c = 0; c < 3; ++c) xyz << " " << num(block.pos[3 * ga + size_t(c)]);
+        if (has_forces)
+          for (int c = 0; c < 3; ++c) xyz << " " << num(block.forces[3 * ga + size_t(c)]);
+        if (!f_pred.empty())
+          for (int c = 0; c < 3; ++c) xyz << " " << num(f_pred[3 * atom + size_t(c)]);
+        for (size_t k = 0; k < setup.targets.heads.size(); ++k)
+          for (int64_t c = 0; !cols[k].empty() && c < setup.targets.heads[k].dim; ++c)
+            xyz << " " << num(cols[k][size_t(int64_t(atom) * setup.targets.heads[k].dim + c)]);
+        xyz << "\n";
+        if (has_forces && !f_pred.empty()) {
+          fcsv << gid << "," << a << "," << int(block.z[ga]);
+          for (int c = 0; c < 3; ++c) fcsv << "," << num(block.forces[3 * ga + size_t(c)]);
+          for (int c = 0; c < 3; ++c) fcsv << "," << num(f_pred[3 * atom + size_t(c)]);
+          fcsv << "\n";
+        }
+      }
+    }
+  }
+  const ErrorMetrics m = acc.result();
+  nlohmann::json errors = {{"checkpoint", ckpt},
+                           {"epoch", record.value("epoch", int64_t(0))},
+                           {"data", data},
+                           {"split", split_name},
+                           {"graphs", int64_t(ids.size())},
+                           {"atoms", n_atoms_total}};
+  if (m.n_graphs > 0)
+    errors["energy"] = {{"mae_mev_atom", m.energy_mae_mev_per_atom},
+                        {"rmse_mev_atom", m.energy_rmse_mev_per_atom}};
+  if (m.n_force_components > 0)
+    errors["forces"] = {{"mae_mev_a", m.force_mae_mev_per_a},
+                        {"rmse_mev_a", m.force_rmse_mev_per_a}};
+  fs::create_directories(out);
+  write_file_atomic(out + "/predictions.extxyz", xyz.str());
+  write_file_atomic(out + "/energies.csv", ecsv.str());
+  if (has_forces) write_file_atomic(out + "/forces.csv", fcsv.str());
+  write_file_atomic(out + "/errors.json", errors.dump(2) + "\n");
+
+  std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld)\n", split_name.c_str(),
+              ids.size(), (long long)n_atoms_total, ckpt.c_str(),
+              (long long)record.value("epoch", int64_t(0)));
+  std::printf("%-8s %14s %14s\n", "", "MAE", "RMSE");
+  if (m.n_graphs > 0)
+    std::printf("%-8s %9.4g meV/atom %9.4g meV/atom\n", "energy", m.energy_mae_mev_per_atom,
+                m.energy_rmse_mev_per_atom);
+  if (m.n_force_components > 0)
+    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å\n", "forces", m.force_mae_mev_per_a,
+                m.force_rmse_mev_per_a);
+  std::printf("wrote %s/{predictions.extxyz,energies.csv,%serrors.json}\n", out.c_str(),
+              has_forces ? "forces.csv," : "");
+  std::printf("parity plot: python3 jobs/parity_plot.py %s\n", out.c_str());
+  errors["out"] = out;
+  return errors;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,24 @@
+// `ddgnn evaluate`: a checkpoint's predictions on a split of its run (or on every graph of a
+// file), written as extxyz and CSV with the error table (MAE / RMSE in meV/atom and meV/Å).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ddgnn {
+
+struct EvaluateOptions {
+  std::string checkpoint;      // a checkpoint file; or
+  std::string run_dir;         // a run directory: its best.pt, else its latest epoch checkpoint
+  std::string data;            // dataset file (default: the one the run trained on)
+  std::string split = "test";  // test | validate | train | all (all graphs of `data`)
+  std::string out;             // output folder (default <run_dir>/eval_<split>)
+  int64_t batch_size = 0;      // 0: the run's eval batch size
+};
+
+// Writes predictions.extxyz, energies.csv, forces.csv and errors.json into the output folder and
+// returns the error table as JSON.
+nlohmann::json evaluate(const EvaluateOptions& options);
+
+}  // namespace ddgnn

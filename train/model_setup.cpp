@@ -1,0 +1,317 @@
+// The model of a run: heads bound to the data, normalisation, the PNA degree histogram, the
+// checkpoint record of all that, and batch preparation.
+#include "train/model_setup.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "loader/targets.h"
+#include "model/precision.h"
+#include "train/collate.h"
+#include "train/train_data.h"
+
+namespace ddgnn {
+
+namespace {
+
+const std::string kArch = "NeuralNetwork.Architecture.";
+const std::string kVars = "NeuralNetwork.Variables_of_interest.";
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// The PNA layers' in-degree histogram over (at most `max_graphs` graphs of) the training split,
+// this rank's share of them; summed over the ranks by the caller.
+std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& setup,
+                                      int64_t max_graphs) {
+  std::vector<int64_t> hist;
+  int64_t seen = 0;
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
+    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
+      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
+      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
+      seen += int64_t(ids.size());
+      const PreparedBatch b = prepare_batch(block, ids, setup);
+      const at::Tensor deg = at::bincount(b.batch.edge_index[1], {}, b.batch.n_atoms());
+      const at::Tensor h = at::bincount(deg);
+      const int64_t* hp = h.data_ptr<int64_t>();
+      if (hist.size() < size_t(h.numel())) hist.resize(size_t(h.numel()), 0);
+      for (int64_t k = 0; k < h.numel(); ++k) hist[size_t(k)] += hp[k];
+    }
+  });
+  return hist;
+}
+
+}  // namespace
+
+double Normalizer::energy_offset(const uint8_t* z, int64_t n_atoms) const {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n_atoms; ++i) sum += reference_energy[z[i]];
+  return sum + double(n_atoms) * mean_residual_per_atom;
+}
+
+nlohmann::json to_json(const ModelSetup& s) {
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& t : s.targets.heads) targets.push_back(to_json(t));
+  std::vector<double> ref(s.norm.reference_energy.begin(), s.norm.reference_energy.end());
+  return {{"spec", spec_to_json(s.spec)},
+          {"targets", targets},
+          {"energy_head", s.targets.energy_head},
+          {"conservative", s.targets.conservative},
+          {"radius", s.graph.radius},
+          {"max_neighbours", s.graph.max_neighbours},
+          {"periodic", s.periodic},
+          {"dtype", to_string(s.precision)},
+          {"normalizer",
+           {{"reference_energy", ref},
+            {"mean_residual_per_atom", s.norm.mean_residual_per_atom},
+            {"scale", s.norm.scale},
+            {"column_mean", s.norm.column_mean},
+            {"column_std", s.norm.column_std}}}};
+}
+
+ModelSetup model_setup_from_json(const nlohmann::json& j) {
+  ModelSetup s;
+  try {
+    s.spec = spec_from_json(j.at("spec"));
+    for (const auto& t : j.at("targets")) s.targets.heads.push_back(head_target_from_json(t));
+    s.targets.energy_head = j.at("energy_head");
+    s.targets.conservative = j.at("conservative");
+    s.graph.radius = j.at("radius");
+    s.graph.max_neighbours = j.at("max_neighbours");
+    s.periodic = j.at("periodic");
+    s.precision = parse_precision(j.at("dtype"));
+    const auto& n = j.at("normalizer");
+    const auto ref = n.at("reference_energy").get<std::vector<double>>();
+    if (ref.size() != s.norm.reference_energy.size())
+      throw DataError("checkpoint record: reference_energy has " + std::to_string(ref.size()) +
+                      " entries, expected " + std::to_string(s.norm.reference_energy.size()));
+    std::copy(ref.begin(), ref.end(), s.norm.reference_energy.begin());
+    s.norm.mean_residual_per_atom = n.at("mean_residual_per_atom");
+    s.norm.scale = n.at("scale");
+    s.norm.column_mean = n.at("column_mean").get<std::vector<std::vector<double>>>();
+    s.norm.column_std = n.at("column_std").get<std::vector<std::vector<double>>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("checkpoint record: ") + e.what(),
+                    "the checkpoint was not written by this version of ddgnn");
+  }
+  return s;
+}
+
+void bind_targets(TrainSettings& s, const Dataset& ds) {
+  const auto& columns = ds.extra_columns();
+  std::vector<std::string> have = {"energy (graph, 1)"};
+  if (ds.has_forces()) have.push_back("forces (node, 3)");
+  for (const auto& col : columns)
+    have.push_back(col.name + " (node, " + std::to_string(col.n_cols) + ")");
+  const std::string hint_have = ds.path() + " holds: " + join(have);
+  for (auto& t : s.targets.heads) {
+    if (t.name == "energy") {
+      t.source = TargetSource::kEnergy;
+      continue;
+    }
+    if (t.name == "forces") {
+      if (s.targets.conservative)
+        throw ConfigError(kVars + "output_names: head 'forces' is redundant: with " +
+                              (s.gnn.interatomic_potential ? "enable_interatomic_potential"
+                                                           : "compute_grad_energy") +
+                              " forces are -dE/dx of the energy head",
+                          "remove the 'forces' head (force_weight sets the weight of the forces)");
+      if (!ds.has_forces())
+        throw ConfigError(kVars + "output_names: head 'forces': " + ds.path() + " has no forces",
+                          "convert a file with a forces column, or remove the head; " + hint_have);
+      if (t.kind != HeadSpec::kNode || t.dim != 3)
+        throw ConfigError(kVars + "type: head 'forces' must be type \"node\" with output_dim 3");
+      t.source = TargetSource::kForces;
+      continue;
+    }
+    const auto it = std::find_if(columns.begin(), columns.end(),
+                                 [&](const ColumnInfo& col) { return col.name == t.name; });
+    if (it == columns.end())
+      throw ConfigError(kVars + "output_names: head '" + t.name + "' is not in the data",
+                        hint_have);
+    if (t.kind != HeadSpec::kNode || t.dim != it->n_cols)
+      throw ConfigError(kVars + "type: head '" + t.name + "' is a per-atom column of " +
+                        std::to_string(it->n_cols) +
+                        " values: it must be type \"node\" "
+                        "with output_dim " +
+                        std::to_string(it->n_cols));
+    t.source = TargetSource::kColumn;
+    t.column = int(it - columns.begin());
+  }
+  if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
+    throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
+                          std::to_string(s.weights.force_weight) + ") but " + ds.path() +
+                          " has no forces",
+                      "set Architecture.force_weight 0 to train on energies only, or convert a "
+                      "file with a forces column");
+}
+
+ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
+                            const nlohmann::json* resume) {
+  ModelSetup setup;
+  setup.spec = s.gnn;
+  setup.targets = s.targets;
+  setup.graph = s.graph;
+  setup.periodic = s.periodic;
+  setup.precision = s.precision;
+  auto sum = [&](long double* v, int64_t n) { data.sum_stats(v, n); };
+  if (resume) {
+    const ModelSetup saved = model_setup_from_json(resume->at("model"));
+    nlohmann::json mine = spec_to_json(setup.spec), theirs = spec_to_json(saved.spec);
+    mine.erase("pna_deg");
+    theirs.erase("pna_deg");
+    mine["precision"] = to_string(setup.precision);
+    theirs["precision"] = to_string(saved.precision);
+    const auto diff = spec_differences(theirs, mine);
+    if (!diff.empty()) {
+      std::string what;
+      for (const auto& d : diff) what += (what.empty() ? "" : "; ") + d;
+      throw DataError("the checkpoint holds another model (checkpoint vs config): " + what,
+                      "resume with the config that wrote it, or start a new Output.run_dir");
+    }
+    setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
+    setup.norm = saved.norm;
+    return setup;
+  }
+  setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
+                              setup.targets.heads, s.needs_forces());
+  if (setup.spec.mpnn_type == "PNA") {
+    const std::vector<int64_t> local = degree_histogram(data, setup, 2000);
+    long double n = (long double)local.size();
+    sum(&n, 1);
+    std::vector<long double> h(size_t(n), 0.0L);
+    for (size_t k = 0; k < local.size(); ++k) h[k] = (long double)local[k];
+    sum(h.data(), int64_t(h.size()));  // histograms are padded to the longest first
+    std::vector<int64_t>& deg = setup.spec.layer.pna_deg;
+    deg.assign(h.size(), 0);
+    for (size_t k = 0; k < h.size(); ++k) deg[k] = int64_t(h[k]);
+    while (deg.size() > 1 && deg.back() == 0) deg.pop_back();
+  }
+  return setup;
+}
+
+Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
+                          const std::vector<HeadTarget>& targets, bool use_forces) {
+  const TargetStats st = compute_target_stats(visit, sum);
+  Normalizer n;
+  n.reference_energy = st.reference_energy;
+  n.mean_residual_per_atom = st.residual_mean_per_atom;
+  const double spread = use_forces && st.force_rms > 0 ? st.force_rms : st.residual_std_per_atom;
+  n.scale = spread > 1e-12 && std::isfinite(spread) ? spread : 1.0;
+  n.column_mean.resize(targets.size());
+  n.column_std.resize(targets.size());
+  for (size_t k = 0; k < targets.size(); ++k) {
+    if (targets[k].source != TargetSource::kColumn) continue;
+    const int64_t d = targets[k].dim;
+    // [sum (d), sum of squares (d), count]
+    std::vector<long double> acc(size_t(2 * d + 1), 0.0L);
+    visit([&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+      const auto& col = block.extra[size_t(targets[k].column)];
+      for (int64_t id : ids) {
+        const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+        for (int64_t a = a0; a < a0 + na; ++a, acc.back() += 1)
+          for (int64_t c = 0; c < d; ++c) {
+            const double v = col[size_t(a * d + c)];
+            acc[size_t(c)] += v;
+            acc[size_t(d + c)] += (long double)v * v;
+          }
+      }
+    });
+    sum(acc.data(), int64_t(acc.size()));
+    const long double count = acc.back();
+    for (int64_t c = 0; c < d; ++c) {
+      const double mean = count > 0 ? double(acc[size_t(c)] / count) : 0.0;
+      const double var = count > 0 ? double(acc[size_t(d + c)] / count) - mean * mean : 0.0;
+      n.column_mean[k].push_back(mean);
+      n.column_std[k].push_back(var > 1e-24 ? std::sqrt(var) : 1.0);
+    }
+  }
+  return n;
+}
+
+Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
+                          const std::vector<HeadTarget>& targets, bool use_forces) {
+  return fit_normalizer([&](const auto& f) { f(block, ids); }, [](long double*, int64_t) {},
+                        targets, use_forces);
+}
+
+PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>& ids,
+                            const ModelSetup& setup) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PreparedBatch p;
+  p.ids = ids;
+  p.batch = collate(block, ids, setup.graph, to_dtype(setup.precision), setup.periodic);
+  // An atom without a neighbour within the radius exchanges no message: its energy would be a
+  // constant of its species and its force zero, whatever the data says.
+  const int64_t* ptr = p.batch.receivers->ptr.data_ptr<int64_t>();
+  for (size_t g = 0, atom = 0; g < ids.size(); ++g) {
+    const size_t id = size_t(ids[g]);
+    for (int64_t a = 0; a < block.n_atoms[id]; ++a, ++atom)
+      if (ptr[atom + 1] == ptr[atom]) {
+        const bool alone = block.n_atoms[id] == 1;
+        throw DataError(
+            "graph " + std::to_string(block.id_of(id)) + ": atom " + std::to_string(a) +
+                " (Z=" + std::to_string(int(block.z[size_t(block.atom_start[id] + a)])) + ") " +
+                (alone ? "is the graph's only atom and has" : "has") +
+                " no neighbour within the radius " + std::to_string(setup.graph.radius) +
+                " Å: the model cannot learn its energy or force",
+            alone ? "remove single-atom frames (e.g. isolated-atom reference energies: ddgnn fits "
+                    "reference energies by least squares) from the data"
+                  : "increase NeuralNetwork.Architecture.radius, or remove the structure");
+      }
+  }
+  const Normalizer& norm = setup.norm;
+  std::vector<double> e(ids.size());
+  p.offset.resize(ids.size());
+  for (size_t g = 0; g < ids.size(); ++g) {
+    const size_t id = size_t(ids[g]);
+    p.offset[g] = norm.energy_offset(block.z.data() + block.atom_start[id], block.n_atoms[id]);
+    e[g] = (block.energy[id] - p.offset[g]) / norm.scale;
+  }
+  p.batch.energy = at::tensor(e, at::kDouble).to(to_dtype(setup.precision));
+  if (p.batch.forces.defined()) p.batch.forces = p.batch.forces / norm.scale;
+  p.columns.resize(setup.targets.heads.size());
+  for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
+    const HeadTarget& t = setup.targets.heads[k];
+    if (t.source != TargetSource::kColumn) continue;
+    const auto& col = block.extra[size_t(t.column)];
+    const int64_t d = t.dim;
+    std::vector<double> v;
+    v.reserve(size_t(p.batch.n_atoms() * d));
+    for (int64_t id : ids) {
+      const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+      for (int64_t a = a0; a < a0 + na; ++a)
+        for (int64_t c = 0; c < d; ++c)
+          v.push_back((col[size_t(a * d + c)] - norm.column_mean[k][size_t(c)]) /
+                      norm.column_std[k][size_t(c)]);
+    }
+    p.columns[k] = at::tensor(v, at::kDouble).view({-1, d}).to(to_dtype(setup.precision));
+  }
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+std::vector<double> to_doubles(const at::Tensor& t, double scale) {
+  const at::Tensor d = t.detach().to(at::kDouble).contiguous();
+  std::vector<double> out(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  if (scale != 1.0)
+    for (auto& v : out) v *= scale;
+  return out;
+}
+
+std::vector<double> energies_ev(const at::Tensor& energy_n, const PreparedBatch& b,
+                                const Normalizer& norm) {
+  std::vector<double> e = to_doubles(energy_n, norm.scale);
+  for (size_t g = 0; g < e.size(); ++g) e[g] += b.offset[g];
+  return e;
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,91 @@
+// The parts of a trained model that travel with its checkpoint and that `train` and `evaluate`
+// share: the model spec and heads, how targets are normalised (per-species reference energies,
+// one scale), and how a batch is prepared from graphs in memory. Prediction and loss:
+// model/predict.h.
+//
+// Normalisation (fitted on the training split): the model learns
+//   E_n = (E - sum_i e_ref(z_i) - n_atoms * mu) / s,   F_n = F / s,
+// with e_ref the least-squares reference energies, mu the mean residual energy per atom and s the
+// RMS force component (the residual energy spread per atom when there are no forces). Extra
+// per-atom columns are standardised per component. Predictions are mapped back before any metric.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/train_settings.h"
+#include "core/units.h"
+#include "loader/dataset.h"
+#include "loader/targets.h"
+#include "model/batch.h"
+#include "model/spec.h"
+
+namespace ddgnn {
+
+class TrainData;
+
+struct Normalizer {
+  std::array<double, kMaxAtomicNumber + 1> reference_energy{};  // eV per atom of each Z
+  double mean_residual_per_atom = 0.0;                          // eV/atom
+  double scale = 1.0;                                           // eV (energies) and eV/Å (forces)
+  std::vector<std::vector<double>> column_mean, column_std;     // per head (empty unless kColumn)
+
+  // sum_i e_ref(z_i) + n * mu, eV.
+  double energy_offset(const uint8_t* z, int64_t n_atoms) const;
+};
+
+struct ModelSetup {
+  GnnSpec spec;
+  TargetSpec targets;
+  RadiusGraphOptions graph;
+  bool periodic = false;
+  Precision precision = Precision::kFloat32;
+  Normalizer norm;
+};
+
+nlohmann::json to_json(const ModelSetup& setup);
+ModelSetup model_setup_from_json(const nlohmann::json& j);  // DataError on a bad record
+
+// Resolves every head against what `dataset` holds (energy, forces, extra columns), fills
+// HeadTarget::source/column, and checks that the data has what the loss needs: a ConfigError
+// naming the head, the file and what it does have otherwise.
+void bind_targets(TrainSettings& settings, const Dataset& dataset);
+
+// The model of a run: from the settings, with the normaliser fitted on the training split (and
+// PNA's degree histogram) over all ranks (collective over the data's ranks); or, resuming, the
+// checkpoint record's normaliser and histogram, after checking that the record holds the model
+// the settings describe (DataError naming the differences).
+ModelSetup make_model_setup(const TrainSettings& settings, const TrainData& data,
+                            const nlohmann::json* resume_record);
+
+// Fits the normaliser on the training split: every graph that `visit` shows on any rank, the
+// ranks' partial sums added up by `sum` (loader/targets.h).
+Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
+                          const std::vector<HeadTarget>& targets, bool use_forces);
+// The same on this process alone: the graphs `ids` of `block`.
+Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
+                          const std::vector<HeadTarget>& targets, bool use_forces);
+
+// A batch ready for the model: the GraphBatch with normalised targets (batch.energy, batch.forces
+// in the model dtype), the offsets to map energies back, and one target per column head.
+struct PreparedBatch {
+  GraphBatch batch;
+  std::vector<int64_t> ids;         // graph ids, in batch order: block-relative from prepare_batch;
+                                    // the loader sets the file ids
+  std::vector<double> offset;       // [n_graphs] eV, E = s * E_n + offset
+  std::vector<at::Tensor> columns;  // per head: [n_atoms, k] normalised (kColumn heads only)
+  double seconds = 0.0;             // wall time of collate (gather + radius graph)
+};
+
+PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>& ids,
+                            const ModelSetup& setup);
+
+// Physical-unit predictions of a batch (eV per graph, eV/Å per atom) from normalised ones.
+std::vector<double> energies_ev(const at::Tensor& energy_n, const PreparedBatch& b,
+                                const Normalizer& norm);
+std::vector<double> to_doubles(const at::Tensor& t, double scale = 1.0);
+
+}  // namespace ddgnn

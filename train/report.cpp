@@ -1,0 +1,83 @@
+// Start, baseline and end reports of a training run (train/report.h).
+#include "train/report.h"
+
+#include <algorithm>
+
+#include "core/version.h"
+#include "train/split_metrics.h"
+
+namespace ddgnn {
+
+nlohmann::json start_event(const Config& config, const TrainSettings& s, const Loader& loader,
+                           const ModelSetup& setup, int64_t n_params, int threads) {
+  const TrainData& data = loader.data();
+  return {{"ddgnn_version", DDGNN_VERSION},
+          {"git", DDGNN_GIT_DESCRIBE},
+          {"config", config.source},
+          {"dataset", data.dataset(kTrain).path()},
+          {"dataset_name", s.dataset_name},
+          {"graphs",
+           {{"train", data.size(kTrain)},
+            {"validate", data.size(kValidate)},
+            {"test", data.size(kTest)}}},
+          {"parameters", n_params},
+          {"threads", threads},
+          {"loader", loader.figures()},
+          {"scale", setup.norm.scale},
+          {"mean_residual_per_atom", setup.norm.mean_residual_per_atom},
+          {"model", to_json(setup)["spec"]}};
+}
+
+std::string start_line(const TrainSettings& s, const Loader& loader, int64_t n_params, int threads,
+                       int world) {
+  const TrainData& data = loader.data();
+  return s.gnn.mpnn_type + ": " + std::to_string(n_params) + " parameters, " +
+         to_string(s.precision) + ", " + std::to_string(threads) + " thread(s)" +
+         (world > 1 ? " x " + std::to_string(world) + " ranks" : "") + "; " +
+         std::to_string(data.size(kTrain)) + "/" + std::to_string(data.size(kValidate)) + "/" +
+         std::to_string(data.size(kTest)) + " graphs train/validate/test of " + s.dataset_name +
+         " (" + data.dataset(kTrain).path() + "); run_dir " + s.run_dir;
+}
+
+void report_baseline(const TrainData& data, bool forces, RunLog& log) {
+  long double epa[2] = {0, 0};  // sum of energy per atom, graphs
+  data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      epa[0] += b.energy[size_t(id)] / double(b.n_atoms[size_t(id)]);
+      epa[1] += 1;
+    }
+  });
+  data.sum_stats(epa, 2);
+  const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
+  nlohmann::json ev;
+  std::string line = "baseline (mean energy per atom, zero forces):";
+  for (int split : {kTrain, kValidate, kTest}) {
+    const ErrorMetrics m = baseline_metrics(data, split, mean_epa, forces);
+    const std::string name = split_name(split);
+    ev[name] = {{"energy_mae_mev_atom", m.energy_mae_mev_per_atom},
+                {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom}};
+    line += " " + name + " E " + fmt("%.3g", m.energy_mae_mev_per_atom) + " meV/atom";
+    if (forces) {
+      ev[name]["force_mae_mev_a"] = m.force_mae_mev_per_a;
+      ev[name]["force_rmse_mev_a"] = m.force_rmse_mev_per_a;
+      line += ", F " + fmt("%.3g", m.force_mae_mev_per_a) + " meV/Å";
+    }
+    line += ";";
+  }
+  line.pop_back();
+  log.event("baseline", ev);
+  log.line(line + " (MAE)");
+}
+
+std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std::string& run_dir) {
+  if (best.is_null()) return "";
+  std::string line = "best epoch " + std::to_string(best_epoch) + ": test";
+  if (best.contains("test_energy_mae_mev_atom"))
+    line +=
+        " energy MAE " + fmt("%.3g", best["test_energy_mae_mev_atom"].get<double>()) + " meV/atom";
+  if (best.contains("test_force_mae_mev_a"))
+    line += ", force MAE " + fmt("%.3g", best["test_force_mae_mev_a"].get<double>()) + " meV/Å";
+  return line + " (" + run_dir + "/metrics.csv)";
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,251 @@
+// metrics.csv, events.jsonl, trace.json and the terminal progress line.
+#include "train/run_log.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/files.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::string csv_cell(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isnan(d)) return "nan";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", d);
+    return buf;
+  }
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  for (std::string cell; std::getline(ss, cell, ',');) out.push_back(cell);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + v[i];
+  return out;
+}
+
+}  // namespace
+
+MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns, bool truncate,
+                       int64_t keep_epochs)
+    : m_path(path), m_columns(std::move(columns)) {
+  std::string kept;
+  if (!truncate && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::string header;
+    std::getline(in, header);
+    if (header != join(m_columns))
+      throw Error(path + ": its columns are not those of this run",
+                  "resume with the config that started the run, or choose another "
+                  "Output.run_dir");
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const auto cells = split_csv_line(line);
+      if (!cells.empty() && std::atoll(cells[0].c_str()) <= keep_epochs) kept += line + "\n";
+    }
+  }
+  write_file_atomic(path, join(m_columns) + "\n" + kept);
+  m_out.open(path, std::ios::app);
+  if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
+}
+
+void MetricsCsv::write(const nlohmann::json& row) {
+  std::vector<std::string> cells;
+  for (const auto& c : m_columns) cells.push_back(row.contains(c) ? csv_cell(row[c]) : "");
+  m_out << join(cells) << "\n";
+  m_out.flush();
+}
+
+EventLog::EventLog(const std::string& path, bool truncate)
+    : m_start(std::chrono::steady_clock::now()) {
+  m_out.open(path, truncate ? std::ios::trunc : std::ios::app);
+  if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
+}
+
+void EventLog::write(const std::string& event, nlohmann::json fields) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  nlohmann::json j = {
+      {"time", stamp},
+      {"elapsed_s",
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count()},
+      {"event", event}};
+  for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
+  m_out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  m_out.flush();
+}
+
+ChromeTrace::ChromeTrace(std::string path, int64_t max_steps)
+    : m_path(std::move(path)), m_max_steps(max_steps), m_origin(std::chrono::steady_clock::now()) {}
+
+void ChromeTrace::add(const char* name, std::chrono::steady_clock::time_point begin,
+                      std::chrono::steady_clock::time_point end, int64_t step, int tid) {
+  if (!recording()) return;
+  using us = std::chrono::duration<double, std::micro>;
+  m_events.push_back({{"name", name},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", tid},
+                      {"ts", us(begin - m_origin).count()},
+                      {"dur", us(end - begin).count()},
+                      {"args", {{"step", step}}}});
+}
+
+void ChromeTrace::end_step() {
+  if (!recording()) return;
+  if (++m_steps == m_max_steps) finish();
+}
+
+void ChromeTrace::finish() {
+  if (m_written || m_events.empty()) return;
+  nlohmann::json doc = {{"traceEvents", m_events}, {"displayTimeUnit", "ms"}};
+  doc["traceEvents"].push_back({{"name", "thread_name"},
+                                {"ph", "M"},
+                                {"pid", 0},
+                                {"tid", 0},
+                                {"args", {{"name", "train"}}}});
+  doc["traceEvents"].push_back({{"name", "thread_name"},
+                                {"ph", "M"},
+                                {"pid", 0},
+                                {"tid", 1},
+                                {"args", {{"name", "prefetch"}}}});
+  write_file_atomic(m_path, doc.dump() + "\n");
+  m_written = true;
+  m_events = nlohmann::json::array();
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (!(s >= 0) || !std::isfinite(s)) return "?";
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+  }
+  return buf;
+}
+
+ProgressLine::ProgressLine(bool enabled) : m_enabled(enabled) {}
+
+bool progress_wanted(Progress mode, int verbosity) {
+  if (verbosity < 1 || mode == Progress::kLines) return false;
+  return mode == Progress::kBar || ::isatty(STDERR_FILENO);
+}
+
+void ProgressLine::update(int64_t epoch, int64_t n_epochs, int64_t done, int64_t total,
+                          double graphs_per_s, double loss, double eta_s) {
+  if (!m_enabled) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (m_shown && done < total && now - m_last < std::chrono::milliseconds(200)) return;
+  m_last = now;
+  const int width = 20;
+  const int filled = total > 0 ? int(width * done / total) : 0;
+  std::string bar(size_t(filled), '#');
+  bar += std::string(size_t(width - filled), '-');
+  std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  %.0f graphs/s  loss %.4g  ETA %s",
+               (long long)epoch, (long long)n_epochs, bar.c_str(), (long long)done,
+               (long long)total, graphs_per_s, loss, format_duration(eta_s).c_str());
+  std::fflush(stderr);
+  m_shown = true;
+}
+
+void ProgressLine::clear() {
+  if (!m_enabled || !m_shown) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  m_shown = false;
+}
+
+void RunLog::open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
+                  int64_t resumed_epoch, int64_t trace_steps, bool progress) {
+  m_csv = std::make_unique<MetricsCsv>(run_dir + "/metrics.csv", columns, !resume, resumed_epoch);
+  m_events = std::make_unique<EventLog>(run_dir + "/events.jsonl", !resume);
+  if (trace_steps > 0)
+    m_trace = std::make_unique<ChromeTrace>(run_dir + "/trace.json", trace_steps);
+  m_progress = std::make_unique<ProgressLine>(progress);
+}
+
+void RunLog::line(const std::string& text) {
+  if (!m_root && !m_all_ranks) return;
+  if (m_progress) m_progress->clear();
+  spdlog::info("{}", text);
+}
+
+void RunLog::event(const std::string& name, const nlohmann::json& fields) {
+  if (m_events) m_events->write(name, fields);
+}
+
+void RunLog::metrics_row(const nlohmann::json& row) {
+  if (m_csv) m_csv->write(row);
+}
+
+void RunLog::error(const std::exception& e) {
+  if (m_progress) m_progress->clear();
+  if (m_events) {
+    const auto* err = dynamic_cast<const Error*>(&e);
+    m_events->write("error", {{"what", e.what()}, {"hint", err ? err->hint() : ""}});
+  }
+  if (m_trace) m_trace->finish();
+}
+
+void RunLog::finish() {
+  if (m_trace) m_trace->finish();
+  if (m_progress) m_progress->clear();
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+namespace {
+
+std::string triplet(const nlohmann::json& row, const std::string& key) {
+  std::string out;
+  for (const char* split : {"train", "validate", "test"}) {
+    const std::string k = std::string(split) + "_" + key;
+    out += (out.empty() ? "" : "/") +
+           (row.contains(k) ? fmt("%.3g", row[k].get<double>()) : std::string("-"));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energy, bool forces,
+                       bool improved) {
+  std::string line = "epoch " + std::to_string(row["epoch"].get<int64_t>()) + "/" +
+                     std::to_string(num_epochs) + "  lr " + fmt("%.2e", row["lr"].get<double>()) +
+                     "  loss " + triplet(row, "loss");
+  if (energy) line += "  E " + triplet(row, "energy_mae_mev_atom") + " meV/atom";
+  if (forces) line += "  F " + triplet(row, "force_mae_mev_a") + " meV/Å";
+  line += "  " + fmt("%.0f", row["graphs_per_s"].get<double>()) + " graphs/s  " +
+          fmt("%.1f", row["epoch_s"].get<double>()) + " s" + (improved ? "  *" : "");
+  return line;
+}
+
+}  // namespace ddgnn

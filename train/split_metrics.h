@@ -1,0 +1,53 @@
+// The errors of one split in physical units, summed over batches and ranks: the whole-split loss,
+// energy and force MAE / RMSE (model/metrics.h) and each column head's MAE / RMSE; the columns of
+// metrics.csv; the trivial baseline (mean energy per atom, zero forces).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/metrics.h"
+#include "model/predict.h"
+#include "train/model_setup.h"
+
+namespace ddgnn {
+
+class TrainData;
+
+struct SplitMetrics {
+  MetricsAccumulator ef;
+  std::vector<long double> col_abs, col_sq;
+  std::vector<int64_t> col_n;
+  double loss_sum = 0.0;
+  int64_t loss_graphs = 0;
+
+  explicit SplitMetrics(size_t n_heads = 0)
+      : col_abs(n_heads, 0), col_sq(n_heads, 0), col_n(n_heads, 0) {}
+  // The mean loss over the split's graphs (NAN before any batch).
+  double loss() const { return loss_graphs ? loss_sum / double(loss_graphs) : NAN; }
+
+  // One batch: `loss` is its loss, counted for `loss_graphs_all` graphs (default: the batch's;
+  // in a step shared by ranks, this rank's share of the step's loss counts for the step's
+  // graphs). Predictions in normalised units, mapped back with setup.norm.
+  void add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup, double loss,
+           int64_t loss_graphs_all = -1);
+  // Adds up every rank's sums (collective over `comm`).
+  void reduce(MPI_Comm comm);
+  // The metrics as `<split>_energy_mae_mev_atom` ... columns of `row` (only those measured).
+  void put(nlohmann::json& row, const std::string& split, const ModelSetup& setup) const;
+};
+
+// The columns of metrics.csv, fixed by the heads: epoch, lr, the losses, each split's energy /
+// force / column errors, then throughput and the time of each phase.
+std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces);
+
+// The trivial baseline of a split: the training set's mean energy per atom times n_atoms and
+// zero forces, over every rank's share (collective over the data's ranks).
+ErrorMetrics baseline_metrics(const TrainData& data, int split, double mean_energy_per_atom,
+                              bool forces);
+
+}  // namespace ddgnn

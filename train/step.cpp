@@ -1,0 +1,164 @@
+// One training step (train/step.h).
+#include "train/step.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "comm/watchdog.h"
+#include "core/error.h"
+
+namespace ddgnn {
+
+namespace {
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Test hooks, "R:S" = rank R at step S: DDGNN_DEBUG_FAIL_AT_STEP throws (a rank that fails),
+// DDGNN_DEBUG_STOP_AT_STEP stops the process with SIGSTOP (a rank that stops answering).
+struct Hook {
+  int64_t rank = -1, step = -1;
+  explicit Hook(const char* name) {
+    const char* v = std::getenv(name);
+    const char* colon = v ? std::strchr(v, ':') : nullptr;
+    if (!colon) return;
+    rank = std::atoll(v);
+    step = std::atoll(colon + 1);
+  }
+  bool now(const StepPlace& p) const { return step == p.step && rank == p.rank; }
+};
+
+std::string where(const StepPlace& p) {
+  return "epoch " + std::to_string(p.epoch) + " step " + std::to_string(p.step);
+}
+
+}  // namespace
+
+TrainStep::TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params,
+                     torch::optim::Optimizer& optimizer, DataParallel* ddp, WeightAverage* average,
+                     const ModelSetup& setup, const TrainSettings& settings)
+    : m_gnn(gnn),
+      m_params(params),
+      m_optimizer(optimizer),
+      m_ddp(ddp),
+      m_average(average),
+      m_setup(setup),
+      m_s(settings) {}
+
+StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
+  using Clock = std::chrono::steady_clock;
+  static const Hook fail("DDGNN_DEBUG_FAIL_AT_STEP"), stop("DDGNN_DEBUG_STOP_AT_STEP");
+  if (fail.now(place))
+    throw Error("DDGNN_DEBUG_FAIL_AT_STEP: rank " + std::to_string(place.rank) + " fails at step " +
+                std::to_string(place.step) + " as asked");
+  if (stop.now(place)) std::raise(SIGSTOP);
+  StepResult r;
+  StepTimes& t = r.times;
+  t.start = t.forward = t.forces = t.backward = Clock::now();
+  m_optimizer.zero_grad();
+  if (m_ddp) m_ddp->begin_step(1.0);  // the loss carries each rank's share: gradients add up
+  Prediction p;
+  if (!sb.empty) {
+    const PreparedBatch& b = sb.prepared;
+    // Forward and the energy, then the forces (their backward keeps the graph for the loss).
+    p = predict(m_gnn, m_setup.targets, b.batch, /*create_graph=*/true, &t.forward);
+    t.forces = Clock::now();
+    StepShare share;
+    if (m_ddp) {
+      share.graphs = double(b.batch.n_graphs) / double(sb.graphs_all);
+      share.atoms = double(b.batch.n_atoms()) / double(sb.atoms_all);
+    }
+    at::Tensor loss =
+        total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
+    r.loss = loss.item<double>();
+    if (!std::isfinite(r.loss)) {
+      std::string ids;
+      for (size_t k = 0; k < b.ids.size() && k < 64; ++k)
+        ids += (k ? "," : "") + std::to_string(b.ids[k]);
+      if (b.ids.size() > 64) ids += ",...";
+      throw DataError(where(place) +
+                          (place.world > 1 ? " (rank " + std::to_string(place.rank) + ")" : "") +
+                          ": the loss is " + general(r.loss) + " on the batch of graphs [" + ids +
+                          "] (indices in " + place.data_path + ")",
+                      "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
+                      "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
+    }
+    loss.backward();
+    t.backward = Clock::now();
+  }
+  if (m_ddp) {
+    Waiting waiting("gradient all-reduce");
+    m_ddp->finish_step();
+  }
+  t.synced = Clock::now();
+  r.grad_norm = m_s.grad_clip > 0 ? clip_grad_norm(m_params, m_s.grad_clip) : 0.0;
+  if (m_s.grad_clip > 0 && !std::isfinite(r.grad_norm))
+    throw DataError(where(place) + ": the gradient norm is " + general(r.grad_norm),
+                    "lower Training.Optimizer.learning_rate; check the data with `ddgnn info`");
+  m_optimizer.step();
+  if (m_average) m_average->update();
+  t.done = Clock::now();
+  if (!sb.empty) {
+    at::NoGradGuard no_grad;
+    r.prediction.energy = p.energy.defined() ? p.energy.detach() : p.energy;
+    r.prediction.forces = p.forces.defined() ? p.forces.detach() : p.forces;
+    for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());
+  }
+  return r;
+}
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+void PhaseSeconds::add(std::chrono::steady_clock::time_point asked, const StepBatch& batch,
+                       const StepTimes& t) {
+  load += seconds(asked, t.start);
+  fetch += batch.fetch_s;
+  if (!batch.empty) graph += batch.prepared.seconds;
+  forward += seconds(t.start, t.forward);
+  forces += seconds(t.forward, t.forces);
+  backward += seconds(t.forces, t.backward);
+  sync += seconds(t.backward, t.synced);
+  optimizer += seconds(t.synced, t.done);
+}
+
+void PhaseSeconds::put(nlohmann::json& row) const {
+  row["load_s"] = load;
+  row["fetch_s"] = fetch;
+  row["graph_s"] = graph;
+  row["forward_s"] = forward;
+  row["forces_s"] = forces;
+  row["backward_s"] = backward;
+  row["sync_s"] = sync;
+  row["optimizer_s"] = optimizer;
+}
+
+void trace_step(ChromeTrace& trace, std::chrono::steady_clock::time_point asked, const StepBatch& b,
+                const StepTimes& t, int64_t step, bool grad_sync) {
+  for (const auto& span : b.note.spans) trace.add(span.name.c_str(), span.begin, span.end, step, 2);
+  trace.add("fetch", b.t_fetch, b.t_fetched, step, 1);
+  trace.add("collate", b.t_fetched, b.t_built, step, 1);
+  trace.add("load", asked, t.start, step);
+  trace.add("forward", t.start, t.forward, step);
+  trace.add("forces", t.forward, t.forces, step);
+  trace.add("backward", t.forces, t.backward, step);
+  if (grad_sync) trace.add("grad_sync", t.backward, t.synced, step);
+  trace.add("optimizer", t.synced, t.done, step);
+  trace.end_step();
+}
+
+}  // namespace ddgnn

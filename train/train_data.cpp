@@ -1,0 +1,233 @@
+// The run's datasets in the ranks' stores, split positions to file ids, fetches through the
+// configured backend, and this rank's share of each split for statistics.
+#include "train/train_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "comm/fetch.h"
+#include "comm/mpi.h"
+#include "comm/store.h"
+#include "core/error.h"
+#include "loader/packed.h"
+#include "loader/split.h"
+#include "loader/store.h"
+
+namespace ddgnn {
+
+namespace fs = std::filesystem;
+
+const char* split_name(int split) {
+  static const char* names[3] = {"train", "validate", "test"};
+  return names[split];
+}
+
+Backend resolve_backend(const std::optional<Backend>& backend, int world_size) {
+  if (backend) return *backend;
+  return world_size > 1 ? Backend::kShm : Backend::kReplicated;
+}
+
+struct TrainData::File {
+  std::unique_ptr<Dataset> dataset;
+  std::unique_ptr<ByteStore> store;  // none for `file`
+  std::map<Backend, std::unique_ptr<Fetcher>> fetchers;
+  // Graphs [stat_first, stat_first + stat_count) of the file are this rank's statistics share;
+  // they are in `store` (at index - store->first()) unless the backend is `file`.
+  int64_t stat_first = 0, stat_count = 0;
+  std::vector<int8_t> split_of;  // [stat_count] which split each of those graphs is in (-1: none)
+};
+
+TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
+  const auto t0 = std::chrono::steady_clock::now();
+  m_world = Communicator::dup(world);
+  const int world_size = m_world.size();
+  m_backend = resolve_backend(s.backend, world_size);
+
+  // The files: one split by perc_train, or three.
+  std::vector<std::string> paths;
+  if (s.data.explicit_split())
+    paths = {s.data.train, s.data.validate, s.data.test};
+  else
+    paths = {s.data.single};
+  for (const auto& path : paths)
+    if (!fs::exists(path))
+      throw ConfigError("Dataset.path: " + path + ": no such file",
+                        "convert extxyz data with `ddgnn convert in.extxyz " + path +
+                            "`, or correct the path (relative to the working directory)");
+
+  // "auto" on several ranks with the tuner: one store that every candidate can read.
+  const bool switching = !s.backend && world_size > 1 && s.tuner.enabled;
+  if (switching) {
+    m_candidates = s.tuner.candidates;
+    if (m_candidates.empty())
+      m_candidates = {Backend::kShm, Backend::kRma, Backend::kCollective, Backend::kFile};
+    if (std::find(m_candidates.begin(), m_candidates.end(), m_backend) == m_candidates.end())
+      m_backend = m_candidates.front();
+  } else {
+    m_candidates = {m_backend};
+  }
+  const bool replicated = m_backend == Backend::kReplicated;
+  const bool from_file = m_backend == Backend::kFile && !switching;
+  const bool grouped = !replicated && !from_file;
+  if (grouped) m_group = std::make_unique<LoaderGroup>(m_world.get(), int(s.width));
+  // Statistics: the group's ranks together hold the data once; with the whole file on every
+  // rank (replicated) or none (file), the world's ranks split it arithmetically.
+  m_stat_comm = Communicator::dup(grouped ? m_group->comm() : m_world.get());
+  const int stat_rank = m_stat_comm.rank(), stat_size = m_stat_comm.size();
+
+  StoreOptions so;
+  so.budget_bytes =
+      int64_t(s.memory_budget_gb * double(int64_t(1) << 30) / double(ranks_on_node(m_world.get())));
+  so.shared = m_backend == Backend::kShm || switching;
+  so.one_sided = switching;
+  so.world = m_world.get();  // windows of disjoint groups (or MPI_COMM_SELF) are created in turns
+
+  for (size_t f = 0; f < paths.size(); ++f) {
+    auto file = std::make_unique<File>();
+    file->dataset = std::make_unique<Dataset>(paths[f]);
+    const Dataset& ds = *file->dataset;
+    if (s.data.explicit_split() && ds.n_graphs() == 0)
+      throw DataError(paths[f] + ": the " + split_name(int(f)) + " file has no graphs");
+    if (!from_file) {
+      StoreLoad load = load_store(ds, grouped ? m_group->comm() : MPI_COMM_SELF, so);
+      m_report.bytes += load.store->n_bytes();
+      file->store = std::move(load.store);
+    }
+    for (const Backend b : m_candidates) file->fetchers[b] = make_fetcher(b, ds, file->store.get());
+    const Partition part{ds.n_graphs(), stat_size};
+    file->stat_first = grouped ? file->store->first() : part.first(stat_rank);
+    file->stat_count = grouped ? file->store->count() : part.count(stat_rank);
+    m_files.push_back(std::move(file));
+  }
+
+  // Split positions -> file ids, and which split each graph of this rank's share is in.
+  if (s.data.explicit_split()) {
+    for (int k = 0; k < 3; ++k) {
+      const File& file = *m_files[size_t(k)];
+      m_ids[k].resize(size_t(file.dataset->n_graphs()));
+      for (size_t i = 0; i < m_ids[k].size(); ++i) m_ids[k][i] = int64_t(i);
+      m_files[size_t(k)]->split_of.assign(size_t(file.stat_count), int8_t(k));
+    }
+  } else {
+    File& file = *m_files[0];
+    Split split = split_graphs(file.dataset->n_graphs(), s.perc_train, s.seed);
+    m_ids[kTrain] = std::move(split.train);
+    m_ids[kValidate] = std::move(split.validate);
+    m_ids[kTest] = std::move(split.test);
+    file.split_of.assign(size_t(file.stat_count), int8_t(-1));
+    for (int k = 0; k < 3; ++k)
+      for (int64_t id : m_ids[k])
+        if (id >= file.stat_first && id < file.stat_first + file.stat_count)
+          file.split_of[size_t(id - file.stat_first)] = int8_t(k);
+  }
+
+  m_report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m_report.groups = grouped ? m_group->count() : (replicated ? world_size : 1);
+  m_report.group_size = grouped ? m_group->size() : 1;
+  const MPI_Comm w = m_world.get();
+  MPI_CHECK(MPI_Allreduce(&m_report.seconds, &m_report.max_seconds, 1, MPI_DOUBLE, MPI_MAX, w));
+  MPI_CHECK(MPI_Allreduce(&m_report.bytes, &m_report.max_bytes, 1, MPI_INT64_T, MPI_MAX, w));
+  MPI_CHECK(MPI_Allreduce(&m_report.bytes, &m_report.total_bytes, 1, MPI_INT64_T, MPI_SUM, w));
+}
+
+TrainData::~TrainData() = default;
+
+const TrainData::File& TrainData::file_of(int split) const {
+  return *m_files[m_files.size() == 1 ? 0 : size_t(split)];
+}
+
+const Dataset& TrainData::dataset(int split) const {
+  return *file_of(split).dataset;
+}
+
+void TrainData::set_backend(Backend backend) {
+  if (std::find(m_candidates.begin(), m_candidates.end(), backend) == m_candidates.end())
+    throw Error("loader: cannot switch to backend '" + to_string(backend) +
+                "' (not loaded for it)");
+  m_backend = backend;
+}
+
+int TrainData::group_size() const {
+  return m_group ? m_group->size() : 1;
+}
+
+GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, FetchInfo* info,
+                            const Backend* backend) {
+  std::vector<int64_t> ids(positions.size());
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = m_ids[split].at(size_t(positions[k]));
+  const File& file = file_of(split);
+  const Backend name = backend ? *backend : m_backend;
+  const auto it = file.fetchers.find(name);
+  if (it == file.fetchers.end())
+    throw Error("loader: backend '" + to_string(name) + "' is not loaded for this run");
+  GraphBlock block = fetch_graphs(*it->second, ids, file.dataset->extra_columns(),
+                                  info ? &info->seconds : nullptr, info ? &info->bytes : nullptr);
+  if (info) {
+    info->samples = int64_t(ids.size());
+    info->remote = 0;
+    if (file.store && m_group && name != Backend::kFile) {
+      const Partition& part = file.store->partition();
+      const int me = m_group->rank();
+      for (int64_t id : ids) info->remote += part.owner(id) != me ? 1 : 0;
+    }
+  }
+  return block;
+}
+
+void TrainData::visit_local(
+    int split, const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+    int64_t chunk) const {
+  const File& file = file_of(split);
+  std::vector<int64_t> ids;
+  for (int64_t c0 = 0; c0 < file.stat_count; c0 += chunk) {
+    const int64_t n = std::min(chunk, file.stat_count - c0);
+    ids.clear();
+    for (int64_t i = 0; i < n; ++i)
+      if (file.split_of[size_t(c0 + i)] == split) ids.push_back(i);
+    if (ids.empty()) continue;
+    GraphBlock block;
+    if (file.store) {
+      const int64_t li = file.stat_first + c0 - file.store->first();
+      block = unpack_records(file.store->data(), file.store->offsets() + li, n,
+                             file.dataset->extra_columns());
+      block.first = file.stat_first + c0;
+    } else {
+      block = file.dataset->read(file.stat_first + c0, n);
+    }
+    f(block, ids);
+  }
+}
+
+std::vector<int32_t> TrainData::split_atoms(int split) const {
+  // The shares are contiguous ranges of file ids in rank order, and positions follow file ids:
+  // the ranks' shares one after the other are the split in position order.
+  std::vector<int32_t> mine;
+  visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) mine.push_back(b.n_atoms[size_t(id)]);
+  });
+  const int size = m_stat_comm.size();
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size), 0);
+  int n = int(mine.size());
+  MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, m_stat_comm.get()));
+  for (int r = 1; r < size; ++r) displs[size_t(r)] = displs[size_t(r - 1)] + counts[size_t(r - 1)];
+  std::vector<int32_t> all(size_t(displs.back() + counts.back()));
+  MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_INT32_T, all.data(), counts.data(), displs.data(),
+                           MPI_INT32_T, m_stat_comm.get()));
+  if (int64_t(all.size()) != this->size(split))
+    throw Error("TrainData: " + std::to_string(all.size()) + " atom counts for the " +
+                std::to_string(this->size(split)) + " graphs of the " + split_name(split) +
+                " split");
+  return all;
+}
+
+void TrainData::sum_stats(long double* values, int64_t n) const {
+  if (m_stat_comm.size() > 1)
+    MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, values, int(n), MPI_LONG_DOUBLE, MPI_SUM, m_stat_comm.get()));
+}
+
+}  // namespace ddgnn

@@ -1,0 +1,433 @@
+// The epoch loop of `ddgnn train` (train/trainer.h), read top to bottom: set-up, then for every
+// epoch train_epoch (steps on ready batches), evaluate_split, end_epoch (decisions, checkpoints,
+// metrics row, log line).
+#include "train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "comm/communicator.h"
+#include "comm/mpi.h"
+#include "comm/watchdog.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "core/version.h"
+#include "model/optim.h"
+#include "model/precision.h"
+#include "train/checkpoint.h"
+#include "train/ddp.h"
+#include "train/loader.h"
+#include "train/model_setup.h"
+#include "train/report.h"
+#include "train/run_log.h"
+#include "train/split_metrics.h"
+#include "train/step.h"
+
+namespace ddgnn {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const TrainOptions& options)
+      : m_config(config),
+        m_options(options),
+        m_s(train_settings(config)),
+        m_comm(Communicator::dup(MPI_COMM_WORLD)),
+        m_rank(m_comm.rank()),
+        m_world(m_comm.size()),
+        m_root(m_rank == 0) {}
+  nlohmann::json run();
+
+ private:
+  nlohmann::json run_impl();
+  int set_up_threads();
+  void build_model(const nlohmann::json* resume_record);
+  void log_start(int threads, const std::string& resume_path);
+  void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
+  SplitMetrics evaluate_split(int split);
+  // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
+  bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
+                 Clock::time_point t0);
+  void write_checkpoint(const std::string& path, bool with_optimizer);
+  TrainedObjects trained() {
+    return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
+  }
+  double elapsed() const { return m_elapsed_before + seconds(m_t_start, Clock::now()); }
+
+  const Config& m_config;
+  TrainOptions m_options;
+  TrainSettings m_s;
+  Communicator m_comm;  // the main thread's collectives: gradients, metrics, decisions
+  int m_rank = 0, m_world = 1;
+  bool m_root = true;  // rank 0 writes the run directory and logs
+  // DDGNN_DEBUG_SIGKILL_AT_STEP=S: every rank dies at step S (tests of resuming).
+  const int64_t m_kill_step = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")
+                                  ? std::atoll(std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP"))
+                                  : -1;
+  std::unique_ptr<Watchdog> m_watchdog;  // Comm.timeout_s
+  std::unique_ptr<Loader> m_loader;
+  ModelSetup m_setup;
+  std::shared_ptr<Gnn> m_gnn;
+  std::vector<at::Tensor> m_params;
+  std::unique_ptr<DataParallel> m_ddp;  // several ranks
+  std::unique_ptr<torch::optim::Optimizer> m_opt;
+  std::unique_ptr<WeightAverage> m_ema;  // Training.ema_decay > 0
+  std::unique_ptr<ReduceLROnPlateau> m_plateau;
+  std::unique_ptr<EarlyStopping> m_early;
+  std::unique_ptr<TrainStep> m_step_fn;
+  RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
+  bool m_forces = false;                    // the model predicts forces and the data has them
+  RunState m_state;  // step, best epoch so far (epoch: set when a checkpoint is written)
+  int64_t m_start_epoch = 1;
+  nlohmann::json m_last_row;
+  std::string m_stop_reason = "num_epoch";
+  Clock::time_point m_t_start = Clock::now();
+  double m_elapsed_before = 0.0;  // training seconds of the run before a resume
+};
+
+nlohmann::json train(const Config& config, const TrainOptions& options) {
+  Trainer t(config, options);
+  return t.run();
+}
+
+nlohmann::json Trainer::run() {
+  try {
+    return run_impl();
+  } catch (const std::exception& e) {
+    m_log.error(e);
+    if (m_world > 1) {
+      // Stop the job here, before the store's windows and the communicators are freed: those
+      // are collective, and the other ranks are waiting for this one somewhere else.
+      std::fprintf(stderr, "%s\n", error_line(e, m_rank).c_str());
+      std::fflush(stderr);
+      abort_job(1);
+    }
+    throw;
+  }
+}
+
+nlohmann::json Trainer::run_impl() {
+  if (m_s.log_level || m_s.log_all_ranks)
+    set_log_options(m_s.log_level.value_or(current_log_level()), m_s.log_all_ranks);
+  m_watchdog = std::make_unique<Watchdog>(m_comm.get(), m_s.timeout_s);
+  const int threads = set_up_threads();
+
+  m_loader = std::make_unique<Loader>(m_s, m_comm.get());
+  const TrainData& data = m_loader->data();
+  for (int k : {kTrain, kValidate, kTest}) bind_targets(m_s, data.dataset(k));
+  m_log.line("loader: " + m_loader->description());
+  if (m_loader->periodic_graphs() > 0 && !m_s.periodic && m_root)
+    spdlog::warn(
+        "{} graphs have periodic cells, but Architecture.periodic_boundary_conditions is "
+        "false: their cells are ignored (no edges across the boundary)",
+        m_loader->periodic_graphs());
+  if (m_root) prepare_run_dir(m_s.run_dir, m_s.resume, m_options.overwrite);
+  m_loader->start_switcher(m_root ? m_s.run_dir + "/tuner.csv" : "", m_s.resume);
+
+  std::string resume_path;
+  nlohmann::json resume_record;
+  if (m_s.resume) {
+    resume_path = resolve_startfrom(m_s.run_dir, m_s.startfrom);
+    resume_record = read_checkpoint_record(resume_path);
+  }
+  build_model(m_s.resume ? &resume_record : nullptr);
+  if (m_s.resume) {
+    m_state = restore_run_checkpoint(resume_path, resume_record, trained());
+    m_start_epoch = m_state.epoch + 1;
+    m_elapsed_before = m_state.elapsed_s;
+  }
+  if (m_root) {  // the run directory is rank 0's
+    write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
+    m_log.open(m_s.run_dir, metric_columns(m_setup, m_forces), m_s.resume, m_start_epoch - 1,
+               m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
+  }
+  log_start(threads, resume_path);
+  if (!m_s.resume) report_baseline(m_loader->data(), m_forces, m_log);
+
+  int64_t epoch = m_start_epoch;
+  for (; epoch <= m_s.num_epoch; ++epoch) {
+    const auto t_epoch = Clock::now();
+    nlohmann::json row = {{"epoch", epoch}, {"lr", get_lr(*m_opt)}};
+    SplitMetrics train_m(m_setup.targets.heads.size());
+    train_epoch(epoch, row, train_m);
+    const auto t_eval = Clock::now();
+    SplitMetrics val_m, test_m;
+    {
+      AverageSwapped average(m_ema.get());
+      val_m = evaluate_split(kValidate);
+      test_m = evaluate_split(kTest);
+    }
+    row["eval_s"] = seconds(t_eval, Clock::now());
+    row["validate_loss"] = val_m.loss();
+    row["test_loss"] = test_m.loss();
+    train_m.put(row, "train", m_setup);
+    val_m.put(row, "validate", m_setup);
+    test_m.put(row, "test", m_setup);
+    if (end_epoch(epoch, row, val_m, t_epoch)) break;
+  }
+  m_log.finish();
+  nlohmann::json summary = {
+      {"stop", m_stop_reason},
+      {"epochs", m_last_row.is_null() ? m_start_epoch - 1 : m_last_row["epoch"].get<int64_t>()},
+      {"best_epoch", m_state.best_epoch},
+      {"best", m_state.best_row},
+      {"last", m_last_row},
+      {"run_dir", m_s.run_dir},
+      {"elapsed_s", elapsed()},
+      {"peak_rss_mb", peak_rss_mb()}};
+  m_log.event("run_end", summary);
+  if (!m_state.best_row.is_null())
+    m_log.line(best_line(m_state.best_row, m_state.best_epoch, m_s.run_dir));
+  return summary;
+}
+
+int Trainer::set_up_threads() {
+  // The cores this rank may use (its affinity mask), shared with its node's ranks (one each when
+  // ranks >= cores). Waiting OpenMP threads must sleep when ranks share cores; OMP_WAIT_POLICY is
+  // read when the runtime loads, so the launcher's environment has to set it.
+  const int node_ranks = ranks_on_node(m_comm.get());
+  const int threads =
+      m_s.threads > 0 ? int(m_s.threads) : threads_per_rank(cores_available(), node_ranks);
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (m_root && node_ranks > 1 && threads > 1 && !(policy && std::string(policy) == "PASSIVE"))
+    spdlog::warn(
+        "{} ranks share this node with {} threads each and OMP_WAIT_POLICY is not PASSIVE: "
+        "spinning OpenMP threads can slow training many times over; export "
+        "OMP_WAIT_POLICY=PASSIVE (jobs/train.sh does)",
+        node_ranks, threads);
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  return threads;
+}
+
+void Trainer::build_model(const nlohmann::json* resume_record) {
+  m_setup = make_model_setup(m_s, m_loader->data(), resume_record);
+  at::manual_seed(m_s.seed);
+  m_gnn = std::make_shared<Gnn>(m_setup.spec);
+  m_gnn->to(to_dtype(m_setup.precision));
+  m_params = m_gnn->parameters();
+  if (m_world > 1) {
+    // Rank 0's initial weights everywhere, then gradients summed in buckets during backward.
+    m_ddp = std::make_unique<DataParallel>(m_params, m_comm.get(),
+                                           int64_t(m_s.bucket_mb * double(1 << 20)));
+    m_ddp->broadcast_parameters();
+  }
+  m_opt = make_optimizer(m_s.optimizer, m_params, m_s.learning_rate, m_s.weight_decay);
+  if (m_s.ema_decay > 0) m_ema = std::make_unique<WeightAverage>(m_params, m_s.ema_decay);
+  if (m_s.schedule == Schedule::kPlateau)
+    m_plateau = std::make_unique<ReduceLROnPlateau>(*m_opt, m_s.plateau);
+  if (m_s.early_stopping) m_early = std::make_unique<EarlyStopping>(m_s.patience);
+  m_forces = m_setup.targets.predicts_forces() && m_loader->data().dataset(kTrain).has_forces();
+  m_step_fn =
+      std::make_unique<TrainStep>(*m_gnn, m_params, *m_opt, m_ddp.get(), m_ema.get(), m_setup, m_s);
+}
+
+void Trainer::log_start(int threads, const std::string& resume_path) {
+  int64_t n_params = 0;
+  for (const auto& p : m_params) n_params += p.numel();
+  nlohmann::json start = start_event(m_config, m_s, *m_loader, m_setup, n_params, threads);
+  if (m_s.resume) {
+    start["resumed_from"] = resume_path;
+    start["epoch"] = m_start_epoch - 1;
+    m_log.event("resume", start);
+    m_log.line("resuming " + resume_path + " after epoch " + std::to_string(m_start_epoch - 1));
+  } else {
+    m_log.event("run_start", start);
+  }
+  m_log.line(start_line(m_s, *m_loader, n_params, threads, m_world));
+  if (m_root)
+    for (const auto& w : m_config.warnings) spdlog::warn("{}", w);
+}
+
+void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {
+  Batches batches = m_loader->train_epoch(epoch, m_setup);
+  PhaseSeconds phases;
+  double gn_sum = 0;
+  int64_t graphs_all = 0, steps = 0;
+  const int64_t n_train = m_loader->data().size(kTrain);
+  StepPlace place{epoch, 0, m_rank, m_world, m_loader->data().dataset(kTrain).path()};
+  const auto t_epoch = Clock::now();
+  m_gnn->train();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    m_watchdog->set_context("epoch " + std::to_string(epoch) + ", step " +
+                            std::to_string(m_state.step + 1));
+    const auto t0 = Clock::now();
+    const StepBatch sb = batches.next();
+    place.step = m_state.step + 1;
+    const StepResult r = m_step_fn->run(sb, place);
+    ++m_state.step;
+    ++steps;
+    if (m_ddp && m_s.check_parameters_every > 0 && m_state.step % m_s.check_parameters_every == 0) {
+      Waiting waiting("parameter check");
+      m_ddp->check_identical();
+    }
+    gn_sum += r.grad_norm;
+    graphs_all += sb.graphs_all;
+    phases.add(t0, sb, r.times);
+    if (!sb.empty) metrics.add(r.prediction, sb.prepared, m_setup, r.loss, sb.graphs_all);
+    if (!sb.note.line.empty()) {
+      m_log.line(sb.note.line);
+      m_log.event("tuner", nlohmann::json::parse(sb.note.event));
+    }
+    if (ChromeTrace* trace = m_log.trace())
+      trace_step(*trace, t0, sb, r.times, m_state.step, bool(m_ddp));
+    const double rate = double(graphs_all) / std::max(seconds(t_epoch, Clock::now()), 1e-9);
+    if (ProgressLine* progress = m_log.progress())
+      progress->update(epoch, m_s.num_epoch, graphs_all, n_train, rate, metrics.loss(),
+                       double(n_train - graphs_all) / rate);
+    if (m_s.verbosity >= 4)
+      spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, m_state.step, sb.graphs_all,
+                    r.loss);
+    if (m_kill_step > 0 && m_state.step == m_kill_step) std::raise(SIGKILL);
+  }
+  const double wall = seconds(t_epoch, Clock::now());
+  {
+    Waiting waiting("training metrics all-reduce");
+    metrics.reduce(m_comm.get());
+  }
+  row["train_loss"] = metrics.loss();
+  row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
+  row["steps"] = steps;
+  row["grad_norm"] =
+      steps && m_s.grad_clip > 0 ? nlohmann::json(gn_sum / double(steps)) : nlohmann::json();
+  phases.put(row);
+}
+
+SplitMetrics Trainer::evaluate_split(int split) {
+  m_watchdog->set_context(std::string("evaluating the ") + split_name(split) + " split");
+  SplitMetrics m(m_setup.targets.heads.size());
+  m_gnn->eval();
+  // The loss of the whole split: each batch's terms weighted by its share of the split's graphs
+  // and atoms, so that it depends neither on the batching nor on the number of ranks.
+  const int64_t split_graphs = m_loader->data().size(split);
+  const double split_atoms = double(m_loader->split_atoms(split));
+  m_loader->for_each_eval_batch(split, m_setup, [&](const PreparedBatch& b) {
+    const Prediction p = predict(*m_gnn, m_setup.targets, b.batch, /*create_graph=*/false);
+    const StepShare share{double(b.batch.n_graphs) / double(split_graphs),
+                          double(b.batch.n_atoms()) / split_atoms};
+    at::Tensor loss;
+    {
+      at::NoGradGuard no_grad;
+      loss = total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
+    }
+    m.add(p, b, m_setup, loss.item<double>(), split_graphs);
+  });
+  m_gnn->train();
+  Waiting waiting("evaluation metrics all-reduce");
+  m.reduce(m_comm.get());
+  return m;
+}
+
+bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
+                        Clock::time_point t_epoch) {
+  // Every decision below from rank 0's figures, so that all ranks take the same branch.
+  double decide[2] = {val_m.loss(), elapsed()};
+  {
+    Waiting waiting("broadcast of the epoch's decisions");
+    MPI_CHECK(MPI_Bcast(decide, 2, MPI_DOUBLE, 0, m_comm.get()));
+  }
+  const double val_loss = decide[0], elapsed_s = decide[1];
+  m_state.epoch = epoch;
+  const bool improved = val_loss < m_state.best_validate_loss;
+  if (improved) {
+    m_state.best_validate_loss = val_loss;
+    m_state.best_epoch = epoch;
+  }
+  const bool reduced = m_plateau && m_plateau->step(val_loss);
+  if (m_s.schedule == Schedule::kExponential)  // the lr lives in the optimizer: resumes exactly
+    set_lr(*m_opt, std::max(m_s.plateau.min_lr, get_lr(*m_opt) * m_s.exponential_gamma));
+  const bool stop_early = m_early && m_early->step(val_loss);
+  if (m_s.schedule == Schedule::kTimeExponential)
+    set_lr(*m_opt, time_exponential_lr(m_s.learning_rate, m_s.plateau.min_lr,
+                                       elapsed_s / m_s.time_limit_s));
+  const bool out_of_time = m_s.time_limit_s > 0 && elapsed_s >= m_s.time_limit_s;
+  const bool last = epoch == m_s.num_epoch || stop_early || out_of_time;
+
+  // Checkpoints: on schedule after the warm-up, and always after the last epoch.
+  const auto t_ck = Clock::now();
+  if (improved) m_state.best_row = row;
+  if (m_s.checkpoint && m_root) {
+    const std::string dir = m_s.run_dir + "/checkpoints";
+    if (improved && epoch > m_s.checkpoint_warmup) write_checkpoint(dir + "/best.pt", false);
+    if (last || (epoch > m_s.checkpoint_warmup && epoch % m_s.checkpoint_every == 0)) {
+      write_checkpoint(dir + "/" + checkpoint_name(epoch), true);
+      keep_latest_checkpoints(dir, m_s.keep_checkpoints);
+      m_log.event("checkpoint", {{"epoch", epoch}, {"path", dir + "/" + checkpoint_name(epoch)}});
+    }
+  }
+  row["checkpoint_s"] = seconds(t_ck, Clock::now());
+  row["epoch_s"] = seconds(t_epoch, Clock::now());
+  row["elapsed_s"] = elapsed();
+  row["peak_rss_mb"] = peak_rss_mb();
+  m_log.metrics_row(row);
+  m_log.event("epoch", row);
+  m_log.line(epoch_line(row, m_s.num_epoch, m_setup.targets.energy_head >= 0, m_forces, improved));
+  if (reduced) {
+    m_log.event("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
+    m_log.line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
+  }
+  m_last_row = row;
+  if (stop_early) {
+    m_stop_reason = "early_stopping";
+    m_log.event("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
+    m_log.line("early stopping: no improvement of the validation loss for " +
+               std::to_string(m_s.patience) + " epochs");
+    return true;
+  }
+  if (out_of_time) {
+    m_stop_reason = "time_limit";
+    m_log.event("time_limit", {{"epoch", epoch}, {"elapsed_s", elapsed_s}});
+    m_log.line("time limit reached (" + fmt("%.0f", m_s.time_limit_s) + " s)");
+    return true;
+  }
+  return false;
+}
+
+void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
+  const TrainData& data = m_loader->data();
+  nlohmann::json r;
+  r["model"] = to_json(m_setup);
+  r["ddgnn_version"] = DDGNN_VERSION;
+  r["config"] = m_config.resolved;
+  r["split"] = {{"perc_train", m_s.perc_train},
+                {"seed", m_s.seed},
+                {"single", m_s.data.single},
+                {"train", m_s.data.train},
+                {"validate", m_s.data.validate},
+                {"test", m_s.data.test},
+                {"n_graphs", data.dataset(kTrain).n_graphs()}};
+  RunState state = m_state;
+  state.elapsed_s = elapsed();
+  save_run_checkpoint(path, trained(), state, std::move(r), with_optimizer);
+}
+
+}  // namespace ddgnn
