@@ -548,6 +548,12 @@ std::vector<KeySpec> build_schema() {
           .def(2)
           .ge(1)
           .ddgnn_only());
+  add(key("Output.print_test_every_epoch", T::kBool,
+          "the epoch line shows the test split's errors too (metrics.csv always has them); off, "
+          "so that choices are made on the validation split and the test split is read at the "
+          "end (the best epoch's line)")
+          .def(false)
+          .ddgnn_only());
   add(key("Output.progress", T::kEnum, "progress display (auto: bar on a terminal, else lines)")
           .def("auto")
           .one_of({"auto", "bar", "lines"})

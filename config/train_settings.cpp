@@ -234,6 +234,7 @@ TrainSettings train_settings(const Config& c) {
   if (c.sources.count("Output.log_level") && c.sources.at("Output.log_level") != "default")
     s.log_level = log_level;
   s.log_all_ranks = c.get<bool>("Output.log_all_ranks");
+  s.print_test_every_epoch = c.get<bool>("Output.print_test_every_epoch");
   const std::string progress = c.get<std::string>("Output.progress");
   s.progress = progress == "bar"     ? Progress::kBar
                : progress == "lines" ? Progress::kLines

@@ -72,6 +72,8 @@ struct TrainSettings {
   int verbosity = 2;
   std::optional<std::string> log_level;  // Output.log_level when given (else the command line's)
   bool log_all_ranks = false;
+  bool print_test_every_epoch =
+      false;  // the epoch line shows train/validate/test, not train/validate
   Progress progress = Progress::kAuto;
 
   bool shuffle = true, drop_remainder = false;

@@ -39,7 +39,8 @@ std::string start_line(const TrainSettings& s, const Loader& loader, int64_t n_p
          " (" + data.dataset(kTrain).path() + "); run_dir " + s.run_dir;
 }
 
-void report_baseline(const TrainData& data, bool forces, RunLog& log) {
+nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,
+                               RunLog& log, bool report) {
   long double epa[2] = {0, 0};  // sum of energy per atom, graphs
   data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
@@ -49,24 +50,42 @@ void report_baseline(const TrainData& data, bool forces, RunLog& log) {
   });
   data.sum_stats(epa, 2);
   const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
-  nlohmann::json ev;
-  std::string line = "baseline (mean energy per atom, zero forces):";
+  const BaselineEnergy per_element = [&](const GraphBlock& b, size_t g) {
+    return setup.norm.energy_offset(b.z.data() + b.atom_start[g], b.n_atoms[g]);
+  };
+  const BaselineEnergy mean = [&](const GraphBlock& b, size_t g) {
+    return mean_epa * double(b.n_atoms[g]);
+  };
+  const bool energy = setup.targets.energy_head >= 0;
+  nlohmann::json ev, columns;
+  std::string line =
+      "baseline (per-element reference energies fitted on the train split, zero forces):";
+  std::string mean_line;
   for (int split : {kTrain, kValidate, kTest}) {
-    const ErrorMetrics m = baseline_metrics(data, split, mean_epa, forces);
+    const ErrorMetrics m = baseline_metrics(data, split, per_element, forces);
+    const ErrorMetrics m_mean = baseline_metrics(data, split, mean, false);
     const std::string name = split_name(split);
     ev[name] = {{"energy_mae_mev_atom", m.energy_mae_mev_per_atom},
-                {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom}};
+                {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom},
+                {"mean_energy_per_atom_mae_mev_atom", m_mean.energy_mae_mev_per_atom}};
     line += " " + name + " E " + fmt("%.3g", m.energy_mae_mev_per_atom) + " meV/atom";
+    mean_line += (mean_line.empty() ? "" : "/") + fmt("%.3g", m_mean.energy_mae_mev_per_atom);
+    if (energy) columns["baseline_" + name + "_energy_mae_mev_atom"] = m.energy_mae_mev_per_atom;
     if (forces) {
       ev[name]["force_mae_mev_a"] = m.force_mae_mev_per_a;
       ev[name]["force_rmse_mev_a"] = m.force_rmse_mev_per_a;
       line += ", F " + fmt("%.3g", m.force_mae_mev_per_a) + " meV/Å";
+      columns["baseline_" + name + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
     }
     line += ";";
   }
   line.pop_back();
-  log.event("baseline", ev);
-  log.line(line + " (MAE)");
+  if (report) {
+    log.event("baseline", ev);
+    log.line(line + " (MAE); the train split's mean energy per atom alone: E " + mean_line +
+             " meV/atom (train/validate/test)");
+  }
+  return columns;
 }
 
 std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std::string& run_dir) {

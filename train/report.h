@@ -1,6 +1,6 @@
 // What a training run reports besides its epochs: the run_start (or resume) event and the header
-// line, the trivial baseline that gives "learned" a scale (mean energy per atom, zero forces), and
-// the closing line on the best epoch.
+// line, the model-free baseline that gives "learned" a scale (per-element reference energies, zero
+// forces), and the closing line on the best epoch.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,14 @@ nlohmann::json start_event(const Config& config, const TrainSettings& settings,
 // cu_eam (data/cu_eam.h5); run_dir runs/x".
 std::string start_line(const TrainSettings& settings, const Loader& loader, int64_t n_params,
                        int threads, int world);
-// The baseline of every split, as the "baseline" event and one log line (collective over the
-// data's ranks).
-void report_baseline(const TrainData& data, bool forces, RunLog& log);
+// Model-free baselines of every split (collective over the data's ranks): energies from the
+// per-element reference energies fitted on the training split (setup.norm: E = sum_i E0(Z_i) +
+// n * mean residual per atom) with zero forces, and, for comparison, the training split's mean
+// energy per atom times n. With `report`, the "baseline" event and one log line. Returns the
+// metrics.csv columns baseline_<split>_energy_mae_mev_atom / _force_mae_mev_a (per-element
+// baseline).
+nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,
+                               RunLog& log, bool report);
 // "best epoch 12: test energy MAE 0.03 meV/atom, force MAE 2.8 meV/Å (<run_dir>/metrics.csv)",
 // or "" before any epoch.
 std::string best_line(const nlohmann::json& best_row, int64_t best_epoch,

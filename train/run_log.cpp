@@ -224,9 +224,10 @@ std::string fmt(const char* format, double value) {
 
 namespace {
 
-std::string triplet(const nlohmann::json& row, const std::string& key) {
+std::string splits(const nlohmann::json& row, const std::string& key, bool test) {
   std::string out;
   for (const char* split : {"train", "validate", "test"}) {
+    if (!test && split == std::string("test")) break;
     const std::string k = std::string(split) + "_" + key;
     out += (out.empty() ? "" : "/") +
            (row.contains(k) ? fmt("%.3g", row[k].get<double>()) : std::string("-"));
@@ -237,12 +238,12 @@ std::string triplet(const nlohmann::json& row, const std::string& key) {
 }  // namespace
 
 std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energy, bool forces,
-                       bool improved) {
+                       bool improved, bool test) {
   std::string line = "epoch " + std::to_string(row["epoch"].get<int64_t>()) + "/" +
                      std::to_string(num_epochs) + "  lr " + fmt("%.2e", row["lr"].get<double>()) +
-                     "  loss " + triplet(row, "loss");
-  if (energy) line += "  E " + triplet(row, "energy_mae_mev_atom") + " meV/atom";
-  if (forces) line += "  F " + triplet(row, "force_mae_mev_a") + " meV/Å";
+                     "  loss " + splits(row, "loss", test);
+  if (energy) line += "  E " + splits(row, "energy_mae_mev_atom", test) + " meV/atom";
+  if (forces) line += "  F " + splits(row, "force_mae_mev_a", test) + " meV/Å";
   line += "  " + fmt("%.0f", row["graphs_per_s"].get<double>()) + " graphs/s  " +
           fmt("%.1f", row["epoch_s"].get<double>()) + " s" + (improved ? "  *" : "");
   return line;

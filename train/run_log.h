@@ -120,10 +120,11 @@ class RunLog {
   std::unique_ptr<ProgressLine> m_progress;
 };
 
-// "epoch 3/100  lr 1.00e-03  loss a/b/c  E a/b/c meV/atom  F a/b/c meV/Å  812 graphs/s  3.1 s  *"
-// from a metrics.csv row (train/validate/test figures; "-" where one is missing).
+// "epoch 3/100  lr 1.00e-03  loss a/b  E a/b meV/atom  F a/b meV/Å  812 graphs/s  3.1 s  *"
+// from a metrics.csv row: train/validate figures, or train/validate/test with `test`; "-" where
+// one is missing.
 std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energy, bool forces,
-                       bool improved);
+                       bool improved, bool test);
 // printf-style formatting of one number.
 std::string fmt(const char* format, double value);
 

@@ -1,4 +1,4 @@
-// Split metrics, the metrics.csv columns and the trivial baseline (train/split_metrics.h).
+// Split metrics, the metrics.csv columns and the model-free baselines (train/split_metrics.h).
 #include "train/split_metrics.h"
 
 #include <ATen/ATen.h>
@@ -99,6 +99,12 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
         c.push_back(s + "_" + t.name + "_rmse");
       }
   }
+  // The model-free baseline (train/report.h), the same in every row: the scale of each error.
+  for (const char* split : {"train", "validate", "test"}) {
+    const std::string s = std::string("baseline_") + split;
+    if (setup.targets.energy_head >= 0) c.push_back(s + "_energy_mae_mev_atom");
+    if (forces) c.push_back(s + "_force_mae_mev_a");
+  }
   for (const char* t : {"graphs_per_s", "steps", "grad_norm", "load_s", "fetch_s", "graph_s",
                         "forward_s", "forces_s", "backward_s", "sync_s", "optimizer_s", "eval_s",
                         "checkpoint_s", "epoch_s", "elapsed_s", "peak_rss_mb"})
@@ -106,12 +112,13 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
   return c;
 }
 
-ErrorMetrics baseline_metrics(const TrainData& data, int split, double mean_epa, bool forces) {
+ErrorMetrics baseline_metrics(const TrainData& data, int split, const BaselineEnergy& energy,
+                              bool forces) {
   MetricsAccumulator acc;
   data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
       const int64_t n = b.n_atoms[size_t(id)];
-      const double pred = mean_epa * double(n);
+      const double pred = energy(b, size_t(id));
       acc.add_energies(&pred, &b.energy[size_t(id)], &n, 1);
       if (forces && !b.forces.empty()) {
         const std::vector<double> zero(size_t(3 * n), 0.0);

@@ -1,11 +1,12 @@
 // The errors of one split in physical units, summed over batches and ranks: the whole-split loss,
 // energy and force MAE / RMSE (model/metrics.h) and each column head's MAE / RMSE; the columns of
-// metrics.csv; the trivial baseline (mean energy per atom, zero forces).
+// metrics.csv; model-free baselines (energies from per-element references, zero forces).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 namespace ddgnn {
 
 class TrainData;
+struct GraphBlock;
 
 struct SplitMetrics {
   MetricsAccumulator ef;
@@ -45,9 +47,10 @@ struct SplitMetrics {
 // force / column errors, then throughput and the time of each phase.
 std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces);
 
-// The trivial baseline of a split: the training set's mean energy per atom times n_atoms and
-// zero forces, over every rank's share (collective over the data's ranks).
-ErrorMetrics baseline_metrics(const TrainData& data, int split, double mean_energy_per_atom,
+// A model-free baseline of a split: energy(block, graph) for each graph's energy and zero forces,
+// over every rank's share (collective over the data's ranks).
+using BaselineEnergy = std::function<double(const GraphBlock& block, size_t graph)>;
+ErrorMetrics baseline_metrics(const TrainData& data, int split, const BaselineEnergy& energy,
                               bool forces);
 
 }  // namespace ddgnn

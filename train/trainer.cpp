@@ -170,12 +170,18 @@ nlohmann::json Trainer::run_impl() {
                m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
   }
   log_start(threads, resume_path);
-  if (!m_s.resume) report_baseline(m_loader->data(), m_forces, m_log);
+  const nlohmann::json baseline =
+      report_baseline(m_loader->data(), m_setup, m_forces, m_log, !m_s.resume);
+  m_log.line(std::string("each epoch: learning rate, loss, energy and force MAE of ") +
+             (m_s.print_test_every_epoch ? "train/validate/test" : "train/validate") +
+             (m_s.print_test_every_epoch ? "" : " (the test split at the end)") +
+             "; metrics.csv has every split");
 
   int64_t epoch = m_start_epoch;
   for (; epoch <= m_s.num_epoch; ++epoch) {
     const auto t_epoch = Clock::now();
     nlohmann::json row = {{"epoch", epoch}, {"lr", get_lr(*m_opt)}};
+    row.update(baseline);
     SplitMetrics train_m(m_setup.targets.heads.size());
     train_epoch(epoch, row, train_m);
     const auto t_eval = Clock::now();
@@ -390,7 +396,8 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   row["peak_rss_mb"] = peak_rss_mb();
   m_log.metrics_row(row);
   m_log.event("epoch", row);
-  m_log.line(epoch_line(row, m_s.num_epoch, m_setup.targets.energy_head >= 0, m_forces, improved));
+  m_log.line(epoch_line(row, m_s.num_epoch, m_setup.targets.energy_head >= 0, m_forces, improved,
+                        m_s.print_test_every_epoch));
   if (reduced) {
     m_log.event("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
     m_log.line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
