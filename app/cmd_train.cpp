@@ -62,6 +62,10 @@ Command add_evaluate_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", o->out, "output folder (default: <run>/eval_<split>)")->type_name("DIR");
   sub->add_option("--batch-size", o->batch_size, "graphs per batch (default: the run's)");
+  sub->add_option("--threads", o->threads,
+                  "intra-op threads (default: the run's Runtime.intra_op_threads; 0 there: the "
+                  "cores available)")
+      ->check(CLI::NonNegativeNumber);
   auto run = [o]() -> int {
     if (o->checkpoint.empty() == o->run_dir.empty())
       throw ConfigError("ddgnn evaluate: give exactly one of --checkpoint FILE and --run DIR",

@@ -40,6 +40,45 @@ ErrorMetrics MetricsAccumulator::result() const {
   return m;
 }
 
+void ElementForceAccumulator::add(const double* force_pred, const double* force_ref,
+                                  const uint8_t* z, int64_t n_atoms) {
+  for (int64_t a = 0; a < n_atoms; ++a) {
+    long double abs = 0, sq = 0;
+    for (int c = 0; c < 3; ++c) {
+      const long double d = force_pred[3 * a + c] - force_ref[3 * a + c];
+      abs += std::fabs(d);
+      sq += d * d;
+    }
+    for (size_t zi : {size_t(0), size_t(z[a])}) {  // all elements, then this atom's
+      long double* s = &m_sums[kPerZ * zi];
+      s[0] += abs;
+      s[1] += sq;
+      s[2] += std::sqrt(sq);
+      s[3] += 1;
+    }
+  }
+}
+
+ForceErrors ElementForceAccumulator::result(int z) const {
+  const long double* s = &m_sums[size_t(kPerZ * z)];
+  ForceErrors e;
+  e.z = z;
+  e.atoms = int64_t(s[3]);
+  if (e.atoms == 0) return e;
+  e.mae_mev_per_a = double(1e3L * s[0] / (3 * s[3]));
+  e.rmse_mev_per_a = double(1e3L * std::sqrt(s[1] / (3 * s[3])));
+  e.vector_mae_mev_per_a = double(1e3L * s[2] / s[3]);
+  e.vector_rmse_mev_per_a = double(1e3L * std::sqrt(s[1] / s[3]));
+  return e;
+}
+
+std::vector<ForceErrors> ElementForceAccumulator::by_element() const {
+  std::vector<ForceErrors> out;
+  for (int z = 1; size_t(kPerZ * z) < m_sums.size(); ++z)
+    if (m_sums[size_t(kPerZ * z + 3)] > 0) out.push_back(result(z));
+  return out;
+}
+
 std::array<long double, MetricsAccumulator::kSums> MetricsAccumulator::sums() const {
   return {m_e_abs, m_e_sq, m_f_abs, m_f_sq, (long double)m_graphs, (long double)m_components};
 }

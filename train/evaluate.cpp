@@ -5,12 +5,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -57,7 +57,12 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const std::string ckpt = find_checkpoint(o);
   const nlohmann::json record = read_checkpoint_record(ckpt);
   const ModelSetup setup = model_setup_from_json(record.at("model"));
-  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = o.threads;
+  if (threads <= 0) {
+    const nlohmann::json& config = record.at("config");
+    threads = int(config.value("/Runtime/intra_op_threads"_json_pointer, int64_t(0)));
+  }
+  if (threads <= 0) threads = cores_available();
   at::set_num_threads(threads);
   set_blas_threads(threads);
   Gnn gnn(setup.spec);
@@ -83,6 +88,24 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   Dataset ds(data);
   const GraphBlock block = ds.read(0, ds.n_graphs());
   std::vector<int64_t> ids;
+  // Each graph's split in the run: the run's own file split by (perc_train, seed); with explicit
+  // files, the file's role; a file the run did not see: "other".
+  std::vector<const char*> label(size_t(ds.n_graphs()), "other");
+  const auto same_file = [](const std::string& a, const std::string& b) {
+    return !a.empty() && !b.empty() && fs::exists(b) &&
+           fs::weakly_canonical(a) == fs::weakly_canonical(b);
+  };
+  if (!explicit_files && same_file(data, split.value("single", std::string())) &&
+      split.value("n_graphs", int64_t(-1)) == ds.n_graphs()) {
+    const Split sp = split_graphs(ds.n_graphs(), split.at("perc_train"), split.at("seed"));
+    for (int64_t i : sp.train) label[size_t(i)] = "train";
+    for (int64_t i : sp.validate) label[size_t(i)] = "validate";
+    for (int64_t i : sp.test) label[size_t(i)] = "test";
+  } else if (explicit_files) {
+    for (const char* part : {"train", "validate", "test"})
+      if (same_file(data, split.value(part, std::string())))
+        std::fill(label.begin(), label.end(), part);
+  }
   if (split_name == "all" || explicit_files || !o.data.empty()) {
     if (!o.data.empty() && split_name != "all" && !explicit_files &&
         fs::weakly_canonical(o.data) != fs::weakly_canonical(split.value("single", std::string())))
@@ -115,6 +138,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
 
   const bool has_forces = !block.forces.empty();
   MetricsAccumulator acc;
+  ElementForceAccumulator by_z;
   std::ostringstream xyz, ecsv, fcsv;
   ecsv << "graph,split,n_atoms,energy_ref_ev,energy_pred_ev\n";
   fcsv << "graph,atom,z,fx_ref,fy_ref,fz_ref,fx_pred,fy_pred,fz_pred\n";
@@ -146,11 +170,13 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       n_atoms_total += n;
       if (!e_pred.empty()) {
         acc.add_energies(&e_pred[g], &block.energy[id], &n, 1);
-        ecsv << gid << "," << split_name << "," << n << "," << num(block.energy[id]) << ","
+        ecsv << gid << "," << label[id] << "," << n << "," << num(block.energy[id]) << ","
              << num(e_pred[g]) << "\n";
       }
-      if (!f_pred.empty() && has_forces)
+      if (!f_pred.empty() && has_forces) {
         acc.add_forces(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], n);
+        by_z.add(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], &block.z[size_t(a0)], n);
+      }
       // extxyz frame
       const double* cell = &block.cell[9 * id];
       bool has_cell = false;
@@ -168,9 +194,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
           xyz << ":pred_" << setup.targets.heads[k].name << ":R:" << setup.targets.heads[k].dim;
       xyz << " energy=" << num(block.energy[id]);
       if (!e_pred.empty()) xyz << " pred_energy=" << num(e_pred[g]);
-      xyz << " graph=" << gid << " pbc=\"" << (block.pbc[3 * id] ? "T" : "F") << " "
-          << (block.pbc[3 * id + 1] ? "T" : "F") << " " << (block.pbc[3 * id + 2] ? "T" : "F")
-          << "\"\n";
+      xyz << " graph=" << gid << " split=" << label[id] << " pbc=\""
+          << (block.pbc[3 * id] ? "T" : "F") << " " << (block.pbc[3 * id + 1] ? "T" : "F") << " "
+          << (block.pbc[3 * id + 2] ? "T" : "F") << "\"\n";
       for (int64_t a = 0; a < n; ++a, ++atom) {
         const size_t ga = size_t(a0 + a);
         xyz << element_symbol(block.z[ga]);
@@ -202,25 +228,47 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (m.n_graphs > 0)
     errors["energy"] = {{"mae_mev_atom", m.energy_mae_mev_per_atom},
                         {"rmse_mev_atom", m.energy_rmse_mev_per_atom}};
-  if (m.n_force_components > 0)
-    errors["forces"] = {{"mae_mev_a", m.force_mae_mev_per_a},
-                        {"rmse_mev_a", m.force_rmse_mev_per_a}};
+  const auto force_json = [](const ForceErrors& f) {
+    return nlohmann::json{{"atoms", f.atoms},
+                          {"mae_mev_a", f.mae_mev_per_a},
+                          {"rmse_mev_a", f.rmse_mev_per_a},
+                          {"vector_mae_mev_a", f.vector_mae_mev_per_a},
+                          {"vector_rmse_mev_a", f.vector_rmse_mev_per_a}};
+  };
+  if (m.n_force_components > 0) {
+    errors["forces"] = force_json(by_z.all());
+    for (const ForceErrors& f : by_z.by_element()) {
+      nlohmann::json e = force_json(f);
+      e["element"] = element_symbol(uint8_t(f.z));
+      e["z"] = f.z;
+      errors["forces_by_element"].push_back(e);
+    }
+  }
   fs::create_directories(out);
   write_file_atomic(out + "/predictions.extxyz", xyz.str());
   write_file_atomic(out + "/energies.csv", ecsv.str());
   if (has_forces) write_file_atomic(out + "/forces.csv", fcsv.str());
   write_file_atomic(out + "/errors.json", errors.dump(2) + "\n");
 
-  std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld)\n", split_name.c_str(),
-              ids.size(), (long long)n_atoms_total, ckpt.c_str(),
-              (long long)record.value("epoch", int64_t(0)));
+  std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld); %d thread(s)\n",
+              split_name.c_str(), ids.size(), (long long)n_atoms_total, ckpt.c_str(),
+              (long long)record.value("epoch", int64_t(0)), threads);
   std::printf("%-8s %14s %14s\n", "", "MAE", "RMSE");
   if (m.n_graphs > 0)
     std::printf("%-8s %9.4g meV/atom %9.4g meV/atom\n", "energy", m.energy_mae_mev_per_atom,
                 m.energy_rmse_mev_per_atom);
-  if (m.n_force_components > 0)
-    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å\n", "forces", m.force_mae_mev_per_a,
-                m.force_rmse_mev_per_a);
+  if (m.n_force_components > 0) {
+    const ForceErrors all = by_z.all();
+    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å       (components)\n", "forces", all.mae_mev_per_a,
+                all.rmse_mev_per_a);
+    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å       (|F_pred - F_ref| per atom)\n", "|dF|",
+                all.vector_mae_mev_per_a, all.vector_rmse_mev_per_a);
+    std::printf("forces by element: %8s %12s %12s %12s\n", "atoms", "MAE meV/Å", "RMSE meV/Å",
+                "|dF| MAE");
+    for (const ForceErrors& f : by_z.by_element())
+      std::printf("  %-16s %8lld %12.4g %12.4g %12.4g\n", element_symbol(uint8_t(f.z)).c_str(),
+                  (long long)f.atoms, f.mae_mev_per_a, f.rmse_mev_per_a, f.vector_mae_mev_per_a);
+  }
   std::printf("wrote %s/{predictions.extxyz,energies.csv,%serrors.json}\n", out.c_str(),
               has_forces ? "forces.csv," : "");
   std::printf("parity plot: python3 jobs/parity_plot.py %s\n", out.c_str());

@@ -15,10 +15,14 @@ struct EvaluateOptions {
   std::string split = "test";  // test | validate | train | all (all graphs of `data`)
   std::string out;             // output folder (default <run_dir>/eval_<split>)
   int64_t batch_size = 0;      // 0: the run's eval batch size
+  int threads = 0;             // 0: the run's Runtime.intra_op_threads (its 0: the cores available)
 };
 
 // Writes predictions.extxyz, energies.csv, forces.csv and errors.json into the output folder and
-// returns the error table as JSON.
+// returns the error table as JSON: energy and force MAE / RMSE, force errors as vectors (|dF| per
+// atom) and per element. Each energies.csv row and extxyz frame names its graph's split in the
+// run (train, validate, test; "other" for a file the run did not train on); forces.csv rows join
+// them by graph.
 nlohmann::json evaluate(const EvaluateOptions& options);
 
 }  // namespace ddgnn

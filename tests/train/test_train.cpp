@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
@@ -103,6 +104,33 @@ TEST(Train, RunDirectoryThenEvaluate) {
   EXPECT_GT(errors.at("forces").at("mae_mev_a").get<double>(), 0.0);
   EXPECT_EQ(lines(read_text(out + "/energies.csv")).size(), 9u);
   EXPECT_EQ(lines(read_text(out + "/forces.csv")).size(), 1u + 8u * 6u);
+  EXPECT_NE(ev.out.find("; 1 thread(s)"), std::string::npos) << ev.out;  // Runtime.intra_op_threads
+  // Force errors per element (6 atoms a frame: 2 Ne, 4 Ar) and as vectors: |dF| >= each
+  // component's |dF_c|, so the vector MAE is at least the component MAE.
+  const auto& fe = errors.at("forces");
+  EXPECT_GE(fe.at("vector_mae_mev_a").get<double>(), fe.at("mae_mev_a").get<double>());
+  const auto& by_z = errors.at("forces_by_element");
+  ASSERT_EQ(by_z.size(), 2u);
+  EXPECT_EQ(by_z[0].at("element"), "Ne");
+  EXPECT_EQ(by_z[0].at("atoms"), 16);
+  EXPECT_EQ(by_z[1].at("element"), "Ar");
+  EXPECT_EQ(by_z[1].at("atoms"), 32);
+  const double weighted =
+      (16 * by_z[0].at("mae_mev_a").get<double>() + 32 * by_z[1].at("mae_mev_a").get<double>()) /
+      48;
+  EXPECT_NEAR(weighted, fe.at("mae_mev_a").get<double>(), 1e-9 * weighted);
+  // --split all keeps each graph's split: 24 train, 8 validate, 8 test rows; --threads wins.
+  const Result all = run("evaluate --run " + run_dir + " --split all --threads 2");
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("; 2 thread(s)"), std::string::npos) << all.out;
+  std::map<std::string, int> rows;
+  for (const auto& l : lines(read_text(run_dir + "/eval_all/energies.csv")))
+    ++rows[l.substr(l.find(',') + 1, l.find(',', l.find(',') + 1) - l.find(',') - 1)];
+  EXPECT_EQ(rows["train"], 24);
+  EXPECT_EQ(rows["validate"], 8);
+  EXPECT_EQ(rows["test"], 8);
+  const std::string xyz = read_text(run_dir + "/eval_all/predictions.extxyz");
+  EXPECT_NE(xyz.find(" split=validate "), std::string::npos);
   // The predictions file is valid extxyz: ddgnn converts it, with pred_forces as a column.
   const Result conv = run("convert " + out + "/predictions.extxyz " + dir.file("pred.h5") +
                           " --extra-columns pred_forces");
