@@ -176,6 +176,8 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   }
   for (int64_t a = 0; a < n_atoms; ++a) zp[a] = z[a];
   b.pos = at::from_blob(const_cast<double*>(pos), {n_atoms, 3}, f64).to(dtype, false, true);
+  b.cut_atoms = edges.cut_atoms;
+  b.most_neighbours = edges.most_neighbours;
   b.edge_index = edge_index_tensor(edges);
   b.edge_shift = edge_shift_tensor(edges, dtype);
   b.receivers = std::make_shared<SegmentIndex>(make_segment_index(b.edge_index[1], n_atoms));

@@ -32,6 +32,9 @@ struct GraphBatch {
   // Targets (undefined when absent).
   at::Tensor energy;  // [n_graphs] eV
   at::Tensor forces;  // [n_atoms, 3] eV/Å
+  // Atoms whose neighbour list max_neighbours cut, and the most neighbours an atom had within the
+  // radius (model/radius_graph.h).
+  int64_t cut_atoms = 0, most_neighbours = 0;
 
   int64_t n_atoms() const { return z.size(0); }
   int64_t n_edges() const { return edge_index.size(1); }

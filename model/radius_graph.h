@@ -32,6 +32,8 @@ struct Edges {
   std::vector<double> shift;             // [n_edges, 3] Å, Cartesian: r_ij = pos[j]-pos[i]+shift
   std::vector<int32_t> image;            // [n_edges, 3] integer cell offsets of j (0 if no pbc)
   std::vector<int64_t> edges_per_graph;  // [n_graphs] (batched builds; {n_edges} for one graph)
+  int64_t cut_atoms = 0;  // centers with more than max_neighbours neighbours within the radius
+  int64_t most_neighbours = 0;  // the largest number of neighbours within the radius of a center
 
   int64_t size() const { return static_cast<int64_t>(src.size()); }
 };

@@ -88,6 +88,31 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   return columns;
 }
 
+bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
+                           std::initializer_list<const SplitMetrics*> splits, RunLog& log) {
+  int64_t atoms = 0, cut = 0, most = 0;
+  for (const SplitMetrics* m : splits) {
+    atoms += m->atoms;
+    cut += m->cut_atoms;
+    most = std::max(most, m->most_neighbours);
+  }
+  if (cut == 0) return false;
+  log.event("max_neighbours_cut", {{"epoch", epoch},
+                                   {"max_neighbours", graph.max_neighbours},
+                                   {"radius", graph.radius},
+                                   {"atoms_cut", cut},
+                                   {"atoms", atoms},
+                                   {"most_neighbours", most}});
+  log.warn("NeuralNetwork.Architecture.max_neighbours = " + std::to_string(graph.max_neighbours) +
+           " cut the neighbour lists of " + std::to_string(cut) + " of " + std::to_string(atoms) +
+           " atoms in epoch " + std::to_string(epoch) + " (train, validate and test; up to " +
+           std::to_string(most) + " neighbours within " + fmt("%g", graph.radius) +
+           " Å): the energy jumps where a neighbour enters or leaves the nearest " +
+           std::to_string(graph.max_neighbours) + "; raise max_neighbours to " +
+           std::to_string(most) + " or more, or lower the radius");
+  return true;
+}
+
 std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std::string& run_dir) {
   if (best.is_null()) return "";
   std::string line = "best epoch " + std::to_string(best_epoch) + ": test";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "train/loader.h"
 #include "train/model_setup.h"
 #include "train/run_log.h"
+#include "train/split_metrics.h"
 
 namespace ddgnn {
 
@@ -32,6 +34,10 @@ std::string start_line(const TrainSettings& settings, const Loader& loader, int6
 // baseline).
 nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,
                                RunLog& log, bool report);
+// When max_neighbours cut any atom's neighbour list in the epoch's splits (reduced metrics), one
+// warning with the counts and a "max_neighbours_cut" event; returns whether it warned.
+bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
+                           std::initializer_list<const SplitMetrics*> splits, RunLog& log);
 // "best epoch 12: test energy MAE 0.03 meV/atom, force MAE 2.8 meV/Å (<run_dir>/metrics.csv)",
 // or "" before any epoch.
 std::string best_line(const nlohmann::json& best_row, int64_t best_epoch,

@@ -194,6 +194,12 @@ void RunLog::line(const std::string& text) {
   spdlog::info("{}", text);
 }
 
+void RunLog::warn(const std::string& text) {
+  if (!m_root && !m_all_ranks) return;
+  if (m_progress) m_progress->clear();
+  spdlog::warn("{}", text);
+}
+
 void RunLog::event(const std::string& name, const nlohmann::json& fields) {
   if (m_events) m_events->write(name, fields);
 }

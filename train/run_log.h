@@ -104,6 +104,7 @@ class RunLog {
   // One info line of the log on rank 0, or on every rank with Output.log_all_ranks (the progress
   // line cleared), also before open().
   void line(const std::string& text);
+  void warn(const std::string& text);  // as line(), at warning level
   void event(const std::string& name, const nlohmann::json& fields);
   void metrics_row(const nlohmann::json& row);
   ChromeTrace* trace() { return m_trace && m_trace->recording() ? m_trace.get() : nullptr; }

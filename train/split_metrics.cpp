@@ -16,6 +16,9 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
   const GraphBatch& batch = b.batch;
   loss_sum += loss * double(loss_graphs_all >= 0 ? loss_graphs_all : batch.n_graphs);
   loss_graphs += batch.n_graphs;
+  atoms += batch.n_atoms();
+  cut_atoms += batch.cut_atoms;
+  most_neighbours = std::max(most_neighbours, batch.most_neighbours);
   if (p.energy.defined()) {
     const std::vector<double> pred = energies_ev(p.energy, b, setup.norm);
     const std::vector<double> ref = energies_ev(batch.energy, b, setup.norm);
@@ -50,7 +53,10 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   v.insert(v.end(), col_abs.begin(), col_abs.end());
   v.insert(v.end(), col_sq.begin(), col_sq.end());
   for (int64_t n : col_n) v.push_back((long double)n);
+  v.push_back((long double)atoms);
+  v.push_back((long double)cut_atoms);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_LONG_DOUBLE, MPI_SUM, comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most_neighbours, 1, MPI_INT64_T, MPI_MAX, comm));
   std::array<long double, MetricsAccumulator::kSums> e;
   std::copy(v.begin(), v.begin() + e.size(), e.begin());
   ef.set_sums(e);
@@ -60,6 +66,8 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   for (auto& x : col_abs) x = v[k++];
   for (auto& x : col_sq) x = v[k++];
   for (auto& x : col_n) x = int64_t(v[k++]);
+  atoms = int64_t(v[k++]);
+  cut_atoms = int64_t(v[k++]);
 }
 
 void SplitMetrics::put(nlohmann::json& row, const std::string& split,

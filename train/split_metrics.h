@@ -26,6 +26,8 @@ struct SplitMetrics {
   std::vector<int64_t> col_n;
   double loss_sum = 0.0;
   int64_t loss_graphs = 0;
+  // Atoms seen, those whose neighbour list max_neighbours cut, the most neighbours of an atom.
+  int64_t atoms = 0, cut_atoms = 0, most_neighbours = 0;
 
   explicit SplitMetrics(size_t n_heads = 0)
       : col_abs(n_heads, 0), col_sq(n_heads, 0), col_n(n_heads, 0) {}

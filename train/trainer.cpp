@@ -105,6 +105,7 @@ class Trainer {
   std::unique_ptr<TrainStep> m_step_fn;
   RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
   bool m_forces = false;                    // the model predicts forces and the data has them
+  bool m_cut_reported = false;              // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;  // step, best epoch so far (epoch: set when a checkpoint is written)
   int64_t m_start_epoch = 1;
   nlohmann::json m_last_row;
@@ -194,6 +195,8 @@ nlohmann::json Trainer::run_impl() {
     row["eval_s"] = seconds(t_eval, Clock::now());
     row["validate_loss"] = val_m.loss();
     row["test_loss"] = test_m.loss();
+    if (!m_cut_reported)
+      m_cut_reported = report_cut_neighbours(m_s.graph, epoch, {&train_m, &val_m, &test_m}, m_log);
     train_m.put(row, "train", m_setup);
     val_m.put(row, "validate", m_setup);
     test_m.put(row, "test", m_setup);

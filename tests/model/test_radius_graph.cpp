@@ -334,6 +334,12 @@ TEST(RadiusGraph, MaxNeighboursKeepsTheNearestDeterministically) {
   for (int64_t i = 0; i < fcc.n(); ++i) {
     for (int k = 0; k < 4; ++k) EXPECT_EQ(tied_keys[4 * i + k], full_keys[12 * i + k]);
   }
+  // The cut is counted: every fcc atom has 12 neighbours within 3 Å, 4 kept.
+  EXPECT_EQ(tied.cut_atoms, fcc.n());
+  EXPECT_EQ(tied.most_neighbours, 12);
+  EXPECT_EQ(full.cut_atoms, 0);
+  EXPECT_EQ(full.most_neighbours, 12);
+  EXPECT_EQ(build(fcc, 3.0, 12).cut_atoms, 0);
 }
 
 TEST(RadiusGraph, BatchEqualsEachGraphAloneWithOffsets) {

@@ -307,6 +307,39 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   EXPECT_EQ(std::count(three.begin(), three.end(), '/'), 2) << all.out;
 }
 
+// max_neighbours below the neighbours within the radius: one warning with the counts (every atom
+// of the 40 frames of 6 seen once in the first epoch), and an event; none when nothing is cut.
+TEST(Train, MaxNeighboursThatCutsNeighbourListsIsReportedOnceWithCounts) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  c["NeuralNetwork"]["Architecture"]["max_neighbours"] = 2;
+  const std::string cfg = write_config(dir, "c.json", c);
+  const Result r = run("train -c " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string warning = "max_neighbours = 2 cut the neighbour lists of ";
+  const size_t at = r.out.find(warning);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(warning, at + 1), std::string::npos) << "warned twice\n" << r.out;
+  EXPECT_NE(r.out.find(" of 240 atoms in epoch 1"), std::string::npos) << r.out;
+  nlohmann::json cut;
+  for (const auto& l : lines(read_text(dir.file("r") + "/events.jsonl"))) {
+    const auto e = nlohmann::json::parse(l);
+    if (e.at("event") == "max_neighbours_cut") cut = e;
+  }
+  ASSERT_FALSE(cut.is_null());
+  EXPECT_EQ(cut.at("atoms"), 240);
+  EXPECT_GT(cut.at("atoms_cut").get<int>(), 0);
+  EXPECT_LE(cut.at("atoms_cut").get<int>(), 240);
+  EXPECT_GT(cut.at("most_neighbours").get<int>(), 2);
+  EXPECT_LE(cut.at("most_neighbours").get<int>(), 5);  // 6 atoms a frame, no periodic images
+  const Result none =
+      run("train -c " + cfg + " --overwrite --set NeuralNetwork.Architecture.max_neighbours=5");
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_EQ(none.out.find("cut the neighbour lists"), std::string::npos) << none.out;
+}
+
 TEST(Train, SameSeedGivesBitIdenticalMetricsAndProgressFollowsTheConfig) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
