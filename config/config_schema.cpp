@@ -396,6 +396,21 @@ std::vector<KeySpec> build_schema() {
           "\"data.h5\" (relative to the working directory), or {\"train\", \"validate\", "
           "\"test\"} files")
           .required());
+  add(key("Dataset.split_by", T::kEnum,
+          "how one Dataset.path file is split: frame (each frame alone), block (runs of "
+          "Dataset.split_block consecutive frames kept whole: MD trajectories, whose neighbouring "
+          "frames are correlated), group (the frames of one config_type kept whole: several "
+          "configurations of one molecule; `ddgnn convert --config-type-key mol_id` groups by "
+          "another info key)")
+          .def("frame")
+          .one_of({"frame", "block", "group"})
+          .ddgnn_only());
+  add(key("Dataset.split_block", T::kInt,
+          "frames per block with Dataset.split_by block (longer than the correlation time of "
+          "the trajectory)")
+          .def(100)
+          .ge(1)
+          .ddgnn_only());
   add(key("Dataset.format", T::kEnum, "format of Dataset.path")
           .def("ddgnn")
           .one_of({"ddgnn"})

@@ -143,6 +143,12 @@ TrainSettings train_settings(const Config& c) {
     s.data.test = path["test"];
   }
   s.dataset_name = c.get<std::string>("Dataset.name");
+  s.split_by = *find_split_by(c.get<std::string>("Dataset.split_by"));  // the schema checked it
+  s.split_block = c.get<int64_t>("Dataset.split_block");
+  if (s.split_by != SplitBy::kFrame && s.data.explicit_split())
+    throw ConfigError("Dataset.split_by " + to_string(s.split_by) +
+                          " splits one file, but Dataset.path names train, validate and test files",
+                      "remove Dataset.split_by, or give Dataset.path one file");
   if (c.get<std::string>("Dataset.format") != "ddgnn")  // the schema allows no other value
     throw ConfigError("Dataset.format: only \"ddgnn\" datasets are read",
                       "convert the data with `ddgnn convert in.extxyz... out.h5`");

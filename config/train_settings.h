@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "core/backend.h"
+#include "core/split_by.h"
 #include "model/spec.h"
 #include "tuner/cost_model.h"
 
@@ -51,6 +52,8 @@ struct TrainSettings {
   int64_t num_epoch = 1, batch_size = 1, eval_batch_size = 1;
   double perc_train = 0.7;
   uint64_t seed = 0;
+  SplitBy split_by = SplitBy::kFrame;  // Dataset.split_by (one Dataset.path file)
+  int64_t split_block = 100;           // Dataset.split_block
 
   OptimizerType optimizer = OptimizerType::kAdamW;
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;

@@ -168,6 +168,13 @@ const std::string& Dataset::sources() const {
   return m_impl->sources;
 }
 
+std::vector<int32_t> Dataset::graph_config_types() const {
+  const Impl& m = *m_impl;
+  std::vector<int32_t> out(size_t(m.n_graphs));
+  m.read_array(m.index("graphs/config_type"), 0, size_t(m.n_graphs), out.data(), true);
+  return out;
+}
+
 GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
   const Impl& m = *m_impl;
   if (first < 0 || count < 0 || first + count > m.n_graphs)

@@ -67,6 +67,9 @@ class Dataset {
   const std::vector<ColumnInfo>& extra_columns() const;
   const std::string& sources() const;  // JSON list of the input files and their frame counts
 
+  // Every graph's index into config_types() (4 bytes a graph; checksums verified).
+  std::vector<int32_t> graph_config_types() const;
+
   // Reads graphs [first, first + count). Throws DataError past the end or on a checksum mismatch.
   GraphBlock read(int64_t first, int64_t count, bool verify = true) const;
 

@@ -32,29 +32,76 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
   return p;
 }
 
-Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed) {
-  if (!(perc_train > 0.0 && perc_train < 1.0))
+Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<int32_t>& groups) {
+  if (!(o.perc_train > 0.0 && o.perc_train < 1.0))
     throw ConfigError(
-        "NeuralNetwork.Training.perc_train must be in (0, 1), got " + std::to_string(perc_train),
+        "NeuralNetwork.Training.perc_train must be in (0, 1), got " + std::to_string(o.perc_train),
         "e.g. 0.8 keeps 80% for training and splits the rest between validation "
         "and test");
-  const int64_t n_train = std::llround(perc_train * double(n_graphs));
+  if (o.by == SplitBy::kBlock && o.block < 1)
+    throw ConfigError("Dataset.split_block must be >= 1, got " + std::to_string(o.block),
+                      "give the frames per block, longer than the trajectory's correlation time");
+  if (o.by == SplitBy::kGroup && int64_t(groups.size()) != n_graphs)
+    throw DataError("split by group: " + std::to_string(groups.size()) + " group ids for " +
+                    std::to_string(n_graphs) + " graphs");
+  // The units: their graphs, in file order.
+  std::vector<std::vector<int64_t>> units;
+  if (o.by == SplitBy::kGroup) {
+    std::vector<int64_t> unit_of_group;
+    for (int64_t g = 0; g < n_graphs; ++g) {
+      const int32_t id = groups[size_t(g)];
+      if (id < 0)
+        throw DataError("split by group: graph " + std::to_string(g) + " has group " +
+                        std::to_string(id));
+      if (size_t(id) >= unit_of_group.size()) unit_of_group.resize(size_t(id) + 1, -1);
+      if (unit_of_group[size_t(id)] < 0) {
+        unit_of_group[size_t(id)] = int64_t(units.size());
+        units.emplace_back();
+      }
+      units[size_t(unit_of_group[size_t(id)])].push_back(g);
+    }
+  } else {
+    const int64_t size = o.by == SplitBy::kBlock ? o.block : 1;
+    for (int64_t first = 0; first < n_graphs; first += size) {
+      units.emplace_back();
+      for (int64_t g = first; g < std::min(n_graphs, first + size); ++g) units.back().push_back(g);
+    }
+  }
+  const int64_t n_train = std::llround(o.perc_train * double(n_graphs));
   const int64_t n_val = (n_graphs - n_train) / 2;
-  const int64_t n_test = n_graphs - n_train - n_val;
-  if (n_train < 1 || n_val < 1 || n_test < 1)
-    throw DataError("a dataset of " + std::to_string(n_graphs) + " graphs split with perc_train " +
-                        std::to_string(perc_train) + " leaves an empty part (train " +
-                        std::to_string(n_train) + ", validate " + std::to_string(n_val) +
-                        ", test " + std::to_string(n_test) + ")",
-                    "use more graphs, another perc_train, or explicit split files "
-                    "(Dataset.path {train, validate, test})");
-  const std::vector<int64_t> p = permutation(n_graphs, seed);
   Split s;
-  s.train.assign(p.begin(), p.begin() + n_train);
-  s.validate.assign(p.begin() + n_train, p.begin() + n_train + n_val);
-  s.test.assign(p.begin() + n_train + n_val, p.end());
+  s.n_units = int64_t(units.size());
+  for (int64_t u : permutation(s.n_units, o.seed)) {
+    const int part = int64_t(s.train.size()) < n_train    ? 0
+                     : int64_t(s.validate.size()) < n_val ? 1
+                                                          : 2;
+    std::vector<int64_t>& to = part == 0 ? s.train : part == 1 ? s.validate : s.test;
+    to.insert(to.end(), units[size_t(u)].begin(), units[size_t(u)].end());
+    ++s.units[size_t(part)];
+  }
+  if (s.train.empty() || s.validate.empty() || s.test.empty()) {
+    const std::string unit = o.by == SplitBy::kFrame   ? "graphs"
+                             : o.by == SplitBy::kBlock ? "blocks of " + std::to_string(o.block)
+                                                       : "groups";
+    throw DataError("a dataset of " + std::to_string(n_graphs) + " graphs (" +
+                        std::to_string(s.n_units) + " " + unit + ") split with perc_train " +
+                        std::to_string(o.perc_train) + " leaves an empty part (train " +
+                        std::to_string(s.train.size()) + ", validate " +
+                        std::to_string(s.validate.size()) + ", test " +
+                        std::to_string(s.test.size()) + " graphs)",
+                    o.by == SplitBy::kFrame
+                        ? "use more graphs, another perc_train, or explicit split files "
+                          "(Dataset.path {train, validate, test})"
+                        : "use more, smaller units (Dataset.split_block, or finer groups), another "
+                          "perc_train, or explicit split files (Dataset.path {train, validate, "
+                          "test})");
+  }
   for (auto* part : {&s.train, &s.validate, &s.test}) std::sort(part->begin(), part->end());
   return s;
+}
+
+Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed) {
+  return split_graphs(n_graphs, SplitOptions{perc_train, seed, SplitBy::kFrame, 1});
 }
 
 }  // namespace ddgnn

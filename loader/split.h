@@ -1,19 +1,38 @@
-// Train / validation / test split of a dataset's graphs: deterministic in (n_graphs, perc_train,
-// seed) on every platform (own Fisher–Yates on std::mt19937_64, not std::shuffle, whose
-// algorithm the standard leaves open). HydraGNN's rule: perc_train for training, the rest
-// halved between validation and test.
+// Train / validation / test split of a dataset's graphs: deterministic in (n_graphs, options) on
+// every platform (own Fisher–Yates on std::mt19937_64, not std::shuffle, whose algorithm the
+// standard leaves open). HydraGNN's rule: perc_train for training, the rest halved between
+// validation and test. By frame, each graph is a unit; by block, runs of `block` consecutive
+// graphs; by group, the graphs of one group id. Units are shuffled with the seed and dealt in
+// that order: to training until it holds round(perc_train * n_graphs) graphs or more, then to
+// validation until it holds half of the rest, then to test.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/split_by.h"
+
 namespace ddgnn {
 
 struct Split {
   std::vector<int64_t> train, validate, test;  // graph indices, each list sorted ascending
+  std::array<int64_t, 3> units{};              // units (frames, blocks, groups) in each part
+  int64_t n_units = 0;
 };
 
-// Throws ConfigError when perc_train is not in (0, 1) and DataError when a part would be empty.
+struct SplitOptions {
+  double perc_train = 0.7;
+  uint64_t seed = 0;
+  SplitBy by = SplitBy::kFrame;
+  int64_t block = 100;  // graphs per block (SplitBy::kBlock)
+};
+
+// `groups` [n_graphs]: each graph's group (SplitBy::kGroup only). Throws ConfigError when
+// perc_train is not in (0, 1) or block < 1, and DataError when a part would be empty (too few
+// units), naming the counts.
+Split split_graphs(int64_t n_graphs, const SplitOptions& options,
+                   const std::vector<int32_t>& groups = {});
+// By frame.
 Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed);
 
 // A seeded permutation of 0..n-1 (Fisher–Yates, unbiased bounded integers by rejection).

@@ -51,6 +51,20 @@ std::string find_checkpoint(const EvaluateOptions& o) {
   return all.back();
 }
 
+// The run's split of its one file, from the checkpoint record (runs before Dataset.split_by
+// split by frame).
+Split run_split(const Dataset& ds, const nlohmann::json& split) {
+  SplitOptions o;
+  o.perc_train = split.at("perc_train");
+  o.seed = split.at("seed");
+  const std::string by = split.value("split_by", std::string("frame"));
+  if (!find_split_by(by)) throw DataError("checkpoint record: unknown split_by '" + by + "'");
+  o.by = *find_split_by(by);
+  o.block = split.value("split_block", int64_t(1));
+  return split_graphs(ds.n_graphs(), o,
+                      o.by == SplitBy::kGroup ? ds.graph_config_types() : std::vector<int32_t>{});
+}
+
 }  // namespace
 
 nlohmann::json evaluate(const EvaluateOptions& o) {
@@ -97,7 +111,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   };
   if (!explicit_files && same_file(data, split.value("single", std::string())) &&
       split.value("n_graphs", int64_t(-1)) == ds.n_graphs()) {
-    const Split sp = split_graphs(ds.n_graphs(), split.at("perc_train"), split.at("seed"));
+    const Split sp = run_split(ds, split);
     for (int64_t i : sp.train) label[size_t(i)] = "train";
     for (int64_t i : sp.validate) label[size_t(i)] = "validate";
     for (int64_t i : sp.test) label[size_t(i)] = "test";
@@ -121,7 +135,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
                           " graphs but the run split " +
                           std::to_string(split.value("n_graphs", int64_t(-1))),
                       "the file changed since training; pass --split all to evaluate all of it");
-    const Split sp = split_graphs(ds.n_graphs(), split.at("perc_train"), split.at("seed"));
+    const Split sp = run_split(ds, split);
     ids = split_name == "test" ? sp.test : split_name == "validate" ? sp.validate : sp.train;
   }
   int64_t batch_size = o.batch_size;

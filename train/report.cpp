@@ -8,6 +8,22 @@
 
 namespace ddgnn {
 
+namespace {
+
+// ", split by block of 50 frames: 32/4/4 blocks" (nothing for three files or by frame).
+std::string split_text(const TrainData& data) {
+  const TrainData::SplitReport& r = data.split_report();
+  if (r.n_units == 0 || r.by == SplitBy::kFrame) return "";
+  const std::string unit = r.by == SplitBy::kBlock ? "blocks" : "groups";
+  return std::string(", split by ") +
+         (r.by == SplitBy::kBlock ? "blocks of " + std::to_string(r.block) + " frames"
+                                  : "group (config_type)") +
+         ": " + std::to_string(r.units[0]) + "/" + std::to_string(r.units[1]) + "/" +
+         std::to_string(r.units[2]) + " " + unit;
+}
+
+}  // namespace
+
 nlohmann::json start_event(const Config& config, const TrainSettings& s, const Loader& loader,
                            const ModelSetup& setup, int64_t n_params, int threads) {
   const TrainData& data = loader.data();
@@ -20,6 +36,11 @@ nlohmann::json start_event(const Config& config, const TrainSettings& s, const L
            {{"train", data.size(kTrain)},
             {"validate", data.size(kValidate)},
             {"test", data.size(kTest)}}},
+          {"split",
+           {{"by", to_string(data.split_report().by)},
+            {"block", data.split_report().block},
+            {"units", data.split_report().units},
+            {"n_units", data.split_report().n_units}}},
           {"parameters", n_params},
           {"threads", threads},
           {"loader", loader.figures()},
@@ -36,7 +57,7 @@ std::string start_line(const TrainSettings& s, const Loader& loader, int64_t n_p
          (world > 1 ? " x " + std::to_string(world) + " ranks" : "") + "; " +
          std::to_string(data.size(kTrain)) + "/" + std::to_string(data.size(kValidate)) + "/" +
          std::to_string(data.size(kTest)) + " graphs train/validate/test of " + s.dataset_name +
-         " (" + data.dataset(kTrain).path() + "); run_dir " + s.run_dir;
+         " (" + data.dataset(kTrain).path() + ")" + split_text(data) + "; run_dir " + s.run_dir;
 }
 
 nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,

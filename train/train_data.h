@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +98,15 @@ class TrainData {
     int groups = 1, group_size = 1;
   };
   const LoadReport& load_report() const { return m_report; }
+  // How one file was split: units (frames, blocks or groups) in train / validate / test, and in
+  // all (units[k] = 0 with three files).
+  struct SplitReport {
+    SplitBy by = SplitBy::kFrame;
+    int64_t block = 0;
+    std::array<int64_t, 3> units{};
+    int64_t n_units = 0;
+  };
+  const SplitReport& split_report() const { return m_split; }
 
  private:
   struct File;
@@ -112,6 +122,7 @@ class TrainData {
   std::vector<std::unique_ptr<File>> m_files;  // one, or three (train, validate, test)
   std::vector<int64_t> m_ids[3];               // file ids of each split's positions
   LoadReport m_report;
+  SplitReport m_split;
 };
 
 }  // namespace ddgnn

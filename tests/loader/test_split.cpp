@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <set>
 
@@ -55,6 +56,78 @@ TEST(Split, BadFractionAndTooFewGraphs) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("leaves an empty part"), std::string::npos);
   }
+}
+
+// The part (0 train, 1 validate, 2 test) of every graph.
+std::vector<int> parts(const Split& s, int64_t n) {
+  std::vector<int> part(size_t(n), -1);
+  for (int k = 0; k < 3; ++k)
+    for (int64_t g : k == 0 ? s.train : k == 1 ? s.validate : s.test) {
+      EXPECT_EQ(part[size_t(g)], -1) << "graph " << g << " in two parts";
+      part[size_t(g)] = k;
+    }
+  for (int64_t g = 0; g < n; ++g) EXPECT_NE(part[size_t(g)], -1) << "graph " << g << " in none";
+  return part;
+}
+
+TEST(Split, ByFrameIsTheFrameSplitWithUnitCounts) {
+  const Split a = split_graphs(500, 0.8, 42);
+  const Split b = split_graphs(500, SplitOptions{0.8, 42, SplitBy::kFrame, 7});
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.validate, b.validate);
+  EXPECT_EQ(a.test, b.test);
+  EXPECT_EQ(b.units, (std::array<int64_t, 3>{400, 50, 50}));
+  EXPECT_EQ(b.n_units, 500);
+}
+
+TEST(Split, ByBlockKeepsEveryBlockWholeAndTheSizesNearTheRule) {
+  // 1003 frames in blocks of 50: 20 whole blocks and a last one of 3.
+  const int64_t n = 1003;
+  const Split s = split_graphs(n, SplitOptions{0.8, 3, SplitBy::kBlock, 50});
+  const std::vector<int> part = parts(s, n);
+  for (int64_t g = 0; g < n; ++g) EXPECT_EQ(part[size_t(g)], part[size_t(g / 50 * 50)]) << g;
+  EXPECT_EQ(s.n_units, 21);
+  EXPECT_EQ(s.units[0] + s.units[1] + s.units[2], 21);
+  // Training reaches round(0.8 n) = 802 with its last block; validation half of the rest.
+  EXPECT_GE(int64_t(s.train.size()), 802);
+  EXPECT_LT(int64_t(s.train.size()), 802 + 50);
+  EXPECT_GE(int64_t(s.validate.size()), (n - 802) / 2);
+  EXPECT_FALSE(s.test.empty());
+  // Deterministic, seed-dependent.
+  EXPECT_EQ(split_graphs(n, SplitOptions{0.8, 3, SplitBy::kBlock, 50}).test, s.test);
+  EXPECT_NE(split_graphs(n, SplitOptions{0.8, 4, SplitBy::kBlock, 50}).test, s.test);
+}
+
+TEST(Split, ByGroupKeepsEveryGroupInOnePart) {
+  // 600 graphs of 60 groups (ids interleaved, as frames of molecules written in any order).
+  const int64_t n = 600;
+  std::vector<int32_t> group(static_cast<size_t>(n));
+  for (int64_t g = 0; g < n; ++g) group[size_t(g)] = int32_t((g * 7) % 60);
+  const Split s = split_graphs(n, SplitOptions{0.8, 11, SplitBy::kGroup, 1}, group);
+  const std::vector<int> part = parts(s, n);
+  std::vector<int> part_of_group(60, -1);
+  for (int64_t g = 0; g < n; ++g) {
+    int& p = part_of_group[size_t(group[size_t(g)])];
+    if (p == -1) p = part[size_t(g)];
+    EXPECT_EQ(p, part[size_t(g)]) << "group " << group[size_t(g)] << " split";
+  }
+  EXPECT_EQ(s.n_units, 60);
+  EXPECT_EQ(s.units, (std::array<int64_t, 3>{48, 6, 6}));  // groups of 10 graphs each
+}
+
+TEST(Split, ByBlockOrGroupWithTooFewUnitsSaysSo) {
+  try {
+    split_graphs(100, SplitOptions{0.8, 1, SplitBy::kBlock, 50});  // 2 blocks for 3 parts
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("(2 blocks of 50)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.hint()).find("Dataset.split_block"), std::string::npos) << e.hint();
+  }
+  EXPECT_THROW(split_graphs(10, SplitOptions{0.8, 1, SplitBy::kGroup, 1},
+                            std::vector<int32_t>(10, 0)),  // one group
+               DataError);
+  EXPECT_THROW(split_graphs(10, SplitOptions{0.8, 1, SplitBy::kBlock, 0}), ConfigError);
+  EXPECT_THROW(split_graphs(10, SplitOptions{0.8, 1, SplitBy::kGroup, 1}, {1, 2}), DataError);
 }
 
 }  // namespace ddgnn

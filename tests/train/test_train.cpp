@@ -340,6 +340,37 @@ TEST(Train, MaxNeighboursThatCutsNeighbourListsIsReportedOnceWithCounts) {
   EXPECT_EQ(none.out.find("cut the neighbour lists"), std::string::npos) << none.out;
 }
 
+// Dataset.split_by block: 40 frames in blocks of 5 (8 blocks: 5 train, 2 validate, 1 test), each
+// block in one split, in the log and in evaluate's labels, which come from the checkpoint.
+TEST(Train, SplitByBlockKeepsBlocksWholeInTrainingAndEvaluation) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  c["Dataset"]["split_by"] = "block";
+  c["Dataset"]["split_block"] = 5;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("25/10/5 graphs train/validate/test"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("split by blocks of 5 frames: 5/2/1 blocks"), std::string::npos) << r.out;
+  const Result ev = run("evaluate --run " + dir.file("r") + " --split all");
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  std::vector<std::string> label(40);
+  for (const auto& l : lines(read_text(dir.file("r") + "/eval_all/energies.csv"))) {
+    if (l.rfind("graph,", 0) == 0) continue;
+    const size_t a = l.find(','), b = l.find(',', a + 1);
+    label[size_t(std::stoi(l.substr(0, a)))] = l.substr(a + 1, b - a - 1);
+  }
+  std::map<std::string, int> count;
+  for (size_t g = 0; g < label.size(); ++g) {
+    EXPECT_EQ(label[g], label[g / 5 * 5]) << "graph " << g;
+    ++count[label[g]];
+  }
+  EXPECT_EQ(count["train"], 25);
+  EXPECT_EQ(count["validate"], 10);
+  EXPECT_EQ(count["test"], 5);
+}
+
 TEST(Train, SameSeedGivesBitIdenticalMetricsAndProgressFollowsTheConfig) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
@@ -532,6 +563,25 @@ TEST(TrainBadInput, HeadTheDataLacks) {
   e["NeuralNetwork"]["Architecture"]["force_weight"] = 0.0;
   e["NeuralNetwork"]["Training"]["num_epoch"] = 1;
   EXPECT_EQ(run("train -c " + write_config(dir, "e.json", e)).code, 0);
+}
+
+TEST(TrainBadInput, SplitByThatCannotSplit) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});  // 40 frames, all of config_type ""
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  const std::string cfg = write_config(dir, "c.json", c);
+  // One group: no split keeps it whole and fills three parts.
+  expect_error(run("train -c " + cfg + " --set Dataset.split_by=group"), "(1 groups)");
+  expect_error(
+      run("train -c " + cfg + " --set Dataset.split_by=block --set Dataset.split_block=20"),
+      "(2 blocks of 20)");
+  expect_error(run("train -c " + cfg + " --set Dataset.split_by=blocks"), "Dataset.split_by");
+  // Three files are split already.
+  c["Dataset"]["path"] = {
+      {"train", dir.file("lj.h5")}, {"validate", dir.file("lj.h5")}, {"test", dir.file("lj.h5")}};
+  c["Dataset"]["split_by"] = "block";
+  expect_error(run("train -c " + write_config(dir, "d.json", c)),
+               "Dataset.split_by block splits one file");
 }
 
 TEST(TrainBadInput, RadiusNotPositive) {
