@@ -142,6 +142,13 @@ std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std:
         " energy MAE " + fmt("%.3g", best["test_energy_mae_mev_atom"].get<double>()) + " meV/atom";
   if (best.contains("test_force_mae_mev_a"))
     line += ", force MAE " + fmt("%.3g", best["test_force_mae_mev_a"].get<double>()) + " meV/Å";
+  if (best.contains("test_force_by_element")) {
+    line += " (per element: ";
+    for (const auto& [element, e] : best["test_force_by_element"].items())
+      line += element + " " + fmt("%.3g", e.at("mae_mev_a").get<double>()) + ", ";
+    line.resize(line.size() - 2);
+    line += ")";
+  }
   return line + " (" + run_dir + "/metrics.csv)";
 }
 

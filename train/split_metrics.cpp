@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "comm/mpi.h"
+#include "loader/elements.h"
 #include "train/train_data.h"
 
 namespace ddgnn {
@@ -29,6 +30,8 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
     const std::vector<double> pred = to_doubles(p.forces, setup.norm.scale);
     const std::vector<double> ref = to_doubles(batch.forces, setup.norm.scale);
     ef.add_forces(pred.data(), ref.data(), batch.n_atoms());
+    const at::Tensor z = batch.z.to(at::kByte).contiguous();
+    by_z.add(pred.data(), ref.data(), z.data_ptr<uint8_t>(), batch.n_atoms());
   }
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
     if (setup.targets.heads[k].source != TargetSource::kColumn) continue;
@@ -55,6 +58,8 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   for (int64_t n : col_n) v.push_back((long double)n);
   v.push_back((long double)atoms);
   v.push_back((long double)cut_atoms);
+  const std::vector<long double> z_sums = by_z.sums();
+  v.insert(v.end(), z_sums.begin(), z_sums.end());
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_LONG_DOUBLE, MPI_SUM, comm));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most_neighbours, 1, MPI_INT64_T, MPI_MAX, comm));
   std::array<long double, MetricsAccumulator::kSums> e;
@@ -68,6 +73,7 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   for (auto& x : col_n) x = int64_t(v[k++]);
   atoms = int64_t(v[k++]);
   cut_atoms = int64_t(v[k++]);
+  by_z.set_sums(std::vector<long double>(v.begin() + long(k), v.begin() + long(k + z_sums.size())));
 }
 
 void SplitMetrics::put(nlohmann::json& row, const std::string& split,
@@ -81,6 +87,9 @@ void SplitMetrics::put(nlohmann::json& row, const std::string& split,
     row[split + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
     row[split + "_force_rmse_mev_a"] = m.force_rmse_mev_per_a;
   }
+  for (const ForceErrors& f : by_z.by_element())
+    row[split + "_force_by_element"][element_symbol(f.z)] = {
+        {"atoms", f.atoms}, {"mae_mev_a", f.mae_mev_per_a}, {"rmse_mev_a", f.rmse_mev_per_a}};
   for (size_t k = 0; k < setup.targets.heads.size(); ++k)
     if (col_n[k] > 0) {
       row[split + "_" + setup.targets.heads[k].name + "_mae"] = double(col_abs[k] / col_n[k]);

@@ -22,6 +22,7 @@ struct GraphBlock;
 
 struct SplitMetrics {
   MetricsAccumulator ef;
+  ElementForceAccumulator by_z;  // force errors per element
   std::vector<long double> col_abs, col_sq;
   std::vector<int64_t> col_n;
   double loss_sum = 0.0;
@@ -41,7 +42,8 @@ struct SplitMetrics {
            int64_t loss_graphs_all = -1);
   // Adds up every rank's sums (collective over `comm`).
   void reduce(MPI_Comm comm);
-  // The metrics as `<split>_energy_mae_mev_atom` ... columns of `row` (only those measured).
+  // The metrics as `<split>_energy_mae_mev_atom` ... columns of `row` (only those measured), and
+  // `<split>_force_by_element` {"H": {"mae_mev_a", "rmse_mev_a", "atoms"}, ...} (events only).
   void put(nlohmann::json& row, const std::string& split, const ModelSetup& setup) const;
 };
 

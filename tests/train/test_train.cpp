@@ -300,6 +300,19 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   EXPECT_EQ(std::count(two.begin(), two.end(), '/'), 1) << r.out;
   EXPECT_NE(r.out.find("MAE of train/validate (the test split at the end)"), std::string::npos);
   EXPECT_NE(r.out.find("best epoch 1: test energy MAE"), std::string::npos) << r.out;
+  // The closing line has the test split's force MAE per element, as the epoch event has them.
+  EXPECT_NE(r.out.find(" meV/Å (per element: Ar "), std::string::npos) << r.out;
+  nlohmann::json epoch;
+  for (const auto& l : lines(read_text(dir.file("r") + "/events.jsonl"))) {
+    const auto e = nlohmann::json::parse(l);
+    if (e.at("event") == "epoch") epoch = e;
+  }
+  ASSERT_TRUE(epoch.contains("test_force_by_element")) << epoch.dump();
+  const auto& by_z = epoch["test_force_by_element"];
+  const double ar = by_z.at("Ar").at("mae_mev_a"), ne = by_z.at("Ne").at("mae_mev_a");
+  const double n_ar = by_z.at("Ar").at("atoms"), n_ne = by_z.at("Ne").at("atoms");
+  EXPECT_NEAR((n_ar * ar + n_ne * ne) / (n_ar + n_ne),
+              epoch.at("test_force_mae_mev_a").get<double>(), 1e-9 * ar);
   const Result all =
       run("train -c " + cfg + " --overwrite --set Output.print_test_every_epoch=true");
   ASSERT_EQ(all.code, 0) << all.out;
