@@ -55,6 +55,16 @@ inline std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
+// The last event named `name` in <run_dir>/events.jsonl (null when there is none).
+inline nlohmann::json last_event(const std::string& run_dir, const std::string& name) {
+  nlohmann::json found;
+  for (const auto& l : lines(read_text(run_dir + "/events.jsonl"))) {
+    nlohmann::json e = nlohmann::json::parse(l);
+    if (e.at("event") == name) found = std::move(e);
+  }
+  return found;
+}
+
 // A small SchNet interatomic potential on `data`, writing to `run_dir`.
 inline nlohmann::json small_config(const std::string& data, const std::string& run_dir) {
   return nlohmann::json::parse(R"({

@@ -259,11 +259,7 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   const std::string cfg = write_config(dir, "c.json", c);
   const Result r = run("train -c " + cfg);
   ASSERT_EQ(r.code, 0) << r.out;
-  nlohmann::json baseline;
-  for (const auto& l : lines(read_text(dir.file("r") + "/events.jsonl"))) {
-    const auto e = nlohmann::json::parse(l);
-    if (e.at("event") == "baseline") baseline = e;
-  }
+  const nlohmann::json baseline = testing::last_event(dir.file("r"), "baseline");
   ASSERT_FALSE(baseline.is_null());
   for (const char* split : {"train", "validate", "test"}) {
     const auto& b = baseline.at(split);
@@ -302,11 +298,7 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   EXPECT_NE(r.out.find("best epoch 1: test energy MAE"), std::string::npos) << r.out;
   // The closing line has the test split's force MAE per element, as the epoch event has them.
   EXPECT_NE(r.out.find(" meV/Å (per element: Ar "), std::string::npos) << r.out;
-  nlohmann::json epoch;
-  for (const auto& l : lines(read_text(dir.file("r") + "/events.jsonl"))) {
-    const auto e = nlohmann::json::parse(l);
-    if (e.at("event") == "epoch") epoch = e;
-  }
+  const nlohmann::json epoch = testing::last_event(dir.file("r"), "epoch");
   ASSERT_TRUE(epoch.contains("test_force_by_element")) << epoch.dump();
   const auto& by_z = epoch["test_force_by_element"];
   const double ar = by_z.at("Ar").at("mae_mev_a"), ne = by_z.at("Ne").at("mae_mev_a");
@@ -336,11 +328,7 @@ TEST(Train, MaxNeighboursThatCutsNeighbourListsIsReportedOnceWithCounts) {
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(warning, at + 1), std::string::npos) << "warned twice\n" << r.out;
   EXPECT_NE(r.out.find(" of 240 atoms in epoch 1"), std::string::npos) << r.out;
-  nlohmann::json cut;
-  for (const auto& l : lines(read_text(dir.file("r") + "/events.jsonl"))) {
-    const auto e = nlohmann::json::parse(l);
-    if (e.at("event") == "max_neighbours_cut") cut = e;
-  }
+  const nlohmann::json cut = testing::last_event(dir.file("r"), "max_neighbours_cut");
   ASSERT_FALSE(cut.is_null());
   EXPECT_EQ(cut.at("atoms"), 240);
   EXPECT_GT(cut.at("atoms_cut").get<int>(), 0);
