@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "loader/dataset.h"
 
 namespace ddgnn {
 
@@ -98,6 +99,12 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<in
   }
   for (auto* part : {&s.train, &s.validate, &s.test}) std::sort(part->begin(), part->end());
   return s;
+}
+
+Split split_dataset(const Dataset& dataset, const SplitOptions& options) {
+  return split_graphs(
+      dataset.n_graphs(), options,
+      options.by == SplitBy::kGroup ? dataset.graph_config_types() : std::vector<int32_t>{});
 }
 
 Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed) {

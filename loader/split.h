@@ -35,6 +35,10 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& options,
 // By frame.
 Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed);
 
+class Dataset;
+// The split of a dataset file, its group ids (config_type) read when splitting by group.
+Split split_dataset(const Dataset& dataset, const SplitOptions& options);
+
 // A seeded permutation of 0..n-1 (Fisher–Yates, unbiased bounded integers by rejection).
 std::vector<int64_t> permutation(int64_t n, uint64_t seed);
 

@@ -61,8 +61,7 @@ Split run_split(const Dataset& ds, const nlohmann::json& split) {
   if (!find_split_by(by)) throw DataError("checkpoint record: unknown split_by '" + by + "'");
   o.by = *find_split_by(by);
   o.block = split.value("split_block", int64_t(1));
-  return split_graphs(ds.n_graphs(), o,
-                      o.by == SplitBy::kGroup ? ds.graph_config_types() : std::vector<int32_t>{});
+  return split_dataset(ds, o);
 }
 
 }  // namespace
@@ -122,7 +121,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   }
   if (split_name == "all" || explicit_files || !o.data.empty()) {
     if (!o.data.empty() && split_name != "all" && !explicit_files &&
-        fs::weakly_canonical(o.data) != fs::weakly_canonical(split.value("single", std::string())))
+        !same_file(o.data, split.value("single", std::string())))
       throw ConfigError("evaluate: --split " + split_name +
                             " applies to the file the run was "
                             "split from (" +
@@ -187,10 +186,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
         ecsv << gid << "," << label[id] << "," << n << "," << num(block.energy[id]) << ","
              << num(e_pred[g]) << "\n";
       }
-      if (!f_pred.empty() && has_forces) {
-        acc.add_forces(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], n);
+      if (!f_pred.empty() && has_forces)
         by_z.add(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], &block.z[size_t(a0)], n);
-      }
       // extxyz frame
       const double* cell = &block.cell[9 * id];
       bool has_cell = false;
@@ -249,8 +246,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
                           {"vector_mae_mev_a", f.vector_mae_mev_per_a},
                           {"vector_rmse_mev_a", f.vector_rmse_mev_per_a}};
   };
-  if (m.n_force_components > 0) {
-    errors["forces"] = force_json(by_z.all());
+  const ForceErrors forces = by_z.all();
+  if (forces.atoms > 0) {
+    errors["forces"] = force_json(forces);
     for (const ForceErrors& f : by_z.by_element()) {
       nlohmann::json e = force_json(f);
       e["element"] = element_symbol(uint8_t(f.z));
@@ -271,12 +269,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (m.n_graphs > 0)
     std::printf("%-8s %9.4g meV/atom %9.4g meV/atom\n", "energy", m.energy_mae_mev_per_atom,
                 m.energy_rmse_mev_per_atom);
-  if (m.n_force_components > 0) {
-    const ForceErrors all = by_z.all();
-    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å       (components)\n", "forces", all.mae_mev_per_a,
-                all.rmse_mev_per_a);
+  if (forces.atoms > 0) {
+    std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å       (components)\n", "forces",
+                forces.mae_mev_per_a, forces.rmse_mev_per_a);
     std::printf("%-8s %9.4g meV/Å    %9.4g meV/Å       (|F_pred - F_ref| per atom)\n", "|dF|",
-                all.vector_mae_mev_per_a, all.vector_rmse_mev_per_a);
+                forces.vector_mae_mev_per_a, forces.vector_rmse_mev_per_a);
     std::printf("forces by element: %8s %12s %12s %12s\n", "atoms", "MAE meV/Å", "RMSE meV/Å",
                 "|dF| MAE");
     for (const ForceErrors& f : by_z.by_element())

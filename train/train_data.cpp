@@ -114,10 +114,8 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     }
   } else {
     File& file = *m_files[0];
-    const SplitOptions options{s.perc_train, s.seed, s.split_by, s.split_block};
-    Split split = split_graphs(file.dataset->n_graphs(), options,
-                               s.split_by == SplitBy::kGroup ? file.dataset->graph_config_types()
-                                                             : std::vector<int32_t>{});
+    Split split =
+        split_dataset(*file.dataset, SplitOptions{s.perc_train, s.seed, s.split_by, s.split_block});
     m_split = {s.split_by, s.split_block, split.units, split.n_units};
     m_ids[kTrain] = std::move(split.train);
     m_ids[kValidate] = std::move(split.validate);
