@@ -47,7 +47,7 @@ DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_
 DataParallel::~DataParallel() = default;
 
 void DataParallel::broadcast_parameters() {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (auto& p : m_params) {
     at::Tensor c = p.contiguous();
     MPI_CHECK(MPI_Bcast(c.data_ptr(), int(c.numel()), m_type, 0, m_comm));
@@ -70,7 +70,7 @@ void DataParallel::on_grad(size_t k, const at::Tensor& grad) {
   if (grad.defined()) {
     at::Tensor dst =
         at::from_blob(slot, m_params[k].sizes(), m_params[k].options().requires_grad(false));
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::mul_out(dst, grad, at::scalar_tensor(m_weight, grad.options()));
   } else {  // autograd's "no gradient" (a zero)
     std::memset(slot, 0, size_t(m_params[k].numel() * m_params[k].element_size()));
@@ -92,7 +92,7 @@ void DataParallel::finish_step() {
     }
   m_buckets->wait_all();
   m_in_step = false;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < m_params.size(); ++k) {
     const at::Tensor avg =
         at::from_blob(static_cast<uint8_t*>(m_buckets->data(m_bucket_of[k])) +
