@@ -1,6 +1,6 @@
 // The schema table of a run config: every key with its type, default, constraint, status and
-// description. The checks of a value against its entry, the "did you mean" suggestions and
-// the reference text are in config/schema_checks.cpp.
+// description. The entries' chaining setters, the checks of a value against its entry, the "did
+// you mean" suggestions and the reference text are in config/schema_checks.cpp.
 #include "config/config_schema.h"
 
 #include <map>
@@ -10,73 +10,6 @@
 #include "tuner/cost_model.h"
 
 namespace ddgnn {
-
-// ---- chaining setters ----
-
-KeySpec& KeySpec::def(nlohmann::json value) {
-  presence = Presence::kDefault;
-  default_value = std::move(value);
-  return *this;
-}
-KeySpec& KeySpec::derived_default(std::string note) {
-  presence = Presence::kDefault;
-  default_note = std::move(note);
-  return *this;
-}
-KeySpec& KeySpec::required() {
-  presence = Presence::kRequired;
-  return *this;
-}
-KeySpec& KeySpec::ge(double bound) {
-  min = bound;
-  min_open = false;
-  return *this;
-}
-KeySpec& KeySpec::gt(double bound) {
-  min = bound;
-  min_open = true;
-  return *this;
-}
-KeySpec& KeySpec::le(double bound) {
-  max = bound;
-  max_open = false;
-  return *this;
-}
-KeySpec& KeySpec::lt(double bound) {
-  max = bound;
-  max_open = true;
-  return *this;
-}
-KeySpec& KeySpec::one_of(std::vector<std::string> implemented) {
-  values = std::move(implemented);
-  return *this;
-}
-KeySpec& KeySpec::refuses(std::vector<std::string> hydragnn_values) {
-  unimplemented_values = std::move(hydragnn_values);
-  return *this;
-}
-KeySpec& KeySpec::with_hint(std::string text) {
-  hint = std::move(text);
-  return *this;
-}
-KeySpec& KeySpec::not_implemented(std::vector<nlohmann::json> inert_values) {
-  status = KeyStatus::kNotImplemented;
-  inert = std::move(inert_values);
-  return *this;
-}
-KeySpec& KeySpec::not_implemented_any_value() {
-  status = KeyStatus::kNotImplemented;
-  inert_any = true;
-  return *this;
-}
-KeySpec& KeySpec::ddgnn_only() {
-  status = KeyStatus::kDdgnnOnly;
-  return *this;
-}
-KeySpec& KeySpec::derived() {
-  status = KeyStatus::kDerived;
-  return *this;
-}
 
 namespace {
 
@@ -520,11 +453,14 @@ std::vector<KeySpec> build_schema() {
           .ddgnn_only());
 
   add(section("Runtime", "Device and threads.").ddgnn_only());
-  add(key("Runtime.device", T::kEnum,
-          "where the model runs (auto: cpu; cuda needs the GPU training path, which this build "
-          "lacks)")
+  add(key("Runtime.device", T::kString,
+          "where the model runs: auto (a GPU build with a GPU: cuda, else cpu), cpu, cuda (the "
+          "GPU of the rank's node-local rank, from the launcher), cuda:N")
           .def("auto")
-          .one_of({"auto", "cpu", "cuda"})
+          .ddgnn_only());
+  add(key("Runtime.allow_gpu_sharing", T::kBool,
+          "let several ranks of a node share a GPU (more ranks per node than GPUs)")
+          .def(false)
           .ddgnn_only());
   add(key("Runtime.intra_op_threads", T::kInt,
           "threads per rank (0 = auto: 1 per rank when ranks >= cores)")

@@ -1,5 +1,6 @@
-// The checks of one config value against its schema entry (config/config_schema.h), "did you
-// mean" suggestions for unknown keys and values, and the text of the key reference
+// The chaining setters of a schema entry, the checks of one config value against its schema entry
+// (config/config_schema.h), "did you mean" suggestions for unknown keys and values, and the text of
+// the key reference
 // (`ddgnn config --list-keys`).
 #include <algorithm>
 #include <cctype>
@@ -10,6 +11,73 @@
 #include "core/error.h"
 
 namespace ddgnn {
+
+// ---- chaining setters ----
+
+KeySpec& KeySpec::def(nlohmann::json value) {
+  presence = Presence::kDefault;
+  default_value = std::move(value);
+  return *this;
+}
+KeySpec& KeySpec::derived_default(std::string note) {
+  presence = Presence::kDefault;
+  default_note = std::move(note);
+  return *this;
+}
+KeySpec& KeySpec::required() {
+  presence = Presence::kRequired;
+  return *this;
+}
+KeySpec& KeySpec::ge(double bound) {
+  min = bound;
+  min_open = false;
+  return *this;
+}
+KeySpec& KeySpec::gt(double bound) {
+  min = bound;
+  min_open = true;
+  return *this;
+}
+KeySpec& KeySpec::le(double bound) {
+  max = bound;
+  max_open = false;
+  return *this;
+}
+KeySpec& KeySpec::lt(double bound) {
+  max = bound;
+  max_open = true;
+  return *this;
+}
+KeySpec& KeySpec::one_of(std::vector<std::string> implemented) {
+  values = std::move(implemented);
+  return *this;
+}
+KeySpec& KeySpec::refuses(std::vector<std::string> hydragnn_values) {
+  unimplemented_values = std::move(hydragnn_values);
+  return *this;
+}
+KeySpec& KeySpec::with_hint(std::string text) {
+  hint = std::move(text);
+  return *this;
+}
+KeySpec& KeySpec::not_implemented(std::vector<nlohmann::json> inert_values) {
+  status = KeyStatus::kNotImplemented;
+  inert = std::move(inert_values);
+  return *this;
+}
+KeySpec& KeySpec::not_implemented_any_value() {
+  status = KeyStatus::kNotImplemented;
+  inert_any = true;
+  return *this;
+}
+KeySpec& KeySpec::ddgnn_only() {
+  status = KeyStatus::kDdgnnOnly;
+  return *this;
+}
+KeySpec& KeySpec::derived() {
+  status = KeyStatus::kDerived;
+  return *this;
+}
 
 namespace {
 

@@ -20,6 +20,20 @@ T get_or(const Config& c, const std::string& key, T fallback) {
   return c.get<T>(key);
 }
 
+// "auto", "cpu", "cuda" or "cuda:N" (N >= 0).
+void parse_device(const std::string& v, TrainSettings& s) {
+  s.device = v == "auto" ? Device::kAuto : v == "cpu" ? Device::kCpu : Device::kCuda;
+  s.device_index = -1;
+  if (v == "auto" || v == "cpu" || v == "cuda") return;
+  const std::string digits = v.rfind("cuda:", 0) == 0 ? v.substr(5) : "";
+  if (digits.empty() || digits.size() > 4 ||
+      !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    throw ConfigError("Runtime.device: \"" + v + "\" is not a device",
+                      "use \"auto\", \"cpu\", \"cuda\" (each rank the GPU of its node-local rank) "
+                      "or \"cuda:N\"");
+  s.device_index = std::stoll(digits);
+}
+
 }  // namespace
 
 bool TrainSettings::needs_forces() const {
@@ -203,8 +217,8 @@ TrainSettings train_settings(const Config& c) {
   if (backend != "auto") s.backend = parse_backend(backend, "Loader.backend");
   if (s.backend == Backend::kNccl)
     throw ConfigError(
-        "Loader.backend: \"nccl\" needs GPU-resident partitions, which this build "
-        "does not train with (no CUDA training path yet)",
+        "Loader.backend: \"nccl\" (GPU-resident partitions exchanged with NCCL) is not "
+        "available in this version",
         "use \"shm\", \"rma\", \"collective\", \"replicated\" or \"file\"");
   s.width = c.get<int64_t>("Loader.width");
   s.memory_budget_gb = c.get<double>("Loader.memory_budget_gb");
@@ -218,20 +232,16 @@ TrainSettings train_settings(const Config& c) {
   s.tuner.models = c.get<std::string>("Tuner.models");
   s.tuner.method = parse_fit_method(c.get<std::string>("Tuner.models_fit"));
   s.bucket_mb = c.get<double>("Comm.bucket_mb");
-  if (c.get<std::string>("Comm.grad_sync") == "nccl")
-    throw ConfigError("Comm.grad_sync: \"nccl\" needs CUDA training, which this build lacks",
-                      "set Comm.grad_sync to \"mpi\" or \"auto\"");
-  s.grad_sync = GradSync::kMpi;
+  const std::string grad_sync = c.get<std::string>("Comm.grad_sync");
+  s.grad_sync = grad_sync == "nccl"  ? GradSync::kNccl
+                : grad_sync == "mpi" ? GradSync::kMpi
+                                     : GradSync::kAuto;
   s.check_parameters_every = c.get<int64_t>("Comm.check_parameters_every");
   s.timeout_s = c.get<double>("Comm.timeout_s");
   s.threads = c.get<int64_t>("Runtime.intra_op_threads");
   s.deterministic = c.get<bool>("Runtime.deterministic");
-  if (c.get<std::string>("Runtime.device") == "cuda")
-    throw ConfigError(
-        "Runtime.device: \"cuda\": training on a GPU is not available in this "
-        "version",
-        "set Runtime.device to \"cpu\" or \"auto\"");
-  s.device = Device::kCpu;
+  parse_device(c.get<std::string>("Runtime.device"), s);
+  s.allow_gpu_sharing = c.get<bool>("Runtime.allow_gpu_sharing");
   s.run_dir = c.get<std::string>("Output.run_dir");
   s.trace_steps = c.get<int64_t>("Output.trace_steps");
   s.checkpoint_every = c.get<int64_t>("Output.checkpoint_every_epochs");

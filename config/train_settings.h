@@ -24,10 +24,12 @@ enum class Schedule {
   kExponential,      // ExponentialLR: lr × gamma after every epoch
   kTimeExponential,  // learning_rate → min_lr geometrically over time_limit_s
 };
-// Comm.grad_sync: how gradients are summed ("auto" is mpi: no GPU training path yet).
-enum class GradSync { kMpi, kNccl };
-// Runtime.device ("auto" is the CPU: no GPU training path yet).
-enum class Device { kCpu, kCuda };
+// Comm.grad_sync: how gradients are summed (auto: nccl when training on GPUs, else mpi; resolved
+// with the device, train/device.h).
+enum class GradSync { kAuto, kMpi, kNccl };
+// Runtime.device: auto (a GPU build with a GPU visible: cuda, else cpu), cpu, or cuda with an
+// index (-1: the GPU of the rank's node-local rank). Resolved at start-up (train/device.h).
+enum class Device { kAuto, kCpu, kCuda };
 // Output.progress: the redrawn progress line on a terminal (auto), always (bar), or never (lines).
 enum class Progress { kAuto, kBar, kLines };
 
@@ -93,12 +95,14 @@ struct TrainSettings {
     FitMethod method = FitMethod::kTpe;
   } tuner;
   double bucket_mb = 25.0;  // Comm.bucket_mb
-  GradSync grad_sync = GradSync::kMpi;
+  GradSync grad_sync = GradSync::kAuto;
   int64_t check_parameters_every = 0;
   double timeout_s = 600.0;  // Comm.timeout_s: the watchdog's limit on a wait without progress
   int64_t threads = 0;
   bool deterministic = false;
-  Device device = Device::kCpu;
+  Device device = Device::kAuto;
+  int64_t device_index = -1;       // cuda:N; -1 = by node-local rank
+  bool allow_gpu_sharing = false;  // Runtime.allow_gpu_sharing
 
   // Whether the loss or the metrics need force labels.
   bool needs_forces() const;

@@ -75,13 +75,16 @@ void save_checkpoint(const std::string& path, const Gnn& gnn,
 
 namespace {
 
-torch::serialize::InputArchive open_archive(const std::string& path) {
+// Tensors are read onto `device`: the CPU, whence they are copied into the model; the optimizer's
+// state straight onto its parameters' device.
+torch::serialize::InputArchive open_archive(const std::string& path,
+                                            c10::Device device = c10::Device(c10::kCPU)) {
   if (!std::filesystem::exists(path))
     throw DataError(path + ": no such checkpoint",
                     "check the path (checkpoints are in <run_dir>/checkpoints)");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
   } catch (const std::exception& e) {
     throw DataError(
         path + ": not a checkpoint archive (" + std::string(e.what()).substr(0, 120) + ")",
@@ -146,7 +149,7 @@ void load_checkpoint_model(const std::string& path, Gnn& gnn) {
   };
   for (const auto& p : gnn.named_parameters(true)) collect("p.", p.key(), p.value(), false);
   for (const auto& b : gnn.named_buffers(true)) collect("b.", b.key(), b.value(), true);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (auto& e : entries) e.target.copy_(e.stored);
 }
 
@@ -161,13 +164,17 @@ bool load_checkpoint_train_weights(const std::string& path, const std::vector<at
       throw DataError(
           path + ": the trained weights (tensor " + std::to_string(k) + ") do not match the model",
           "resume with the config that wrote the checkpoint");
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < params.size(); ++k) params[k].detach().copy_(stored[k]);
   return true;
 }
 
 void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  const auto& groups = optimizer.param_groups();
+  const c10::Device device = groups.empty() || groups[0].params().empty()
+                                 ? c10::Device(c10::kCPU)
+                                 : groups[0].params()[0].device();
+  torch::serialize::InputArchive archive = open_archive(path, device);
   torch::serialize::InputArchive opt;
   if (!archive.try_read("optimizer", opt))
     throw DataError(path + ": the checkpoint has no optimizer state",

@@ -11,7 +11,8 @@
 
 namespace ddgnn {
 
-DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_t bucket_bytes)
+DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_t bucket_bytes,
+                           GradSync sync)
     : m_params(std::move(params)), m_comm(comm) {
   if (m_params.empty()) throw Error("DataParallel: no parameters");
   const auto dtype = m_params[0].scalar_type();
@@ -24,7 +25,8 @@ DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_
   m_bucket_of.assign(m_params.size(), 0);
   m_offset.assign(m_params.size(), 0);
   for (size_t k = m_params.size(); k-- > 0;) {
-    if (m_params[k].scalar_type() != dtype) throw Error("DataParallel: parameters of mixed dtypes");
+    if (m_params[k].scalar_type() != dtype || m_params[k].device() != m_params[0].device())
+      throw Error("DataParallel: parameters of mixed dtypes or devices");
     const int64_t n = m_params[k].numel();
     if (elems.empty() || (elems.back() > 0 && (elems.back() + n) * elem > bucket_bytes))
       elems.push_back(0);
@@ -32,7 +34,8 @@ DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_
     m_offset[k] = elems.back();
     elems.back() += n;
   }
-  m_buckets = std::make_unique<BucketedAllreduce>(comm, m_type, elems);
+  m_elems = elems;
+  m_buckets = make_grad_buckets(sync, comm, m_params[0].options().requires_grad(false), elems);
   m_pending_init.assign(elems.size(), 0);
   for (size_t k = 0; k < m_params.size(); ++k) ++m_pending_init[m_bucket_of[k]];
   m_pending = m_pending_init;
@@ -49,7 +52,7 @@ DataParallel::~DataParallel() = default;
 void DataParallel::broadcast_parameters() {
   c10::NoGradGuard no_grad;
   for (auto& p : m_params) {
-    at::Tensor c = p.contiguous();
+    at::Tensor c = p.contiguous().cpu();  // through the host: once per run
     MPI_CHECK(MPI_Bcast(c.data_ptr(), int(c.numel()), m_type, 0, m_comm));
     if (!c.is_same(p)) p.copy_(c);
   }
@@ -65,39 +68,36 @@ void DataParallel::begin_step(double weight) {
 void DataParallel::on_grad(size_t k, const at::Tensor& grad) {
   if (!m_in_step || m_filled[k]) return;  // not a training step's backward (or already in)
   const size_t b = m_bucket_of[k];
-  uint8_t* slot =
-      static_cast<uint8_t*>(m_buckets->data(b)) + m_offset[k] * m_params[k].element_size();
-  if (grad.defined()) {
-    at::Tensor dst =
-        at::from_blob(slot, m_params[k].sizes(), m_params[k].options().requires_grad(false));
-    c10::NoGradGuard no_grad;
-    at::mul_out(dst, grad, at::scalar_tensor(m_weight, grad.options()));
-  } else {  // autograd's "no gradient" (a zero)
-    std::memset(slot, 0, size_t(m_params[k].numel() * m_params[k].element_size()));
-  }
+  at::Tensor dst = slot(k);
+  c10::NoGradGuard no_grad;
+  if (grad.defined())  // the weight as a host scalar: no device copy
+    at::mul_out(dst, grad, at::scalar_tensor(m_weight, at::TensorOptions().dtype(grad.dtype())));
+  else  // autograd's "no gradient" (a zero)
+    dst.zero_();
   m_filled[k] = true;
   if (--m_pending[b] == 0) m_buckets->ready(b);
 }
 
+at::Tensor DataParallel::slot(size_t k) {
+  return m_buckets->bucket(m_bucket_of[k])
+      .narrow(0, m_offset[k], m_params[k].numel())
+      .view(m_params[k].sizes());
+}
+
 void DataParallel::finish_step() {
   // Parameters that got no gradient here contribute zeros.
+  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < m_params.size(); ++k)
     if (!m_filled[k]) {
       const size_t b = m_bucket_of[k];
-      std::memset(
-          static_cast<uint8_t*>(m_buckets->data(b)) + m_offset[k] * m_params[k].element_size(), 0,
-          size_t(m_params[k].numel() * m_params[k].element_size()));
+      slot(k).zero_();
       m_filled[k] = true;
       if (--m_pending[b] == 0) m_buckets->ready(b);
     }
   m_buckets->wait_all();
   m_in_step = false;
-  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < m_params.size(); ++k) {
-    const at::Tensor avg =
-        at::from_blob(static_cast<uint8_t*>(m_buckets->data(m_bucket_of[k])) +
-                          m_offset[k] * m_params[k].element_size(),
-                      m_params[k].sizes(), m_params[k].options().requires_grad(false));
+    const at::Tensor avg = slot(k);
     at::Tensor& g = m_params[k].mutable_grad();
     if (g.defined())
       g.copy_(avg);
@@ -108,7 +108,7 @@ void DataParallel::finish_step() {
 
 void DataParallel::check_identical() const {
   for (size_t k = 0; k < m_params.size(); ++k) {
-    const at::Tensor c = m_params[k].detach().contiguous();
+    const at::Tensor c = m_params[k].detach().contiguous().cpu();
     std::vector<uint8_t> mine(size_t(c.numel() * c.element_size()));
     std::memcpy(mine.data(), c.data_ptr(), mine.size());
     std::vector<uint8_t> root = mine;
@@ -125,7 +125,7 @@ void DataParallel::check_identical() const {
 std::vector<int64_t> DataParallel::bucket_bytes() const {
   std::vector<int64_t> out;
   const int64_t elem = m_type == MPI_FLOAT ? 4 : 8;
-  for (size_t b = 0; b < m_buckets->n_buckets(); ++b) out.push_back(m_buckets->elems(b) * elem);
+  for (int64_t n : m_elems) out.push_back(n * elem);
   return out;
 }
 

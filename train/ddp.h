@@ -1,8 +1,9 @@
-// Data-parallel training over MPI: parameters broadcast from rank 0 at the start; every
-// parameter's gradient, as autograd produces it in the loss's backward (a hook on the
-// parameter), is scaled by this rank's share of the step's graphs and copied into a bucket;
-// a full bucket is summed across ranks at once (non-blocking, overlapped with the rest of the
-// backward: comm/allreduce.h); finish() waits and writes the average into every .grad().
+// Data-parallel training: parameters broadcast from rank 0 at the start; every parameter's
+// gradient, as autograd produces it in the loss's backward (a hook on the parameter), is scaled
+// by this rank's share of the step's graphs and copied into a bucket on the parameters' device;
+// a full bucket is summed across ranks at once (MPI non-blocking or NCCL on its own stream,
+// overlapped with the rest of the backward: train/grad_buckets.h); finish() writes the sum into
+// every .grad().
 // Buckets hold parameters in reverse order (the order in which backward finishes them).
 #pragma once
 
@@ -12,14 +13,15 @@
 #include <memory>
 #include <vector>
 
-#include "comm/allreduce.h"
+#include "train/grad_buckets.h"
 
 namespace ddgnn {
 
 class DataParallel {
  public:
-  // params: the model's parameters (same order and shapes on every rank), one dtype.
-  DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_t bucket_bytes = 25 << 20);
+  // params: the model's parameters (same order and shapes on every rank), one dtype and device.
+  DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_t bucket_bytes = 25 << 20,
+               GradSync sync = GradSync::kMpi);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -39,11 +41,13 @@ class DataParallel {
 
  private:
   void on_grad(size_t param, const at::Tensor& grad);
+  at::Tensor slot(size_t param);  // the parameter's place in its bucket
 
   std::vector<at::Tensor> m_params;
   MPI_Comm m_comm;
   MPI_Datatype m_type;
-  std::unique_ptr<BucketedAllreduce> m_buckets;
+  std::vector<int64_t> m_elems;  // [bucket]
+  std::unique_ptr<GradBuckets> m_buckets;
   std::vector<size_t> m_bucket_of;  // [param]
   std::vector<int64_t> m_offset;    // [param] element offset in its bucket
   std::vector<int64_t> m_pending;   // [bucket] parameters not yet filled this step

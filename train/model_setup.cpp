@@ -250,8 +250,10 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
   p.ids = ids;
   p.batch = collate(block, ids, setup.graph, to_dtype(setup.precision), setup.periodic);
   // An atom without a neighbour within the radius exchanges no message: its energy would be a
-  // constant of its species and its force zero, whatever the data says.
-  const int64_t* ptr = p.batch.receivers->ptr.data_ptr<int64_t>();
+  // constant of its species and its force zero, whatever the data says. (On a GPU, one copy of
+  // the receivers' offsets to the host, on the loader's thread.)
+  const at::Tensor ptr_host = p.batch.receivers->ptr.cpu().contiguous();
+  const int64_t* ptr = ptr_host.data_ptr<int64_t>();
   for (size_t g = 0, atom = 0; g < ids.size(); ++g) {
     const size_t id = size_t(ids[g]);
     for (int64_t a = 0; a < block.n_atoms[id]; ++a, ++atom)
@@ -276,7 +278,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
     p.offset[g] = norm.energy_offset(block.z.data() + block.atom_start[id], block.n_atoms[id]);
     e[g] = (block.energy[id] - p.offset[g]) / norm.scale;
   }
-  p.batch.energy = at::tensor(e, at::kDouble).to(to_dtype(setup.precision));
+  p.batch.energy = at::tensor(e, at::kDouble).to(setup.device, to_dtype(setup.precision));
   if (p.batch.forces.defined()) p.batch.forces = p.batch.forces / norm.scale;
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
@@ -293,14 +295,15 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
           v.push_back((col[size_t(a * d + c)] - norm.column_mean[k][size_t(c)]) /
                       norm.column_std[k][size_t(c)]);
     }
-    p.columns[k] = at::tensor(v, at::kDouble).view({-1, d}).to(to_dtype(setup.precision));
+    p.columns[k] =
+        at::tensor(v, at::kDouble).view({-1, d}).to(setup.device, to_dtype(setup.precision));
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
 std::vector<double> to_doubles(const at::Tensor& t, double scale) {
-  const at::Tensor d = t.detach().to(at::kDouble).contiguous();
+  const at::Tensor d = t.detach().to(at::kCPU, at::kDouble).contiguous();
   std::vector<double> out(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
   if (scale != 1.0)
     for (auto& v : out) v *= scale;

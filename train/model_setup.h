@@ -44,6 +44,7 @@ struct ModelSetup {
   bool periodic = false;
   Precision precision = Precision::kFloat32;
   Normalizer norm;
+  c10::Device device = c10::Device(c10::kCPU);  // where batches are built (not in the record)
 };
 
 nlohmann::json to_json(const ModelSetup& setup);

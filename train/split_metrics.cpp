@@ -23,19 +23,20 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
   if (p.energy.defined()) {
     const std::vector<double> pred = energies_ev(p.energy, b, setup.norm);
     const std::vector<double> ref = energies_ev(batch.energy, b, setup.norm);
-    const at::Tensor n = batch.atoms_per_graph.contiguous();
+    const at::Tensor n = batch.atoms_per_graph.cpu().contiguous();
     ef.add_energies(pred.data(), ref.data(), n.data_ptr<int64_t>(), batch.n_graphs);
   }
   if (p.forces.defined() && batch.forces.defined()) {
     const std::vector<double> pred = to_doubles(p.forces, setup.norm.scale);
     const std::vector<double> ref = to_doubles(batch.forces, setup.norm.scale);
     ef.add_forces(pred.data(), ref.data(), batch.n_atoms());
-    const at::Tensor z = batch.z.to(at::kByte).contiguous();
+    const at::Tensor z = batch.z.to(at::kCPU, at::kByte).contiguous();
     by_z.add(pred.data(), ref.data(), z.data_ptr<uint8_t>(), batch.n_atoms());
   }
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
     if (setup.targets.heads[k].source != TargetSource::kColumn) continue;
-    const at::Tensor std_t = at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1});
+    const at::Tensor std_t =
+        at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(b.columns[k].device());
     const at::Tensor d =
         (p.outputs[k].detach().to(at::kDouble) - b.columns[k].to(at::kDouble)) * std_t;
     col_abs[k] += d.abs().sum().item<double>();

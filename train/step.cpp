@@ -108,7 +108,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   if (m_average) m_average->update();
   t.done = Clock::now();
   if (!sb.empty) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     r.prediction.energy = p.energy.defined() ? p.energy.detach() : p.energy;
     r.prediction.forces = p.forces.defined() ? p.forces.detach() : p.forces;
     for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());

@@ -28,6 +28,7 @@
 #include "model/precision.h"
 #include "train/checkpoint.h"
 #include "train/ddp.h"
+#include "train/device.h"
 #include "train/loader.h"
 #include "train/model_setup.h"
 #include "train/report.h"
@@ -93,6 +94,7 @@ class Trainer {
                                   ? std::atoll(std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP"))
                                   : -1;
   std::unique_ptr<Watchdog> m_watchdog;  // Comm.timeout_s
+  Placement m_place;                     // this rank's device (Runtime.device)
   std::unique_ptr<Loader> m_loader;
   ModelSetup m_setup;
   std::shared_ptr<Gnn> m_gnn;
@@ -140,6 +142,7 @@ nlohmann::json Trainer::run_impl() {
     set_log_options(m_s.log_level.value_or(current_log_level()), m_s.log_all_ranks);
   m_watchdog = std::make_unique<Watchdog>(m_comm.get(), m_s.timeout_s);
   const int threads = set_up_threads();
+  m_place = place_rank(m_s, m_comm.get());
 
   m_loader = std::make_unique<Loader>(m_s, m_comm.get());
   const TrainData& data = m_loader->data();
@@ -240,14 +243,15 @@ int Trainer::set_up_threads() {
 
 void Trainer::build_model(const nlohmann::json* resume_record) {
   m_setup = make_model_setup(m_s, m_loader->data(), resume_record);
+  if (m_place.gpu >= 0) m_setup.device = c10::Device(c10::kCUDA, int8_t(m_place.gpu));
   at::manual_seed(m_s.seed);
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
-  m_gnn->to(to_dtype(m_setup.precision));
+  m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
   m_params = m_gnn->parameters();
   if (m_world > 1) {
     // Rank 0's initial weights everywhere, then gradients summed in buckets during backward.
     m_ddp = std::make_unique<DataParallel>(m_params, m_comm.get(),
-                                           int64_t(m_s.bucket_mb * double(1 << 20)));
+                                           int64_t(m_s.bucket_mb * double(1 << 20)), m_s.grad_sync);
     m_ddp->broadcast_parameters();
   }
   m_opt = make_optimizer(m_s.optimizer, m_params, m_s.learning_rate, m_s.weight_decay);
@@ -264,6 +268,8 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
   int64_t n_params = 0;
   for (const auto& p : m_params) n_params += p.numel();
   nlohmann::json start = start_event(m_config, m_s, *m_loader, m_setup, n_params, threads);
+  start["device"] = m_place.description;
+  start["grad_sync"] = m_s.grad_sync == GradSync::kNccl ? "nccl" : "mpi";
   if (m_s.resume) {
     start["resumed_from"] = resume_path;
     start["epoch"] = m_start_epoch - 1;
@@ -273,6 +279,10 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
     m_log.event("run_start", start);
   }
   m_log.line(start_line(m_s, *m_loader, n_params, threads, m_world));
+  m_log.line("device: " + m_place.description +
+             (m_world > 1 ? std::string("; gradients summed by ") +
+                                (m_s.grad_sync == GradSync::kNccl ? "NCCL" : "MPI")
+                          : std::string()));
   if (m_root)
     for (const auto& w : m_config.warnings) spdlog::warn("{}", w);
 }
@@ -345,7 +355,7 @@ SplitMetrics Trainer::evaluate_split(int split) {
                           double(b.batch.n_atoms()) / split_atoms};
     at::Tensor loss;
     {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       loss = total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
     }
     m.add(p, b, m_setup, loss.item<double>(), split_graphs);
