@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>

@@ -2,6 +2,7 @@
 #include "train/ddp.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <cstring>
 #include <string>

@@ -2,6 +2,7 @@
 #include "train/step.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>

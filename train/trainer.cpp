@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <torch/optim/optimizer.h>
