@@ -4,13 +4,21 @@
 // up to 0.19 Å), radius 5 Å, max_neighbours 5, hidden 32, 4 layers, SchNet 10 Gaussians and 8
 // filters, node head 32→60→20→1, batch 64; (b) 108-atom fcc Cu (a = 3.615 Å, 0.1 Å
 // displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16.
-// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix]   e.g. bench_train 30
-// SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of each run as a Chrome trace of
-// LibTorch's autograd profiler, <prefix>.<type>.<shape>.json; timings then include its overhead).
+// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix|-] [device=cpu] [generic]
+// e.g. bench_train 30 SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of each run as
+// a Chrome trace of LibTorch's autograd profiler, <prefix>.<type>.<shape>.json; timings then
+// include its overhead). device cuda: the model and batches on the GPU (graphs built there),
+// TF32 matmuls; graphs/s then from a loop without synchronisation (the phases are timed in
+// another, synchronised after each phase), and the peak GPU memory. `generic`: the device-agnostic
+// versions of the fused kernels, on any device (model/device.h).
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
+#ifdef DDGNN_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -19,6 +27,7 @@
 
 #include "core/alloc.h"
 #include "core/threads.h"
+#include "model/device.h"
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/optim.h"
@@ -40,7 +49,7 @@ struct Shape {
   int64_t batch, max_neighbours, hidden, layers, gaussians, filters;
 };
 
-ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng) {
+ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng, c10::Device device) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   const double fcc[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
   std::vector<uint8_t> z, pbc;
@@ -67,10 +76,15 @@ ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng) {
   opt.radius = 5.0;
   opt.max_neighbours = s.max_neighbours;
   return ddgnn::make_batch(z.data(), pos.data(), offsets.data(), s.batch, cells.data(), pbc.data(),
-                           energy.data(), forces.data(), opt, at::kFloat);
+                           energy.data(), forces.data(), opt, at::kFloat, device);
 }
 
-void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix) {
+void sync(c10::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix,
+         c10::Device device) {
   ddgnn::GnnSpec spec;
   spec.mpnn_type = type;
   spec.layer.hidden_dim = s.hidden;
@@ -85,7 +99,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.interatomic_potential = true;
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
-  gnn->to(at::kFloat);
+  gnn->to(device, at::kFloat);
   auto opt = ddgnn::make_optimizer(ddgnn::OptimizerType::kAdam, gnn->parameters(), 1e-3, 0.0);
   // Conservative forces of a per-atom energy head, as training predicts them.
   ddgnn::TargetSpec targets;
@@ -95,8 +109,16 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   std::mt19937 rng(1);
   const auto t_build = Clock::now();
   std::vector<ddgnn::GraphBatch> batches;
-  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(s, rng));
+  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(s, rng, device));
+  sync(device);
   const double build_ms = 1e3 * seconds_since(t_build) / 4;
+  auto step_fn = [&](const ddgnn::GraphBatch& b, Clock::time_point* forward_done) {
+    const ddgnn::Prediction p = ddgnn::predict(*gnn, targets, b, /*create_graph=*/true, forward_done);
+    at::Tensor loss = at::mse_loss(p.energy, b.energy) + at::mse_loss(p.forces, b.forces);
+    opt->zero_grad();
+    loss.backward();
+    opt->step();
+  };
   double t_fwd = 0, t_force = 0, t_bwd = 0, t_opt = 0;
   int64_t graphs = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
@@ -109,15 +131,18 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
     Clock::time_point forward_done;
     const ddgnn::Prediction p =
         ddgnn::predict(*gnn, targets, b, /*create_graph=*/true, &forward_done);
+    sync(device);
     const double f0 = std::chrono::duration<double>(forward_done - t0).count();
     const double f1 = seconds_since(forward_done);
     t0 = Clock::now();
     at::Tensor loss = at::mse_loss(p.energy, b.energy) + at::mse_loss(p.forces, b.forces);
     opt->zero_grad();
     loss.backward();
+    sync(device);
     const double f2 = seconds_since(t0);
     t0 = Clock::now();
     opt->step();
+    sync(device);
     const double f3 = seconds_since(t0);
     if (step >= 0) {
       t_fwd += f0, t_force += f1, t_bwd += f2, t_opt += f3;
@@ -125,7 +150,13 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
     }
   }
   profile.reset();
-  const double total = t_fwd + t_force + t_bwd + t_opt;
+  double total = t_fwd + t_force + t_bwd + t_opt;
+  if (device.is_cuda()) {  // throughput without the phases' synchronisations
+    const auto t0 = Clock::now();
+    for (int step = 0; step < steps; ++step) step_fn(batches[size_t(step % 4)], nullptr);
+    sync(device);
+    total = seconds_since(t0);
+  }
   std::printf("%-10s %-6s %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9lld\n", s.name, type.c_str(),
               graphs / total, 1e3 * total / steps, 1e3 * t_fwd / steps, 1e3 * t_force / steps,
               1e3 * t_bwd / steps, 1e3 * t_opt / steps, build_ms, (long long)batches[0].n_edges());
@@ -148,18 +179,30 @@ int main(int argc, char** argv) {
   }
   const Shape a{"(a) sc27", 3, 1, 3.8, 0.19, 64, 5, 32, 4, 10, 8};
   const Shape b{"(b) Cu108", 3, 4, 3.615, 0.1, 16, 0, 64, 3, 50, 64};
-  std::printf("one thread, float32, %d timed steps after 3 warm-up; ms per step by phase\n", steps);
+  const std::string shapes = argc > 3 ? argv[3] : "ab";
+  const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
+  const c10::Device device(argc > 5 ? argv[5] : "cpu");
+  std::unique_ptr<ddgnn::GenericKernels> generic;
+  if (argc > 6 && std::string(argv[6]) == "generic") generic = std::make_unique<ddgnn::GenericKernels>();
+  if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32
+  std::printf("one thread, float32, device %s%s, %d timed steps after 3 warm-up; ms per step by "
+              "phase\n",
+              device.str().c_str(), generic ? " (generic kernels)" : "", steps);
   std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
               "forward", "forces", "backward", "adam", "build ms", "edges");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const std::string shapes = argc > 3 ? argv[3] : "ab";
-  const std::string trace = argc > 4 ? argv[4] : "";
   if (shapes.find('a') != std::string::npos)
-    for (const auto& t : types) run(a, t, steps, trace);
+    for (const auto& t : types) run(a, t, steps, trace, device);
   if (shapes.find('b') != std::string::npos)
-    for (const auto& t : types) run(b, t, std::max(3, steps / 5), trace);
+    for (const auto& t : types) run(b, t, std::max(3, steps / 5), trace, device);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);
+#ifdef DDGNN_TORCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    std::printf("peak GPU memory %.0f MiB\n", double(stats.allocated_bytes[0].peak) / (1 << 20));
+  }
+#endif
   return 0;
 }

@@ -10,7 +10,8 @@
 namespace ddgnn {
 
 GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
-                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype, bool periodic) {
+                   const RadiusGraphOptions& graph_options, c10::ScalarType dtype, bool periodic,
+                   c10::Device device) {
   const int64_t n_graphs = static_cast<int64_t>(ids.size());
   if (n_graphs == 0) throw Error("collate: empty batch");
   const bool has_forces = !block.forces.empty();
@@ -38,7 +39,8 @@ GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
     energy[size_t(g)] = block.energy[id];
   }
   return make_batch(z.data(), pos.data(), offsets.data(), n_graphs, cells.data(), pbc.data(),
-                    energy.data(), has_forces ? forces.data() : nullptr, graph_options, dtype);
+                    energy.data(), has_forces ? forces.data() : nullptr, graph_options, dtype,
+                    device);
 }
 
 }  // namespace ddgnn

@@ -2,6 +2,7 @@
 // molecule, and a batch builder over any list of them (targets kept when every one has them).
 #pragma once
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -52,7 +53,8 @@ inline Structure methanol() {
 
 // One batch of the structures; energies and forces as targets when every structure has forces.
 inline GraphBatch batch_of(const std::vector<Structure>& ss, double radius,
-                           c10::ScalarType dtype = c10::ScalarType::Double) {
+                           c10::ScalarType dtype = c10::ScalarType::Double,
+                           c10::Device device = c10::Device(c10::kCPU), int64_t max_neighbours = 0) {
   std::vector<uint8_t> z, pbc;
   std::vector<double> pos, cells, energy, forces;
   std::vector<int64_t> offsets = {0};
@@ -69,9 +71,10 @@ inline GraphBatch batch_of(const std::vector<Structure>& ss, double radius,
   }
   RadiusGraphOptions opt;
   opt.radius = radius;
+  opt.max_neighbours = max_neighbours;
   return make_batch(z.data(), pos.data(), offsets.data(), static_cast<int64_t>(ss.size()),
                     cells.data(), pbc.data(), targets ? energy.data() : nullptr,
-                    targets ? forces.data() : nullptr, opt, dtype);
+                    targets ? forces.data() : nullptr, opt, dtype, device);
 }
 
 }  // namespace ddgnn::testing

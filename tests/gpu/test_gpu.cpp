@@ -1,0 +1,190 @@
+// GPU tests (ctest label gpu): the radius graph built on the device, every model's energies,
+// forces and gradients on a CUDA device against the CPU in float64, and `ddgnn train` on the GPU,
+// one rank and two ranks sharing it. The only tests that skip: with a message, where no GPU is
+// visible (a CPU build, or a machine without one).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../common/lj_dataset.h"
+#include "../common/structures.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+#include "model/device_graph.h"
+#include "model/gnn.h"
+#include "model/layer.h"
+#include "model/predict.h"
+#include "model/radius_graph.h"
+
+namespace ddgnn {
+namespace {
+
+using testing::Structure;
+
+#define REQUIRE_GPU()                                                                     \
+  if (!torch::cuda::is_available())                                                       \
+  GTEST_SKIP() << "no GPU visible to this process: the GPU tests run where one is (build " \
+                  "with jobs/build.sh --gpu)"
+
+const c10::Device kGpu(c10::kCUDA, 0);
+
+std::vector<Structure> structures() {
+  std::vector<Structure> ss;
+  for (unsigned seed = 1; seed <= 3; ++seed) ss.push_back(testing::triclinic_cell({6, 8, 1, 1, 6, 8, 1, 1}, seed, 0.08));
+  ss.push_back(testing::methanol());
+  return ss;
+}
+
+GnnSpec spec_of(const std::string& type) {
+  GnnSpec s;
+  s.mpnn_type = type;
+  s.layer.hidden_dim = 16;
+  s.layer.radius = 3.5;
+  s.layer.num_gaussians = 12;
+  s.layer.num_filters = 16;
+  s.layer.num_radial = 6;
+  s.layer.pna_deg = std::vector<int64_t>(40, 1);
+  s.num_conv_layers = 2;
+  s.node_num_headlayers = 2;
+  s.node_dim_headlayers = {16, 16};
+  s.heads = {{"energy", HeadSpec::kNode, 1}};
+  s.interatomic_potential = true;
+  return s;
+}
+
+TargetSpec energy_targets() {
+  TargetSpec t;
+  t.conservative = true;
+  HeadTarget h;
+  h.name = "energy";
+  h.kind = HeadSpec::kNode;
+  h.dim = 1;
+  h.source = TargetSource::kEnergy;
+  t.heads = {h};
+  t.energy_head = 0;
+  return t;
+}
+
+double rel_error(const at::Tensor& a, const at::Tensor& ref) {
+  const at::Tensor r = ref.to(at::kCPU, at::kDouble);
+  return (a.to(at::kCPU, at::kDouble) - r).abs().max().item<double>() /
+         (1e-12 + r.abs().max().item<double>());
+}
+
+TEST(Gpu, RadiusGraphOnTheDeviceEqualsTheCellLists) {
+  REQUIRE_GPU();
+  const std::vector<Structure> ss = structures();
+  for (int64_t max_nb : {0, 5}) {
+    const GraphBatch cpu = testing::batch_of(ss, 3.5, at::kDouble, c10::Device(c10::kCPU), max_nb);
+    const GraphBatch gpu = testing::batch_of(ss, 3.5, at::kDouble, kGpu, max_nb);
+    ASSERT_TRUE(gpu.edge_index.is_cuda());
+    EXPECT_TRUE(at::equal(gpu.edge_index.cpu(), cpu.edge_index)) << "max_neighbours " << max_nb;
+    EXPECT_LT(rel_error(gpu.edge_shift, cpu.edge_shift), 1e-12);
+    EXPECT_EQ(gpu.cut_atoms, cpu.cut_atoms);
+    EXPECT_EQ(gpu.most_neighbours, cpu.most_neighbours);
+  }
+}
+
+TEST(Gpu, EveryModelPredictsOnTheGpuAsOnTheCpuInFloat64) {
+  REQUIRE_GPU();
+  const std::vector<Structure> ss = structures();
+  const GraphBatch cpu = testing::batch_of(ss, 3.5, at::kDouble);
+  const GraphBatch gpu = testing::batch_of(ss, 3.5, at::kDouble, kGpu);
+  for (const std::string& type : known_layers()) {
+    at::manual_seed(5);
+    Gnn a(spec_of(type));
+    a.to(at::kDouble);
+    at::manual_seed(5);
+    Gnn b(spec_of(type));
+    b.to(kGpu, at::kDouble);
+    const Prediction pa = predict(a, energy_targets(), cpu, /*create_graph=*/true);
+    const Prediction pb = predict(b, energy_targets(), gpu, /*create_graph=*/true);
+    ASSERT_TRUE(pb.forces.is_cuda()) << type;
+    EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-10) << type;
+    EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-10) << type;
+    // The gradient of a loss with the forces in it (double backward), parameter by parameter.
+    (pa.forces.pow(2).sum() + pa.energy.pow(2).sum()).backward();
+    (pb.forces.pow(2).sum() + pb.energy.pow(2).sum()).backward();
+    const auto qa = a.parameters(), qb = b.parameters();
+    for (size_t k = 0; k < qa.size(); ++k)
+      if (qa[k].grad().defined())
+        EXPECT_LT(rel_error(qb[k].grad(), qa[k].grad()), 1e-9) << type << " parameter " << k;
+  }
+}
+
+TEST(Gpu, Float32OnTheGpuIsWithinFloat32OfFloat64) {
+  REQUIRE_GPU();
+  const std::vector<Structure> ss = structures();
+  const GraphBatch cpu = testing::batch_of(ss, 3.5, at::kDouble);
+  const GraphBatch gpu = testing::batch_of(ss, 3.5, at::kFloat, kGpu);
+  at::manual_seed(5);
+  Gnn a(spec_of("SchNet"));
+  a.to(at::kDouble);
+  at::manual_seed(5);
+  Gnn b(spec_of("SchNet"));
+  b.to(kGpu, at::kFloat);
+  const Prediction pa = predict(a, energy_targets(), cpu, false);
+  const Prediction pb = predict(b, energy_targets(), gpu, false);
+  EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-5);
+  EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-4);
+}
+
+nlohmann::json gpu_config(const std::string& data, const std::string& run_dir, int batch) {
+  nlohmann::json c = testing::small_config(data, run_dir);
+  auto& t = c["NeuralNetwork"]["Training"];
+  t["num_epoch"] = 3;
+  t["batch_size"] = batch;
+  t["perc_train"] = 0.8;
+  t["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.003}};
+  t["Scheduler"] = {{"type", "None"}};
+  c["Loader"] = {{"shuffle", false}};
+  c["Runtime"]["device"] = "cuda";
+  return c;
+}
+
+TEST(Gpu, TrainingOnTheGpuLowersTheLossAndTwoRanksSharingItMatchOne) {
+  REQUIRE_GPU();
+  testing::TempDir dir;
+  testing::LjOptions lj;
+  lj.n_frames = 80;
+  testing::write_lj_dataset(dir.file("lj.h5"), lj);
+  const std::string one =
+      testing::write_config(dir, "one.json", gpu_config(dir.file("lj.h5"), dir.file("one"), 8));
+  const testing::Result r = testing::run("train -c " + one);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json start = testing::last_event(dir.file("one"), "run_start");
+  EXPECT_EQ(start.value("device", "").rfind("cuda:0", 0), 0u) << start.dump();
+  const auto rows = testing::lines(testing::read_text(dir.file("one") + "/events.jsonl"));
+  std::vector<double> losses;
+  for (const auto& l : rows) {
+    const nlohmann::json e = nlohmann::json::parse(l);
+    if (e.at("event") == "epoch") losses.push_back(e.at("train_loss").get<double>());
+  }
+  ASSERT_EQ(losses.size(), 3u) << r.out;
+  EXPECT_LT(losses.back(), losses.front());
+  // Two ranks with 4 graphs each train like one rank with 8 (float32 on the GPU).
+  nlohmann::json c2 = gpu_config(dir.file("lj.h5"), dir.file("two"), 4);
+  c2["Runtime"]["allow_gpu_sharing"] = true;
+  c2["Loader"]["backend"] = "replicated";
+  const std::string two = testing::write_config(dir, "two.json", c2);
+  const testing::Result r2 = testing::run(
+      "train -c " + two,
+      std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 ") +
+          DDGNN_MPIEXEC + " -n 2 --oversubscribe");
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  const auto p1 = testing::checkpoint_parameters(dir.file("one") + "/checkpoints/epoch_00003.pt");
+  const auto p2 = testing::checkpoint_parameters(dir.file("two") + "/checkpoints/epoch_00003.pt");
+  ASSERT_EQ(p1.size(), p2.size());
+  double worst = 0;
+  for (size_t k = 0; k < p1.size(); ++k) worst = std::max(worst, rel_error(p2[k], p1[k]));
+  std::printf("two ranks sharing the GPU against one: max relative parameter difference %.2e\n",
+              worst);
+  EXPECT_LT(worst, 1e-6);
+}
+
+}  // namespace
+}  // namespace ddgnn
