@@ -1,5 +1,6 @@
 // Activation functions by config name: one table from name to an elementwise ATen expression;
-// softplus and ssp are custom autograd functions with a cheap double backward.
+// softplus and ssp are custom autograd functions with a cheap double backward (fused float32 CPU
+// kernels, ATen ops elsewhere: both differentiable to any order).
 #include "model/activation.h"
 
 #include <ATen/ATen.h>
@@ -10,15 +11,17 @@
 #include <map>
 
 #include "core/error.h"
+#include "model/device.h"
 #include "model/kernels.h"
 
 namespace ddgnn {
 
 namespace {
 
-// The fused float32 CPU kernels apply (model/kernels.h); other dtypes and devices use ATen.
+// The fused float32 CPU kernels apply (model/kernels.h); other dtypes, other devices and
+// GenericKernels (model/device.h) use the same formulas as ATen ops.
 bool fast_float(const at::Tensor& t) {
-  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+  return fused_kernels(t) && t.scalar_type() == at::kFloat;
 }
 
 using Fn = std::function<at::Tensor(const at::Tensor&)>;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "model/device.h"
 #include "model/kernels.h"
 
 namespace ddgnn {
@@ -190,6 +191,18 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   return b;
 }
 
+namespace {
+
+// Gaussians of d [E] at centres mu [n] from ATen ops, exp(max(coeff (d - mu)^2, -80)) [E, n]: the
+// device-agnostic version of Gaussians and gaussians_fused, differentiated by autograd (any order;
+// where the exponent is clamped its derivative is 0, not e^-80 as in GaussianGrad).
+at::Tensor gaussians_generic(const at::Tensor& d, const at::Tensor& mu, double coeff) {
+  const at::Tensor x = d.unsqueeze(1) - mu.unsqueeze(0);
+  return at::exp(at::clamp_min(coeff * x * x, -80.0));
+}
+
+}  // namespace
+
 EdgeGeometry::EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff)
     : m_cutoff(cutoff) {
   // pos[j] - pos[i] + shift, as edge_vectors() computes it, without index_select (whose double
@@ -215,8 +228,10 @@ const at::Tensor& EdgeGeometry::gaussians(int64_t n) const {
   if (it != m_cache.end()) return it->second;
   const auto [mu, coeff] = gaussian_basis(n);
   // Clamp the exponent: exp of a very negative number falls into libm's slow path and
-  // contributes nothing (e^-80 ~ 1e-35). One autograd function with a cheap double backward.
-  return m_cache[key] = Gaussians::apply(m_len, mu, coeff);
+  // contributes nothing (e^-80 ~ 1e-35). On the CPU one autograd function with a cheap double
+  // backward; elsewhere ATen ops.
+  return m_cache[key] = fused_kernels(m_len) ? Gaussians::apply(m_len, mu, coeff)
+                                             : gaussians_generic(m_len, mu, coeff);
 }
 
 const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
@@ -224,17 +239,23 @@ const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
   auto it = m_cache.find(key);
   if (it != m_cache.end()) return it->second;
   const auto [mu, coeff] = gaussian_basis(n);
-  return m_cache[key] = gaussians_fused(m_len.detach(), mu, coeff);
+  return m_cache[key] = fused_kernels(m_len) ? gaussians_fused(m_len.detach(), mu, coeff)
+                                             : gaussians_generic(m_len.detach(), mu, coeff);
 }
 
 std::array<at::Tensor, 3> cosine_cutoff_values(const at::Tensor& d_in, double cutoff) {
+  const double k = M_PI / cutoff;
+  if (!fused_kernels(d_in)) {
+    const at::Tensor kd = d_in.detach() * k;
+    const at::Tensor cs = at::cos(kd);
+    return {0.5 * (cs + 1.0), (-0.5 * k) * at::sin(kd), (-0.5 * k * k) * cs};
+  }
   const at::Tensor d = d_in.detach().contiguous();
   at::Tensor c = at::empty_like(d), c1 = at::empty_like(d), c2 = at::empty_like(d);
   AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "cosine_cutoff_values", [&] {
     const scalar_t* dp = d.data_ptr<scalar_t>();
     scalar_t *cp = c.data_ptr<scalar_t>(), *c1p = c1.data_ptr<scalar_t>(),
              *c2p = c2.data_ptr<scalar_t>();
-    const double k = M_PI / cutoff;
     for (int64_t e = 0; e < d.numel(); ++e) {
       const double cs = std::cos(k * double(dp[e])), sn = std::sin(k * double(dp[e]));
       cp[e] = scalar_t(0.5 * (cs + 1.0));

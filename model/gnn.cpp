@@ -72,7 +72,7 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
       mlp = make_mlp(prefix, f, {h.output_dim});
     }
     if (spec.has_initial_bias) {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       mlp.layers.back()->bias.fill_(spec.initial_bias);
     }
     m_heads.push_back(std::move(mlp));

@@ -354,8 +354,9 @@ torch::Tensor parameter_shapes(const torch::optim::Optimizer& optimizer) {
   return torch::tensor(flat, torch::kLong);
 }
 
+// `shapes` as parameter_shapes() makes it (read where it is: on the host).
 std::string describe_shapes(const torch::Tensor& shapes) {
-  const auto flat = shapes.contiguous();
+  const auto flat = shapes.to(torch::kCPU, torch::kLong).contiguous();
   const auto* v = flat.data_ptr<std::int64_t>();
   const std::int64_t n = flat.numel();
   std::string out = std::to_string(n > 0 ? v[0] : 0) + " parameters [";
@@ -408,7 +409,8 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
                       "resume with the optimizer type of the checkpoint, or start afresh");
     }
     const auto shapes = parameter_shapes(optimizer);
-    if (!saved_shapes.sizes().equals(shapes.sizes()) || !torch::equal(saved_shapes, shapes)) {
+    if (!saved_shapes.sizes().equals(shapes.sizes()) ||
+        !torch::equal(saved_shapes.to(shapes.device()), shapes)) {
       throw DataError(where + ": holds optimizer state for " + describe_shapes(saved_shapes) +
                           ", but the optimizer has " + describe_shapes(shapes),
                       "resume with the same model (parameter shapes and order) as the checkpoint");
@@ -476,14 +478,14 @@ WeightAverage::WeightAverage(const std::vector<torch::Tensor>& parameters, doubl
   if (!(decay > 0.0 && decay < 1.0))
     throw ConfigError("Training.ema_decay: " + std::to_string(decay) + " is not in (0, 1)",
                       "use 0.99 to 0.9999, or 0 to train without a weight average");
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const auto& p : m_params) m_shadows.push_back(p.detach().clone());
 }
 
 WeightAverage::~WeightAverage() = default;
 
 void WeightAverage::update() {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const double n = double(m_updates);
   const double d = std::min(m_decay, (1.0 + n) / (10.0 + n));
   for (size_t k = 0; k < m_params.size(); ++k)
@@ -492,7 +494,7 @@ void WeightAverage::update() {
 }
 
 void WeightAverage::swap() {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < m_params.size(); ++k) {
     at::Tensor keep = m_params[k].detach().clone();
     m_params[k].detach().copy_(m_shadows[k]);
@@ -513,7 +515,7 @@ void WeightAverage::load(const std::vector<torch::Tensor>& shadows, int64_t upda
         shadows[k].scalar_type() != m_shadows[k].scalar_type())
       throw DataError("weight average: saved tensor " + std::to_string(k) +
                       " does not match the model's parameter (shape or dtype)");
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t k = 0; k < shadows.size(); ++k) m_shadows[k].copy_(shadows[k]);
   m_updates = updates;
 }

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/batch.h"
+#include "model/device.h"
 #include "model/kernels.h"
 
 namespace ddgnn {
@@ -410,7 +411,9 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
                          const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
                          const at::Tensor& b2) {
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
-  if (!d.device().is_cpu() || gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
+  // Off the CPU, with GenericKernels, or without the Gaussians: plain ATen ops (autograd).
+  if (!fused_kernels(d) || !gauss.defined() ||
+      gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
     return schnet_filter_reference(d, basis, a1, b1, a2, b2);
   const std::array<at::Tensor, 3> cut = basis.cutoff_values[0].defined()
                                             ? basis.cutoff_values

@@ -1,6 +1,7 @@
 // Edge operations as autograd functions whose backward passes are made of each other: gather /
 // segment sum, the fused gather_mul_sum / gather_gather_dot and outer_sum / gather-contract
-// families, and edge_difference / its adjoint. Plain loops over edges, no index_add_.
+// families, and edge_difference / its adjoint. Plain loops over edges, no index_add_. Off the CPU
+// (or with GenericKernels) the versions of model/segment_generic.cpp run instead.
 #include "model/segment.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +12,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/device.h"
+#include "model/segment_generic.h"
 
 namespace ddgnn {
 
@@ -363,18 +366,24 @@ SegmentIndex make_segment_index(const at::Tensor& index_in, int64_t n_rows) {
   const at::Tensor index = index_in.to(at::kLong).contiguous();
   if (index.dim() != 1)
     throw Error("segment index must be 1-D, got " + std::to_string(index.dim()) + " dimensions");
+  const int64_t e = index.numel();
+  // The range is checked where the values are in host memory (on a device that would be a
+  // synchronisation; an index out of range there fails in the first gather instead).
+  bool sorted = true;
+  if (index.device().is_cpu()) {
+    const int64_t* ip = index.data_ptr<int64_t>();
+    for (int64_t k = 0; k < e; ++k) {
+      if (ip[k] < 0 || ip[k] >= n_rows)
+        throw Error("segment index " + std::to_string(ip[k]) + " at edge " + std::to_string(k) +
+                    " is outside 0.." + std::to_string(n_rows - 1));
+      if (k > 0 && ip[k] < ip[k - 1]) sorted = false;
+    }
+  }
+  if (!fused_kernels(index)) return generic::make_segment_index(index, n_rows);
   SegmentIndex s;
   s.index = index;
   s.n_rows = n_rows;
-  const int64_t e = index.numel();
   const int64_t* ip = index.data_ptr<int64_t>();
-  bool sorted = true;
-  for (int64_t k = 0; k < e; ++k) {
-    if (ip[k] < 0 || ip[k] >= n_rows)
-      throw Error("segment index " + std::to_string(ip[k]) + " at edge " + std::to_string(k) +
-                  " is outside 0.." + std::to_string(n_rows - 1));
-    if (k > 0 && ip[k] < ip[k - 1]) sorted = false;
-  }
   at::Tensor counts = at::zeros({n_rows + 1}, at::kLong);
   int64_t* cp = counts.data_ptr<int64_t>();
   for (int64_t k = 0; k < e; ++k) ++cp[ip[k] + 1];
@@ -391,10 +400,12 @@ SegmentIndex make_segment_index(const at::Tensor& index_in, int64_t n_rows) {
 
 // The SegmentIndex must outlive the autograd graph that uses it (the batch owns it).
 at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s) {
+  if (!fused_kernels(y)) return generic::gather_rows(y, s);
   return GatherRows::apply(y, &s);
 }
 
 at::Tensor scatter_sum(const at::Tensor& x, const SegmentIndex& s) {
+  if (!fused_kernels(x)) return generic::scatter_sum(x, s);
   return ScatterSum::apply(x, &s);
 }
 
@@ -403,6 +414,7 @@ at::Tensor gather_mul_sum(const at::Tensor& y, const at::Tensor& w, const Segmen
   if (w.dim() != 2 || w.size(0) != src.index.numel() || src.index.numel() != dst.index.numel() ||
       y.dim() < 2 || y.size(y.dim() - 1) != w.size(1))
     throw Error("gather_mul_sum: expected y [N, (K,) F], w [E, F] and two maps over the E edges");
+  if (!fused_kernels(y)) return generic::gather_mul_sum(y, w, src, dst);
   return GatherMulSum::apply(y, w, &src, &dst);
 }
 
@@ -410,18 +422,21 @@ at::Tensor gather_gather_dot(const at::Tensor& p, const at::Tensor& q, const Seg
                              const SegmentIndex& b) {
   if (p.sizes() != q.sizes() || p.dim() < 2 || a.index.numel() != b.index.numel())
     throw Error("gather_gather_dot: expected p, q of one shape [N, (K,) F] and two maps over E");
+  if (!fused_kernels(p)) return generic::gather_gather_dot(p, q, a, b);
   return GatherGatherDot::apply(p, q, &a, &b);
 }
 
 at::Tensor outer_sum(const at::Tensor& a, const at::Tensor& u, const SegmentIndex& dst) {
   if (a.dim() != 2 || u.dim() != 2 || a.size(0) != u.size(0) || a.size(0) != dst.index.numel())
     throw Error("outer_sum: expected a [E, F] and u [E, K] over the map's E edges");
+  if (!fused_kernels(a)) return generic::outer_sum(a, u, dst);
   return OuterSum::apply(a, u, &dst);
 }
 
 at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const SegmentIndex& to) {
   if (from.index.numel() != to.index.numel() || y.dim() < 1)
     throw Error("edge_difference: the two maps must cover the same edges");
+  if (!fused_kernels(y)) return generic::edge_difference(y, from, to);
   return EdgeDifference::apply(y, &from, &to);
 }
 

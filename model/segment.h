@@ -3,7 +3,8 @@
 // The kernels walk the [E, ...] operand in edge order (sequential reads of the large tensor) and
 // add into the small [N, ...] rows; a row's edges are summed in increasing edge order.
 // LibTorch 1.13's CPU index_select / index_add_ cost ~0.4 ms a call at training sizes, which
-// these avoid.
+// these avoid. Off the CPU (model/device.h) the same functions run as ATen ops
+// (model/segment_generic.h), differentiable to any order through autograd.
 // Shapes: N rows (atoms), E rows (edges), trailing dims flattened into F values per row.
 #pragma once
 
@@ -16,12 +17,15 @@ namespace ddgnn {
 // An edge -> row map (e.g. edge -> receiver atom, or edge -> sender atom), prepared once per batch.
 struct SegmentIndex {
   at::Tensor index;  // [E] int64, the row of every edge
-  at::Tensor order;  // [E] int64, edges sorted by row (stable); undefined when `index` is sorted
-  at::Tensor ptr;    // [N+1] int64, CSR offsets of each row's edges in sorted order
+  // [E] int64, edges sorted by row (stable). With the fused kernels undefined when `index` is
+  // sorted; always defined where the generic versions run (knowing would read device values).
+  at::Tensor order;
+  at::Tensor ptr;  // [N+1] int64, CSR offsets of each row's edges in sorted order
   int64_t n_rows = 0;
 };
 
-// Builds the map from `index` ([E] int64, values in [0, n_rows)); checks the range.
+// Builds the map from `index` ([E] integers, values in [0, n_rows)) on index's device; checks the
+// range when index is on the CPU (on a device an index out of range fails in the first gather).
 SegmentIndex make_segment_index(const at::Tensor& index, int64_t n_rows);
 
 // out[e] = y[index[e]]: [N, ...] -> [E, ...]. Differentiable to any order.

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "model/activation.h"
+#include "model/device.h"
 #include "model/layers.h"
 #include "model/segment.h"
 
@@ -23,7 +24,7 @@ constexpr double kStdEps = 1e-5;  // std = sqrt(relu(E[x^2] - E[x]^2) + eps), as
 // Max (take_max) or min over each receiver's edges of msg [n_edges, F] -> [n_atoms, F], 0 for
 // atoms with no edges. The extreme edge is found without autograd (one pass over the CSR
 // segments, first edge wins ties as argmax does), then its value is gathered: differentiable to
-// any order (gather <-> scatter_add), exact except at ties.
+// any order (gather <-> scatter_add), exact except at ties. CPU only (raw loops over ptr / order).
 at::Tensor segment_extreme(const at::Tensor& msg, const SegmentIndex& recv, bool take_max) {
   const int64_t n = recv.n_rows, e = msg.size(0), f = msg.size(1);
   if (e == 0) return at::zeros({n, f}, msg.options());
@@ -53,6 +54,30 @@ at::Tensor segment_extreme(const at::Tensor& msg, const SegmentIndex& recv, bool
       }
     });
   }
+  return at::gather(msg, 0, edge) * has_edge;
+}
+
+// segment_extreme from ATen ops, with no read back to the host (any device): the extreme of every
+// (atom, feature) by scatter_reduce, then the first edge that holds it (the smallest edge id among
+// those equal to it, by scatter_reduce again), whose value is gathered as above.
+at::Tensor segment_extreme_generic(const at::Tensor& msg, const SegmentIndex& recv, bool take_max) {
+  const int64_t n = recv.n_rows, e = msg.size(0), f = msg.size(1);
+  if (e == 0) return at::zeros({n, f}, msg.options());
+  const at::Tensor x = msg.detach();
+  const at::Tensor rows = recv.index.unsqueeze(1).expand({e, f});
+  const at::Tensor best = at::zeros({n, f}, x.options())
+                              .scatter_reduce(0, rows, x, take_max ? "amax" : "amin",
+                                              /*include_self=*/false);  // 0 for atoms without edges
+  const at::Tensor ids = at::arange(e, recv.index.options()).unsqueeze(1).expand({e, f});
+  const at::Tensor candidate = ids.masked_fill(x.ne(best.index_select(0, recv.index)), e);
+  // e (no edge) becomes e - 1, a valid index whose value has_edge zeroes.
+  const at::Tensor edge = at::full({n, f}, e, ids.options())
+                              .scatter_reduce(0, rows, candidate, "amin", /*include_self=*/true)
+                              .clamp_max(e - 1);
+  const at::Tensor has_edge = recv.ptr.narrow(0, 1, n)
+                                  .gt(recv.ptr.narrow(0, 0, n))
+                                  .to(msg.scalar_type())
+                                  .unsqueeze(1);  // [n_atoms, 1]
   return at::gather(msg, 0, edge) * has_edge;
 }
 
@@ -96,18 +121,28 @@ class Pna : public MessagePassing {
     at::Tensor deg = (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
                          .to(h.scalar_type())
                          .unsqueeze(1);  // [n_atoms, 1]
-    // Without a training-set histogram, the normaliser is this batch's mean log(deg + 1): then
-    // a graph's output depends on the batch it is in (set pna_deg for reproducible results).
-    const double avg_log =
-        m_deg_hist.empty() ? std::max(at::log(deg + 1.0).mean().item<double>(), 1e-12) : m_avg_log;
+    // Without a training-set histogram, the normaliser is this batch's mean log(deg + 1) (a 0-dim
+    // tensor, not read back to the host): then a graph's output depends on the batch it is in
+    // (set pna_deg for reproducible results).
+    const at::Tensor batch_avg_log =
+        m_deg_hist.empty() ? at::log(deg + 1.0).mean().clamp_min(1e-12) : at::Tensor();
     deg = deg.clamp_min(1.0);
     const at::Tensor mean = scatter_sum(msg, recv) / deg;
     const at::Tensor mean2 = scatter_sum(msg * msg, recv) / deg;
     const at::Tensor std = at::sqrt(at::relu(mean2 - mean * mean) + kStdEps);
-    const at::Tensor agg = at::cat({mean, segment_extreme(msg, recv, /*take_max=*/false),
-                                    segment_extreme(msg, recv, /*take_max=*/true), std},
-                                   1);  // [n_atoms, 4F]
+    const auto extreme = [&](bool take_max) {
+      return fused_kernels(msg) ? segment_extreme(msg, recv, take_max)
+                                : segment_extreme_generic(msg, recv, take_max);
+    };
+    const at::Tensor agg =
+        at::cat({mean, extreme(/*take_max=*/false), extreme(/*take_max=*/true), std},
+                1);  // [n_atoms, 4F]
     const at::Tensor log_deg = at::log(deg + 1.0);
+    // The amplification and attenuation scalers [n_atoms, 1].
+    const at::Tensor amplify =
+        batch_avg_log.defined() ? log_deg / batch_avg_log : log_deg / m_avg_log;
+    const at::Tensor attenuate =
+        batch_avg_log.defined() ? batch_avg_log / log_deg : m_avg_log / log_deg;
     // post([h, agg, agg * amp, agg * att]) with post's weight split by column block and the
     // per-atom scalers applied after the matmul ((agg * a) W^T = a (agg W^T)): same math, no
     // [n_atoms, 13F] concatenation (nor its slice backward in the force loss).
@@ -116,7 +151,7 @@ class Pna : public MessagePassing {
       return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
     };
     const at::Tensor post = at::addmm(m_post->bias, h, wp.narrow(1, 0, f).t()) + block(0) +
-                            block(1) * (log_deg / avg_log) + block(2) * (avg_log / log_deg);
+                            block(1) * amplify + block(2) * attenuate;
     NodeState out;
     out.inv = h + m_lin(post);
     return out;

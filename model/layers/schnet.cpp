@@ -5,7 +5,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include <array>
+
 #include "model/activation.h"
+#include "model/device.h"
 #include "model/layers.h"
 #include "model/schnet_filter.h"
 #include "model/segment.h"
@@ -35,11 +38,15 @@ class SchNet : public MessagePassing {
                     const EdgeGeometry& geometry) override {
     const at::Tensor& h = in.inv;
     // filter2(ssp(filter1(gaussians))) * cosine_cutoff as one function ([n_edges, num_filters]).
+    // The memoised Gaussians and cutoff values feed the fused CPU version only (the generic one
+    // computes its own through autograd).
     const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
-    const at::Tensor w =
-        schnet_filter(geometry.len(), geometry.gaussian_values(m_num_gaussians),
-                      FilterBasis{mu, coeff, geometry.cutoff(), geometry.cutoff_values()},
-                      m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
+    const bool fused = fused_kernels(geometry.len());
+    const at::Tensor w = schnet_filter(
+        geometry.len(), fused ? geometry.gaussian_values(m_num_gaussians) : at::Tensor(),
+        FilterBasis{mu, coeff, geometry.cutoff(),
+                    fused ? geometry.cutoff_values() : std::array<at::Tensor, 3>{}},
+        m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
     // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
     const at::Tensor agg =
         gather_mul_sum(m_lin1(h), w, *batch.senders, *batch.receivers);  // [n_atoms, num_filters]

@@ -1,0 +1,482 @@
+// The device-agnostic versions of the model's kernels (model/device.h; what runs on a GPU) against
+// the fused CPU kernels, both on the CPU (GenericKernels forces the former): every op's value,
+// first derivatives and second derivatives (the force loss's backward) in float64 on random
+// inputs; segment maps; the full prediction of every mpnn_type (energy, forces and the gradient
+// of a loss with forces in it with respect to every parameter); float32 agreement; and, where a
+// CUDA device is present, the generic versions on it against the fused kernels on the CPU.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/cuda.h>
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "../common/structures.h"
+#include "core/error.h"
+#include "model/activation.h"
+#include "model/batch.h"
+#include "model/device.h"
+#include "model/gnn.h"
+#include "model/layer.h"
+#include "model/predict.h"
+#include "model/schnet_filter.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+namespace {
+
+constexpr double kRadius = 3.0;
+
+double max_abs(const at::Tensor& t) {
+  return t.numel() == 0 ? 0.0 : t.abs().max().item<double>();
+}
+
+// |a - b| at most tol times the larger magnitude of the two (both all zero: equal).
+void expect_rel(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  ASSERT_EQ(a.scalar_type(), b.scalar_type()) << what;
+  const double err = max_abs(a.to(at::kDouble) - b.to(at::kDouble));
+  const double scale = std::max(max_abs(a), max_abs(b));
+  EXPECT_LE(err, tol * scale) << what << ": max |difference| " << err << ", max |value| " << scale;
+}
+
+// Name of the autograd node that made t ("" for none).
+std::string node_name(const at::Tensor& t) {
+  return t.grad_fn() ? t.grad_fn()->name() : "";
+}
+
+using Fn = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+
+// Value, first and second derivatives of out = f(inputs), flattened: [out, g..., h...].
+// g = d<R, out>/d inputs[first] with a random cotangent R, with a graph; h = the gradient of
+// sum_k <S_k, g_k> + |g_k|^2 / 2 (S_k random) with respect to every input and R. The random
+// tensors are seeded: the same in every call. Undefined gradients read as zeros.
+std::vector<at::Tensor> derivatives(const Fn& f, const std::vector<at::Tensor>& given,
+                                    const std::vector<size_t>& first) {
+  std::vector<at::Tensor> in;
+  for (const auto& t : given) in.push_back(t.detach().clone().requires_grad_(true));
+  const at::Tensor out = f(in);
+  at::manual_seed(7);
+  const at::Tensor r = at::randn_like(out).requires_grad_(true);
+  std::vector<at::Tensor> wrt;
+  for (size_t i : first) wrt.push_back(in[i]);
+  const auto g = torch::autograd::grad({out}, wrt, {r}, /*retain_graph=*/true,
+                                       /*create_graph=*/true, /*allow_unused=*/true);
+  at::Tensor second = at::zeros({}, out.options());
+  for (const auto& gk : g)
+    if (gk.defined()) second = second + (gk * at::randn_like(gk)).sum() + 0.5 * (gk * gk).sum();
+  std::vector<at::Tensor> all = in;
+  all.push_back(r);
+  std::vector<at::Tensor> h(all.size());
+  if (second.requires_grad())
+    h = torch::autograd::grad({second}, all, {}, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+  std::vector<at::Tensor> result = {out.detach()};
+  for (size_t k = 0; k < g.size(); ++k)
+    result.push_back(g[k].defined() ? g[k].detach() : at::zeros_like(wrt[k]));
+  for (size_t k = 0; k < h.size(); ++k)
+    result.push_back(h[k].defined() ? h[k] : at::zeros_like(all[k]).detach());
+  return result;
+}
+
+// Runs sin(op) fused and generic (the sine: second derivatives with every kind of term) and
+// compares value, first and second derivatives. The fused op must end in a custom autograd
+// function (a CppNode) and the generic one must not (it is ATen ops), unless `custom` is false
+// (ops that are the same custom function of ATen ops on both paths for this dtype).
+void compare_op(const std::string& name, const Fn& op, const std::vector<at::Tensor>& inputs,
+                const std::vector<size_t>& first, double tol = 1e-10, bool custom = true) {
+  SCOPED_TRACE(name);
+  const Fn f = [&](const std::vector<at::Tensor>& in) { return at::sin(op(in)); };
+  std::vector<at::Tensor> probe;
+  for (const auto& t : inputs) probe.push_back(t.detach().clone().requires_grad_(true));
+  const std::string fused_node = node_name(op(probe));
+  std::string generic_node;
+  std::vector<at::Tensor> generic;
+  {
+    GenericKernels force;
+    generic_node = node_name(op(probe));
+    generic = derivatives(f, inputs, first);
+  }
+  if (custom) {
+    EXPECT_NE(fused_node.find("CppNode"), std::string::npos) << fused_node;
+    EXPECT_EQ(generic_node.find("CppNode"), std::string::npos) << generic_node;
+  }
+  const std::vector<at::Tensor> fused = derivatives(f, inputs, first);
+  ASSERT_EQ(fused.size(), generic.size());
+  // Not a vacuous comparison: the op and its derivative are not zero.
+  EXPECT_GT(max_abs(fused[0]), 0.0);
+  EXPECT_GT(max_abs(fused[1]), 0.0);
+  for (size_t k = 0; k < fused.size(); ++k) {
+    std::string what = "value";
+    if (k >= 1 && k <= first.size()) what = "first derivative " + std::to_string(k - 1);
+    if (k > first.size()) what = "second derivative " + std::to_string(k - 1 - first.size());
+    expect_rel(generic[k], fused[k], tol, what);
+  }
+}
+
+// Receivers sorted, senders not, over n atoms of which the last three have no edge.
+struct Maps {
+  int64_t n = 30, e = 200;
+  at::Tensor recv, send;
+  SegmentIndex r, s;
+};
+
+Maps make_maps(int seed) {
+  Maps m;
+  at::manual_seed(seed);
+  m.recv = std::get<0>(at::randint(0, m.n - 3, {m.e}, at::kLong).sort());
+  m.send = at::randint(0, m.n - 3, {m.e}, at::kLong);
+  m.r = make_segment_index(m.recv, m.n);
+  m.s = make_segment_index(m.send, m.n);
+  return m;
+}
+
+TEST(GenericKernels, ForcedWhileAScopeLives) {
+  const at::Tensor cpu = at::zeros({2});
+  EXPECT_TRUE(fused_kernels(cpu));
+  {
+    GenericKernels outer;
+    EXPECT_FALSE(fused_kernels(cpu));
+    {
+      GenericKernels inner;
+      EXPECT_FALSE(fused_kernels(cpu));
+    }
+    EXPECT_FALSE(fused_kernels(cpu));
+  }
+  EXPECT_TRUE(fused_kernels(cpu));
+  EXPECT_FALSE(fused_kernels(at::empty({2}, at::TensorOptions().device(at::kMeta))));
+}
+
+TEST(GenericKernels, SegmentIndexMatchesTheCountingSort) {
+  at::manual_seed(3);
+  const at::Tensor unsorted = at::randint(0, 17, {300}, at::kLong);
+  const at::Tensor sorted = std::get<0>(unsorted.sort());
+  for (const at::Tensor& index : {unsorted, sorted, at::zeros({0}, at::kLong)}) {
+    const int64_t n = 20;  // rows 17..19 have no edge
+    const SegmentIndex fused = make_segment_index(index, n);
+    SegmentIndex generic;
+    {
+      GenericKernels force;
+      generic = make_segment_index(index, n);
+    }
+    EXPECT_TRUE(at::equal(generic.index, fused.index));
+    EXPECT_EQ(generic.n_rows, n);
+    EXPECT_TRUE(at::equal(generic.ptr, fused.ptr)) << generic.ptr << fused.ptr;
+    // Always defined in the generic version; the stable order (identity when sorted).
+    ASSERT_TRUE(generic.order.defined());
+    const at::Tensor expected =
+        fused.order.defined() ? fused.order : at::arange(index.numel(), at::kLong);
+    EXPECT_TRUE(at::equal(generic.order, expected));
+  }
+  // The range is still checked on the CPU.
+  GenericKernels force;
+  EXPECT_THROW(make_segment_index(at::tensor({0, 5}, at::kLong), 5), Error);
+}
+
+TEST(GenericKernels, SegmentOpsAgreeToSecondOrder) {
+  const Maps m = make_maps(11);
+  at::manual_seed(12);
+  const auto opt = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor y3 = at::randn({m.n, 3, 4}, opt), y2 = at::randn({m.n, 6}, opt);
+  const at::Tensor yk = at::randn({m.n, 3, 6}, opt), qk = at::randn({m.n, 3, 6}, opt);
+  const at::Tensor x = at::randn({m.e, 5}, opt), w = at::randn({m.e, 6}, opt);
+  const at::Tensor u = at::randn({m.e, 3}, opt), q2 = at::randn({m.n, 6}, opt);
+  compare_op("gather_rows", [&](const auto& in) { return gather_rows(in[0], m.s); }, {y3}, {0});
+  compare_op("scatter_sum (unsorted)", [&](const auto& in) { return scatter_sum(in[0], m.s); }, {x},
+             {0});
+  compare_op("scatter_sum (sorted)", [&](const auto& in) { return scatter_sum(in[0], m.r); }, {x},
+             {0});
+  compare_op("gather_mul_sum [N, F]",
+             [&](const auto& in) { return gather_mul_sum(in[0], in[1], m.s, m.r); }, {y2, w},
+             {0, 1});
+  compare_op("gather_mul_sum [N, K, F]",
+             [&](const auto& in) { return gather_mul_sum(in[0], in[1], m.r, m.s); }, {yk, w},
+             {0, 1});
+  compare_op("gather_gather_dot [N, F]",
+             [&](const auto& in) { return gather_gather_dot(in[0], in[1], m.r, m.s); }, {y2, q2},
+             {0, 1});
+  compare_op("gather_gather_dot [N, K, F]",
+             [&](const auto& in) { return gather_gather_dot(in[0], in[1], m.s, m.r); }, {yk, qk},
+             {0, 1});
+  compare_op("outer_sum", [&](const auto& in) { return outer_sum(in[0], in[1], m.r); }, {w, u},
+             {0, 1});
+  compare_op("outer_sum (unsorted)", [&](const auto& in) { return outer_sum(in[0], in[1], m.s); },
+             {w, u}, {0, 1});
+  compare_op("edge_difference", [&](const auto& in) { return edge_difference(in[0], m.s, m.r); },
+             {y3}, {0});
+}
+
+// Edge lengths of a batch of a periodic cell and a molecule, and the batch.
+struct Geometry {
+  GraphBatch batch;
+  at::Tensor pos;
+};
+
+Geometry geometry_batch(c10::ScalarType dtype) {
+  Geometry g;
+  g.batch = testing::batch_of(
+      {testing::triclinic_cell({14, 8, 8, 14, 8, 1, 8, 14}, 11, 0.2), testing::methanol()}, kRadius,
+      dtype);
+  g.pos = g.batch.pos;
+  return g;
+}
+
+TEST(GenericKernels, EdgeGeometryAgreesToSecondOrder) {
+  const Geometry g = geometry_batch(at::kDouble);
+  compare_op("gaussians",
+             [&](const auto& in) { return EdgeGeometry(g.batch, in[0], kRadius).gaussians(12); },
+             {g.pos}, {0});
+  // Values without autograd (memoised when first asked for: the fused ones before the scope).
+  const EdgeGeometry fused_geometry(g.batch, g.pos, kRadius);
+  const at::Tensor fused_gaussians = fused_geometry.gaussian_values(12);
+  const std::array<at::Tensor, 3> fused_cutoff = fused_geometry.cutoff_values();
+  GenericKernels force;
+  const EdgeGeometry generic(g.batch, g.pos, kRadius);
+  expect_rel(generic.gaussian_values(12), fused_gaussians, 1e-14, "gaussian_values");
+  for (size_t k = 0; k < 3; ++k)
+    expect_rel(generic.cutoff_values()[k], fused_cutoff[k], 1e-14,
+               "cutoff_values " + std::to_string(k));
+  EXPECT_GT(max_abs(fused_cutoff[2]), 0.0);
+}
+
+TEST(GenericKernels, ActivationsAgreeToSecondOrder) {
+  at::manual_seed(21);
+  const at::Tensor x = 3.0 * at::randn({50, 7}, at::kDouble);
+  // The fused kernels are float32 only: in float64 both paths are the same custom function of
+  // ATen ops, and float32 is compared below.
+  for (const std::string name : {"ssp", "softplus"})
+    compare_op(
+        name, [&](const auto& in) { return apply_activation(name, in[0]); }, {x}, {0}, 1e-10,
+        /*custom=*/false);
+  for (const std::string name : {"ssp", "softplus"}) {
+    // float32: the fused kernels against ATen's.
+    const at::Tensor x32 = x.to(at::kFloat);
+    compare_op(
+        name + " float32", [&](const auto& in) { return apply_activation(name, in[0]); }, {x32},
+        {0}, 2e-6, /*custom=*/false);
+  }
+}
+
+// SchNet's filter network on random edge lengths.
+struct Filter {
+  at::Tensor d, gauss, a1, b1, a2, b2;
+  FilterBasis basis;
+};
+
+Filter random_filter(c10::ScalarType dtype) {
+  const int64_t e = 120, ng = 12, nf = 16;
+  const auto opt = at::TensorOptions().dtype(dtype);
+  Filter f;
+  at::manual_seed(31);
+  f.d = 0.5 + (kRadius - 0.5) * at::rand({e}, opt);
+  f.basis.mu = at::linspace(0.0, kRadius, ng, opt);
+  const double spacing = kRadius / double(ng - 1);
+  f.basis.coeff = -0.5 / (spacing * spacing);
+  f.basis.cutoff = kRadius;
+  f.basis.cutoff_values = cosine_cutoff_values(f.d, kRadius);
+  const at::Tensor x = f.d.unsqueeze(1) - f.basis.mu.unsqueeze(0);
+  f.gauss = at::exp(at::clamp_min(f.basis.coeff * x * x, -80.0));
+  f.a1 = at::randn({nf, ng}, opt) / 3.0;
+  f.b1 = at::randn({nf}, opt);
+  f.a2 = at::randn({nf, nf}, opt) / 4.0;
+  f.b2 = at::randn({nf}, opt);
+  return f;
+}
+
+TEST(GenericKernels, SchnetFilterAgreesToSecondOrder) {
+  for (const auto dtype : {at::kDouble, at::kFloat}) {
+    const Filter f = random_filter(dtype);
+    const double tol = dtype == at::kDouble ? 1e-10 : 2e-5;
+    const Fn fn = [&](const std::vector<at::Tensor>& in) {
+      FilterBasis basis = f.basis;
+      if (!fused_kernels(in[0])) basis.cutoff_values = {};  // not read there
+      return schnet_filter(in[0], fused_kernels(in[0]) ? f.gauss : at::Tensor(), basis, in[1],
+                           in[2], in[3], in[4]);
+    };
+    const std::string name = dtype == at::kDouble ? "" : " float32";
+    // The force pass (derivative in d only, hand-written twice) and every input at once.
+    compare_op("schnet_filter, d" + name, fn, {f.d, f.a1, f.b1, f.a2, f.b2}, {0}, tol);
+    compare_op("schnet_filter, all" + name, fn, {f.d, f.a1, f.b1, f.a2, f.b2}, {0, 1, 2, 3, 4},
+               tol);
+  }
+}
+
+// ---- Whole models through predict ----
+
+struct ModelCase {
+  std::string name, mpnn_type;
+  std::function<void(GnnSpec&)> adjust;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+GnnSpec model_spec(const ModelCase& c) {
+  GnnSpec s;
+  s.mpnn_type = c.mpnn_type;
+  s.layer.hidden_dim = 16;
+  s.layer.radius = kRadius;
+  s.layer.num_gaussians = 12;
+  s.layer.num_filters = 16;
+  s.layer.num_radial = 6;
+  s.layer.pna_deg = std::vector<int64_t>(40, 1);
+  s.num_conv_layers = 2;
+  s.graph_pooling = Pooling::kAdd;
+  s.num_sharedlayers = 1;
+  s.dim_sharedlayers = 16;
+  s.num_headlayers = 1;
+  s.dim_headlayers = {16};
+  s.node_num_headlayers = 2;
+  s.node_dim_headlayers = {16, 16};
+  s.heads = {{"energy", HeadSpec::kNode, 1}};
+  s.interatomic_potential = true;
+  if (c.adjust) c.adjust(s);
+  return s;
+}
+
+std::vector<ModelCase> model_cases() {
+  std::vector<ModelCase> cases;
+  for (const auto& type : known_layers()) cases.push_back({type, type, {}});
+  cases.push_back({"EGNN_equivariant", "EGNN", [](GnnSpec& s) { s.layer.equivariance = true; }});
+  cases.push_back({"PNA_batch_degrees", "PNA", [](GnnSpec& s) { s.layer.pna_deg.clear(); }});
+  cases.push_back(
+      {"PAINN_conv_head", "PAINN", [](GnnSpec& s) { s.node_head_type = NodeHeadType::kConv; }});
+  cases.push_back({"CGCNN_softplus_max_pool", "CGCNN", [](GnnSpec& s) {
+                     s.layer.activation = "softplus";
+                     s.graph_pooling = Pooling::kMax;
+                     s.heads = {{"energy", HeadSpec::kGraph, 1}};
+                     s.interatomic_potential = false;
+                   }});
+  cases.push_back({"SchNet_mean_pool", "SchNet", [](GnnSpec& s) {
+                     s.graph_pooling = Pooling::kMean;
+                     s.heads = {{"energy", HeadSpec::kGraph, 1}};
+                     s.interatomic_potential = false;
+                   }});
+  return cases;
+}
+
+// The batch's tensors on `device`, its segment maps built there.
+GraphBatch to_device(const GraphBatch& b, const at::Device& device) {
+  GraphBatch d = b;
+  for (at::Tensor* t : {&d.z, &d.pos, &d.edge_index, &d.edge_shift, &d.graph_of_atom,
+                        &d.atoms_per_graph, &d.energy, &d.forces})
+    if (t->defined()) *t = t->to(device);
+  d.receivers = std::make_shared<SegmentIndex>(make_segment_index(d.edge_index[1], d.n_atoms()));
+  d.senders = std::make_shared<SegmentIndex>(make_segment_index(d.edge_index[0], d.n_atoms()));
+  d.graphs = std::make_shared<SegmentIndex>(make_segment_index(d.graph_of_atom, d.n_graphs));
+  return d;
+}
+
+TargetSpec conservative_targets(const GnnSpec& spec) {
+  TargetSpec t;
+  t.conservative = true;
+  for (size_t k = 0; k < spec.heads.size(); ++k) {
+    HeadTarget h;
+    h.name = spec.heads[k].name;
+    h.kind = spec.heads[k].kind;
+    h.dim = spec.heads[k].output_dim;
+    h.source = TargetSource::kEnergy;
+    if (h.name == "energy") t.energy_head = int(k);
+    t.heads.push_back(h);
+  }
+  return t;
+}
+
+// Energy, forces and d(loss)/d(parameter) for every parameter, with the batch built (segment maps
+// included) on the path that is in force. The loss has energy, per-atom energy and force terms
+// against fixed random targets (a training step's).
+// With `device`, the batch and its maps are moved there (the model must be there already).
+std::vector<at::Tensor> model_outputs(Gnn& gnn, c10::ScalarType dtype,
+                                      const at::Device* device = nullptr) {
+  GraphBatch b = testing::batch_of(
+      {testing::triclinic_cell({14, 8, 8, 14, 8, 1, 8, 14}, 11, 0.2), testing::methanol()}, kRadius,
+      dtype);
+  at::manual_seed(41);
+  b.energy = at::randn({b.n_graphs}, at::kDouble).to(dtype);
+  b.forces = at::randn({b.n_atoms(), 3}, at::kDouble).to(dtype);
+  if (device) b = to_device(b, *device);
+  const Prediction p = predict(gnn, conservative_targets(gnn.spec()), b, /*create_graph=*/true);
+  const at::Tensor loss =
+      energy_force_loss(p, b, EnergyForceWeights{1.0, 0.5, 10.0}, LossSpec{LossType::kMse, 1.0});
+  const std::vector<at::Tensor> params = gnn.parameters();
+  const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true);
+  std::vector<at::Tensor> out = {p.energy.detach(), p.forces.detach()};
+  for (size_t k = 0; k < grads.size(); ++k)
+    out.push_back(grads[k].defined() ? grads[k] : at::zeros_like(params[k]).detach());
+  return out;
+}
+
+void compare_model(const ModelCase& c, c10::ScalarType dtype, double tol) {
+  SCOPED_TRACE(c.name);
+  at::manual_seed(3);
+  auto gnn = std::make_shared<Gnn>(model_spec(c));
+  gnn->to(dtype);
+  const std::vector<at::Tensor> fused = model_outputs(*gnn, dtype);
+  std::vector<at::Tensor> generic;
+  {
+    GenericKernels force;
+    generic = model_outputs(*gnn, dtype);
+  }
+  ASSERT_EQ(fused.size(), generic.size());
+  if (c.mpnn_type != "GIN") {  // GIN reads no geometry: its forces are zero
+    EXPECT_GT(max_abs(fused[1]), 0.0);
+  }
+  const auto names = gnn->named_parameters().keys();
+  double largest_grad = 0.0;
+  for (size_t k = 0; k < fused.size(); ++k) {
+    const std::string what = k == 0 ? "energy" : k == 1 ? "forces" : "d loss / d " + names[k - 2];
+    expect_rel(generic[k], fused[k], tol, what);
+    if (k >= 2) largest_grad = std::max(largest_grad, max_abs(fused[k]));
+  }
+  EXPECT_GT(largest_grad, 0.0);
+}
+
+class GenericModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(GenericModel, PredictionAndLossGradientsAgreeInFloat64) {
+  compare_model(GetParam(), at::kDouble, 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GenericModel, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(GenericModelFloat32, SchNetAgreesToFloat32Precision) {
+  compare_model({"SchNet", "SchNet", {}}, at::kFloat, 1e-5);
+}
+
+// ---- On a GPU, where there is one (skipped otherwise) ----
+
+class GenericModelCuda : public ::testing::TestWithParam<ModelCase> {};
+
+// The generic versions on the GPU against the fused kernels on the CPU, float64.
+TEST_P(GenericModelCuda, MatchesTheFusedCpuKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const at::Device cuda(at::kCUDA, 0);
+  at::manual_seed(3);
+  auto gnn = std::make_shared<Gnn>(model_spec(GetParam()));
+  gnn->to(at::kDouble);
+  const std::vector<at::Tensor> cpu = model_outputs(*gnn, at::kDouble);
+  gnn->to(cuda);
+  const std::vector<at::Tensor> gpu = model_outputs(*gnn, at::kDouble, &cuda);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t k = 0; k < cpu.size(); ++k) {
+    EXPECT_TRUE(gpu[k].is_cuda()) << k;
+    expect_rel(gpu[k].cpu(), cpu[k], 1e-9, "output " + std::to_string(k));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GenericModelCuda, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ddgnn
