@@ -14,7 +14,7 @@ packages=(
   libevent-pthreads-2.1-7 libevent-dev libpmix2 libfabric1 libucx0 libnuma1 libibverbs1 librdmacm1
   libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libmunge2
   libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-fortran-102 libhdf5-hl-100 libhdf5-hl-cpp-100
-  libhdf5-hl-fortran-100 libsz2 libaec0 libcurl3-gnutls libcurl4
+  libhdf5-hl-fortran-100 libsz2 libaec0 libcurl3-gnutls libcurl4 libssh2-1 libldap-2.5-0 libsasl2-2
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev
   libgmock-dev
 )
