@@ -1,10 +1,12 @@
 // Benchmark of the radius graph (model/radius_graph): graphs/s and µs per graph for small
 // periodic cells in batches of 64, and µs per atom for 4,000- and 32,000-atom cells (O(n_atoms)).
-// Single thread. Prints a table.
+// Beside the cell lists, µs per graph of the tensor build (model/device_graph) on the CPU device:
+// all pairs per graph, so it is run up to 4,000 atoms per graph. Single thread. Prints a table.
 //
 // usage: bench_radius_graph [seconds_per_case=1.0]
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "model/device_graph.h"
 #include "model/radius_graph.h"
 
 namespace {
@@ -62,7 +65,30 @@ struct Result {
   int64_t edges = 0;
 };
 
-Result run(const Case& c, double seconds) {
+// Largest graphs the tensor build is timed on (all pairs: O(n_atoms^2) per graph).
+constexpr int64_t kTensorMaxAtoms = 4000;
+
+// One build of the batch's graph; returns the number of edges.
+int64_t build(const Case& c, const Batch& b, bool tensor_build) {
+  if (tensor_build) {
+    const at::Tensor pos =
+        at::from_blob(const_cast<double*>(b.pos.data()), {b.offsets.back(), 3}, at::kDouble);
+    const ddgnn::DeviceEdges e = ddgnn::radius_graph_tensors(
+        pos, b.pos.data(), b.offsets.data(), b.n_graphs(), b.cells.data(), b.pbc.data(), c.options);
+    if (c.tensors && e.shift.to(at::kFloat).size(0) != e.edge_index.size(1)) std::abort();
+    return e.edge_index.size(1);
+  }
+  const ddgnn::Edges e = ddgnn::radius_graph_batch(b.pos.data(), b.offsets.data(), b.n_graphs(),
+                                                   b.cells.data(), b.pbc.data(), c.options);
+  if (c.tensors) {
+    const at::Tensor index = ddgnn::edge_index_tensor(e);
+    const at::Tensor shift = ddgnn::edge_shift_tensor(e, at::kFloat);
+    if (index.size(1) != shift.size(0)) std::abort();
+  }
+  return e.size();
+}
+
+Result run(const Case& c, double seconds, bool tensor_build) {
   Result best{1e30, 0};
   for (int repeat = 0; repeat < 3; ++repeat) {
     int64_t calls = 0;
@@ -70,14 +96,7 @@ Result run(const Case& c, double seconds) {
     double elapsed = 0;
     while (elapsed < seconds / 3 || calls < 2) {
       const Batch& b = c.batches[calls % c.batches.size()];
-      const ddgnn::Edges e = ddgnn::radius_graph_batch(b.pos.data(), b.offsets.data(), b.n_graphs(),
-                                                       b.cells.data(), b.pbc.data(), c.options);
-      if (c.tensors) {
-        const at::Tensor index = ddgnn::edge_index_tensor(e);
-        const at::Tensor shift = ddgnn::edge_shift_tensor(e, at::kFloat);
-        if (index.size(1) != shift.size(0)) std::abort();
-      }
-      best.edges = e.size();
+      best.edges = build(c, b, tensor_build);
       ++calls;
       elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     }
@@ -123,17 +142,31 @@ int main(int argc, char** argv) {
   cases.push_back({"fcc Cu 32,000 atoms", batches(1, 1, 20, 3.615, fcc, thermal), {5.0, 0}});
 
   std::printf("radius graph, radius 5 Å, single thread, %.1f s per case\n", seconds);
-  std::printf("%-32s %8s %7s %10s %12s %12s %10s\n", "case", "atoms/g", "batch", "edges/atom",
-              "graphs/s", "us/graph", "us/atom");
-  for (const Case& c : cases) run(c, 0.05);  // warm-up: page faults, allocator thresholds
+  std::printf("%-32s %8s %7s %10s %12s %12s %10s %14s\n", "case", "atoms/g", "batch", "edges/atom",
+              "graphs/s", "us/graph", "us/atom", "tensors us/g");
+  auto timed_tensors = [](const Case& c) {
+    const Batch& b = c.batches.front();
+    return b.offsets.back() / b.n_graphs() <= kTensorMaxAtoms;
+  };
+  for (const Case& c : cases) {  // warm-up: page faults, allocator thresholds
+    run(c, 0.05, false);
+    if (timed_tensors(c)) run(c, 0.05, true);
+  }
   for (const Case& c : cases) {
-    const Result r = run(c, seconds);
+    const Result r = run(c, seconds, false);
     const Batch& b = c.batches.front();
     const double graphs = static_cast<double>(b.n_graphs());
     const double atoms = static_cast<double>(b.offsets.back());
-    std::printf("%-32s %8.0f %7.0f %10.1f %12.0f %12.2f %10.3f\n", c.name.c_str(), atoms / graphs,
+    std::printf("%-32s %8.0f %7.0f %10.1f %12.0f %12.2f %10.3f", c.name.c_str(), atoms / graphs,
                 graphs, static_cast<double>(r.edges) / atoms, graphs / r.seconds_per_batch,
                 1e6 * r.seconds_per_batch / graphs, 1e6 * r.seconds_per_batch / atoms);
+    if (timed_tensors(c)) {
+      if (build(c, b, true) != build(c, b, false)) std::abort();  // the same graph both ways
+      const Result t = run(c, seconds, true);
+      std::printf(" %14.2f\n", 1e6 * t.seconds_per_batch / graphs);
+    } else {
+      std::printf(" %14s\n", "-");
+    }
   }
   return 0;
 }

@@ -1,5 +1,6 @@
-// Batch construction (radius graph on the CPU in float64, then tensors of the model dtype) and
-// the per-step edge geometry with memoised radial expansions.
+// Batch construction (radius graph in float64 by cell lists on the host or by tensor ops on the
+// device, then tensors of the model dtype on the device) and the per-step edge geometry with
+// memoised radial expansions.
 #include "model/batch.h"
 
 #include <ATen/ATen.h>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "model/device.h"
+#include "model/device_graph.h"
 #include "model/kernels.h"
 
 namespace ddgnn {
@@ -158,36 +160,56 @@ struct Gaussians : public torch::autograd::Function<Gaussians> {
 GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_offsets,
                       int64_t n_graphs, const double* cells, const uint8_t* pbc,
                       const double* energy, const double* forces,
-                      const RadiusGraphOptions& graph_options, c10::ScalarType dtype) {
+                      const RadiusGraphOptions& graph_options, c10::ScalarType dtype,
+                      c10::Device device, GraphBuild build) {
   if (n_graphs < 1) throw Error("make_batch: a batch needs at least one graph");
   const int64_t n_atoms = atom_offsets[n_graphs];
-  const Edges edges = radius_graph_batch(pos, atom_offsets, n_graphs, cells, pbc, graph_options);
+  const bool on_device =
+      build == GraphBuild::kTensors || (build == GraphBuild::kAuto && !device.is_cpu());
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   const auto i64 = at::TensorOptions().dtype(at::kLong);
+  // float64 positions on the device (on the CPU: the caller's array itself, read only).
+  const at::Tensor pos64 =
+      to_device(at::from_blob(const_cast<double*>(pos), {n_atoms, 3}, f64), device);
   GraphBatch b;
+  if (on_device) {
+    const DeviceEdges edges =
+        radius_graph_tensors(pos64, pos, atom_offsets, n_graphs, cells, pbc, graph_options);
+    b.cut_atoms = edges.cut_atoms;
+    b.most_neighbours = edges.most_neighbours;
+    b.edge_index = edges.edge_index;
+    b.edge_shift = edges.shift.to(dtype);
+  } else {
+    const Edges edges = radius_graph_batch(pos, atom_offsets, n_graphs, cells, pbc, graph_options);
+    b.cut_atoms = edges.cut_atoms;
+    b.most_neighbours = edges.most_neighbours;
+    b.edge_index = to_device(edge_index_tensor(edges), device);
+    b.edge_shift = to_device(edge_shift_tensor(edges, dtype), device);
+  }
   b.n_graphs = n_graphs;
-  b.z = at::empty({n_atoms}, i64);
-  b.graph_of_atom = at::empty({n_atoms}, i64);
-  b.atoms_per_graph = at::empty({n_graphs}, i64);
-  int64_t* zp = b.z.data_ptr<int64_t>();
-  int64_t* gp = b.graph_of_atom.data_ptr<int64_t>();
+  at::Tensor z_host = at::empty({n_atoms}, i64);
+  at::Tensor graph_of_atom = at::empty({n_atoms}, i64);
+  at::Tensor atoms_per_graph = at::empty({n_graphs}, i64);
+  int64_t* zp = z_host.data_ptr<int64_t>();
+  int64_t* gp = graph_of_atom.data_ptr<int64_t>();
   for (int64_t g = 0; g < n_graphs; ++g) {
-    b.atoms_per_graph.data_ptr<int64_t>()[g] = atom_offsets[g + 1] - atom_offsets[g];
+    atoms_per_graph.data_ptr<int64_t>()[g] = atom_offsets[g + 1] - atom_offsets[g];
     for (int64_t a = atom_offsets[g]; a < atom_offsets[g + 1]; ++a) gp[a] = g;
   }
   for (int64_t a = 0; a < n_atoms; ++a) zp[a] = z[a];
-  b.pos = at::from_blob(const_cast<double*>(pos), {n_atoms, 3}, f64).to(dtype, false, true);
-  b.cut_atoms = edges.cut_atoms;
-  b.most_neighbours = edges.most_neighbours;
-  b.edge_index = edge_index_tensor(edges);
-  b.edge_shift = edge_shift_tensor(edges, dtype);
+  b.z = to_device(z_host, device);
+  b.graph_of_atom = to_device(graph_of_atom, device);
+  b.atoms_per_graph = to_device(atoms_per_graph, device);
+  b.pos = pos64.to(dtype, /*non_blocking=*/false, /*copy=*/true);
   b.receivers = std::make_shared<SegmentIndex>(make_segment_index(b.edge_index[1], n_atoms));
   b.senders = std::make_shared<SegmentIndex>(make_segment_index(b.edge_index[0], n_atoms));
   b.graphs = std::make_shared<SegmentIndex>(make_segment_index(b.graph_of_atom, n_graphs));
-  if (energy)
-    b.energy = at::from_blob(const_cast<double*>(energy), {n_graphs}, f64).to(dtype, false, true);
-  if (forces)
-    b.forces = at::from_blob(const_cast<double*>(forces), {n_atoms, 3}, f64).to(dtype, false, true);
+  auto target = [&](const double* values, at::IntArrayRef shape) {
+    const at::Tensor host = at::from_blob(const_cast<double*>(values), shape, f64);
+    return to_device(host.to(dtype, /*non_blocking=*/false, /*copy=*/true), device);
+  };
+  if (energy) b.energy = target(energy, {n_graphs});
+  if (forces) b.forces = target(forces, {n_atoms, 3});
   return b;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <array>
 #include <cstdint>
@@ -40,14 +41,25 @@ struct GraphBatch {
   int64_t n_edges() const { return edge_index.size(1); }
 };
 
-// Builds a batch from concatenated plain arrays: z [n_atoms] uint8; pos [n_atoms, 3] float64 Å;
-// atom_offsets [n_graphs + 1]; cells [n_graphs, 9] float64 Å (rows = lattice vectors); pbc
-// [n_graphs, 3]; energy [n_graphs] eV or nullptr; forces [n_atoms, 3] eV/Å or nullptr.
-// `dtype` is the model's floating type (Float or Double). On the CPU.
+// How make_batch builds the radius graph.
+enum class GraphBuild {
+  kAuto,      // cell lists when the device is the CPU, tensor ops on any other device
+  kCellList,  // radius_graph_batch on the host (model/radius_graph.h), edges copied to the device
+  kTensors,   // radius_graph_tensors on the device (model/device_graph.h)
+};
+
+// Builds a batch from concatenated plain arrays on the host: z [n_atoms] uint8; pos [n_atoms, 3]
+// float64 Å; atom_offsets [n_graphs + 1]; cells [n_graphs, 9] float64 Å (rows = lattice vectors);
+// pbc [n_graphs, 3]; energy [n_graphs] eV or nullptr; forces [n_atoms, 3] eV/Å or nullptr.
+// `dtype` is the model's floating type (Float or Double). Every tensor of the batch is on
+// `device` (copied through pinned memory, without blocking, when it is CUDA); both builds of the
+// graph give the same edges.
 GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_offsets,
                       int64_t n_graphs, const double* cells, const uint8_t* pbc,
                       const double* energy, const double* forces,
-                      const RadiusGraphOptions& graph_options, c10::ScalarType dtype);
+                      const RadiusGraphOptions& graph_options, c10::ScalarType dtype,
+                      c10::Device device = c10::Device(c10::kCPU),
+                      GraphBuild build = GraphBuild::kAuto);
 
 // The cosine cutoff 0.5 (cos(pi d / cutoff) + 1) of lengths d [E] and its first and second
 // derivatives in d, as values without autograd ([E] each, d's dtype).

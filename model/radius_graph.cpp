@@ -175,10 +175,20 @@ void check_options(const RadiusGraphOptions& options) {
   }
 }
 
-// Appends the edges of one graph (atoms pos [n, 3]) to out, atom indices offset by `first`.
-void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* pbc,
-               const RadiusGraphOptions& options, int64_t first, int64_t graph, Workspace& ws,
-               Edges& out) {
+// What build_one needs of one graph after its checks: the frame, the bins and their reach.
+struct Prepared {
+  Basis basis;
+  std::array<int64_t, 3> n_bins{}, reach{};
+  Vec3 lo{};  // lower corner of the bounding box along non-periodic axes, Å
+  std::array<double, 3> extent{};
+};
+
+// The checks of one graph (atoms pos [n, 3]) and everything binning needs: fractional coordinates
+// (ws.frac), the wrap into the cell (ws.wrap, ws.xw), the number of bins and the bins to visit
+// along each axis. Throws DataError for a non-finite position, a degenerate cell, an atom absurdly
+// far from the cell, or a cell far too small for the radius. With n == 0 only the first two.
+Prepared prepare(const double* pos, int64_t n, const double* cell, const uint8_t* pbc,
+                 const RadiusGraphOptions& options, int64_t graph, Workspace& ws) {
   for (int64_t a = 0; a < 3 * n; ++a) {
     if (!std::isfinite(pos[a])) {
       throw DataError(
@@ -186,8 +196,10 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
           "check the positions of this structure (NaN or inf)");
     }
   }
-  const Basis basis = make_basis(cell, pbc, graph);
-  if (n == 0) return;
+  Prepared prep;
+  prep.basis = make_basis(cell, pbc, graph);
+  const Basis& basis = prep.basis;
+  if (n == 0) return prep;
   const double radius = options.radius;
   const double r_bin = radius * (1.0 + kSlack);
 
@@ -195,10 +207,10 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
   // along the orthonormal non-periodic axes (keeping the bounding box).
   ws.wrap.assign(3 * n, 0);
   ws.xw.resize(3 * n);
-  ws.bin3.resize(3 * n);
   std::vector<double>& s = ws.frac;
   s.resize(3 * n);
-  Vec3 lo{}, hi{};
+  Vec3 hi{};
+  Vec3& lo = prep.lo;
   for (int k = 0; k < 3; ++k) lo[k] = hi[k] = 0.0;
   for (int64_t a = 0; a < n; ++a) {
     const Vec3 x{pos[3 * a], pos[3 * a + 1], pos[3 * a + 2]};
@@ -225,8 +237,8 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
   }
 
   // Bins along each axis, each at least r_bin thick; total capped for sparse structures.
-  std::array<int64_t, 3> n_bins{};
-  std::array<double, 3> extent{};
+  std::array<int64_t, 3>& n_bins = prep.n_bins;
+  std::array<double, 3>& extent = prep.extent;
   for (int k = 0; k < 3; ++k) {
     extent[k] = basis.periodic[k] ? 1.0 / norm(basis.b[k]) : hi[k] - lo[k];
   }
@@ -251,7 +263,32 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
                           std::to_string(extent[k]) + " Å)",
                       "check the cell (units: Å) and the radius");
     }
-    const int64_t reach = static_cast<int64_t>(reach_d);
+    prep.reach[k] = static_cast<int64_t>(reach_d);
+  }
+  return prep;
+}
+
+void check_offsets(const int64_t* atom_offsets, int64_t g) {
+  if (atom_offsets[g] < 0 || atom_offsets[g + 1] < atom_offsets[g]) {
+    throw DataError("radius graph: atom_offsets must be non-decreasing from 0, graph " +
+                    std::to_string(g) + " has [" + std::to_string(atom_offsets[g]) + ", " +
+                    std::to_string(atom_offsets[g + 1]) + ")");
+  }
+}
+
+// Appends the edges of one graph (atoms pos [n, 3]) to out, atom indices offset by `first`.
+void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* pbc,
+               const RadiusGraphOptions& options, int64_t first, int64_t graph, Workspace& ws,
+               Edges& out) {
+  const Prepared prep = prepare(pos, n, cell, pbc, options, graph, ws);
+  if (n == 0) return;
+  const Basis& basis = prep.basis;
+  const std::array<int64_t, 3>& n_bins = prep.n_bins;
+  const std::vector<double>& s = ws.frac;
+  const double radius = options.radius;
+  const double r_bin = radius * (1.0 + kSlack);
+  for (int k = 0; k < 3; ++k) {
+    const int64_t reach = prep.reach[k];
     AxisVisits& av = ws.axis[k];
     av.start.assign(n_bins[k] + 1, 0);
     av.visit.clear();
@@ -270,6 +307,9 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
   }
 
   // Counting sort of the atoms by bin.
+  const Vec3& lo = prep.lo;
+  const std::array<double, 3>& extent = prep.extent;
+  ws.bin3.resize(3 * n);
   const int64_t total_bins = n_bins[0] * n_bins[1] * n_bins[2];
   ws.bin_start.assign(total_bins + 1, 0);
   for (int64_t a = 0; a < n; ++a) {
@@ -383,13 +423,9 @@ Edges radius_graph_batch(const double* pos, const int64_t* atom_offsets, int64_t
   Edges out;
   out.edges_per_graph.resize(n_graphs);
   for (int64_t g = 0; g < n_graphs; ++g) {
+    check_offsets(atom_offsets, g);
     const int64_t first = atom_offsets[g];
     const int64_t n = atom_offsets[g + 1] - first;
-    if (first < 0 || n < 0) {
-      throw DataError("radius graph: atom_offsets must be non-decreasing from 0, graph " +
-                      std::to_string(g) + " has [" + std::to_string(first) + ", " +
-                      std::to_string(atom_offsets[g + 1]) + ")");
-    }
     const int64_t before = out.size();
     if (g == 1) {  // reserve for the whole batch, from the first graph's edges per atom
       const int64_t atoms = atom_offsets[n_graphs] - atom_offsets[0];
@@ -401,6 +437,31 @@ Edges radius_graph_batch(const double* pos, const int64_t* atom_offsets, int64_t
     out.edges_per_graph[g] = out.size() - before;
   }
   return out;
+}
+
+std::vector<PeriodicFrame> radius_graph_frames(const double* pos, const int64_t* atom_offsets,
+                                               int64_t n_graphs, const double* cells,
+                                               const uint8_t* pbc,
+                                               const RadiusGraphOptions& options) {
+  check_options(options);
+  Workspace ws;
+  std::vector<PeriodicFrame> frames(n_graphs);
+  for (int64_t g = 0; g < n_graphs; ++g) {
+    check_offsets(atom_offsets, g);
+    const int64_t first = atom_offsets[g];
+    const Prepared prep = prepare(pos + 3 * first, atom_offsets[g + 1] - first, cells + 9 * g,
+                                  pbc + 3 * g, options, g, ws);
+    PeriodicFrame& f = frames[g];
+    for (int k = 0; k < 3; ++k) {
+      if (!prep.basis.periodic[k]) continue;
+      for (int c = 0; c < 3; ++c) {
+        f.lattice[3 * k + c] = prep.basis.m[k][c];
+        f.reciprocal[3 * k + c] = prep.basis.b[k][c];
+      }
+      f.reach[k] = options.radius * norm(prep.basis.b[k]);
+    }
+  }
+  return frames;
 }
 
 int64_t count_isolated_atoms(const Edges& edges, int64_t n_atoms) {

@@ -11,6 +11,7 @@
 // included), and with max_neighbours > 0 only the max_neighbours nearest of them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -53,6 +54,23 @@ Edges radius_graph(const double* pos, int64_t n_atoms, const double* cell, const
 Edges radius_graph_batch(const double* pos, const int64_t* atom_offsets, int64_t n_graphs,
                          const double* cells, const uint8_t* pbc,
                          const RadiusGraphOptions& options);
+
+// The periodic frame of one structure, for searches over images (model/device_graph.h): rows of
+// `lattice` are the periodic lattice vectors (Å), rows of `reciprocal` the b_k with
+// lattice_k . b_l = delta_kl (1/Å), so that s_k = x . b_k is the fractional coordinate along a
+// periodic axis k; both are zero rows on non-periodic axes. Every neighbour within the radius has
+// |s_k(pos[j]) - s_k(pos[i]) + image_k| < reach[k] = radius |b_k| (0 on non-periodic axes).
+struct PeriodicFrame {
+  std::array<double, 9> lattice{}, reciprocal{};
+  std::array<double, 3> reach{};
+};
+
+// The frames [n_graphs] of a batch given as to radius_graph_batch, after exactly its checks of the
+// options, the offsets and every graph (the same errors, in the same order).
+std::vector<PeriodicFrame> radius_graph_frames(const double* pos, const int64_t* atom_offsets,
+                                               int64_t n_graphs, const double* cells,
+                                               const uint8_t* pbc,
+                                               const RadiusGraphOptions& options);
 
 // Number of atoms in [0, n_atoms) that receive no edge (no neighbour within the radius).
 // edges: any Edges (dst must be in [0, n_atoms)).
