@@ -113,7 +113,8 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   sync(device);
   const double build_ms = 1e3 * seconds_since(t_build) / 4;
   auto step_fn = [&](const ddgnn::GraphBatch& b, Clock::time_point* forward_done) {
-    const ddgnn::Prediction p = ddgnn::predict(*gnn, targets, b, /*create_graph=*/true, forward_done);
+    const ddgnn::Prediction p =
+        ddgnn::predict(*gnn, targets, b, /*create_graph=*/true, forward_done);
     at::Tensor loss = at::mse_loss(p.energy, b.energy) + at::mse_loss(p.forces, b.forces);
     opt->zero_grad();
     loss.backward();
@@ -183,11 +184,13 @@ int main(int argc, char** argv) {
   const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
   const c10::Device device(argc > 5 ? argv[5] : "cpu");
   std::unique_ptr<ddgnn::GenericKernels> generic;
-  if (argc > 6 && std::string(argv[6]) == "generic") generic = std::make_unique<ddgnn::GenericKernels>();
+  if (argc > 6 && std::string(argv[6]) == "generic")
+    generic = std::make_unique<ddgnn::GenericKernels>();
   if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32
-  std::printf("one thread, float32, device %s%s, %d timed steps after 3 warm-up; ms per step by "
-              "phase\n",
-              device.str().c_str(), generic ? " (generic kernels)" : "", steps);
+  std::printf(
+      "one thread, float32, device %s%s, %d timed steps after 3 warm-up; ms per step by "
+      "phase\n",
+      device.str().c_str(), generic ? " (generic kernels)" : "", steps);
   std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
               "forward", "forces", "backward", "adam", "build ms", "edges");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -200,7 +203,8 @@ int main(int argc, char** argv) {
   std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);
 #ifdef DDGNN_TORCH_CUDA
   if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    const auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
     std::printf("peak GPU memory %.0f MiB\n", double(stats.allocated_bytes[0].peak) / (1 << 20));
   }
 #endif

@@ -14,7 +14,6 @@
 
 #include "config/train_settings.h"
 
-
 namespace ddgnn {
 
 class GradBuckets {

@@ -248,8 +248,8 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
   const auto t0 = std::chrono::steady_clock::now();
   PreparedBatch p;
   p.ids = ids;
-  p.batch = collate(block, ids, setup.graph, to_dtype(setup.precision), setup.periodic,
-                    setup.device);
+  p.batch =
+      collate(block, ids, setup.graph, to_dtype(setup.precision), setup.periodic, setup.device);
   // An atom without a neighbour within the radius exchanges no message: its energy would be a
   // constant of its species and its force zero, whatever the data says. (On a GPU, one copy of
   // the receivers' offsets to the host, on the loader's thread.)

@@ -54,7 +54,8 @@ inline Structure methanol() {
 // One batch of the structures; energies and forces as targets when every structure has forces.
 inline GraphBatch batch_of(const std::vector<Structure>& ss, double radius,
                            c10::ScalarType dtype = c10::ScalarType::Double,
-                           c10::Device device = c10::Device(c10::kCPU), int64_t max_neighbours = 0) {
+                           c10::Device device = c10::Device(c10::kCPU),
+                           int64_t max_neighbours = 0) {
   std::vector<uint8_t> z, pbc;
   std::vector<double> pos, cells, energy, forces;
   std::vector<int64_t> offsets = {0};

@@ -25,8 +25,8 @@ namespace {
 
 using testing::Structure;
 
-#define REQUIRE_GPU()                                                                     \
-  if (!torch::cuda::is_available())                                                       \
+#define REQUIRE_GPU()                                                                      \
+  if (!torch::cuda::is_available())                                                        \
   GTEST_SKIP() << "no GPU visible to this process: the GPU tests run where one is (build " \
                   "with jobs/build.sh --gpu)"
 
@@ -34,7 +34,8 @@ const c10::Device kGpu(c10::kCUDA, 0);
 
 std::vector<Structure> structures() {
   std::vector<Structure> ss;
-  for (unsigned seed = 1; seed <= 3; ++seed) ss.push_back(testing::triclinic_cell({6, 8, 1, 1, 6, 8, 1, 1}, seed, 0.08));
+  for (unsigned seed = 1; seed <= 3; ++seed)
+    ss.push_back(testing::triclinic_cell({6, 8, 1, 1, 6, 8, 1, 1}, seed, 0.08));
   ss.push_back(testing::methanol());
   return ss;
 }
