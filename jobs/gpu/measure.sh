@@ -12,12 +12,12 @@ steps=${2:-30}
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-CMAKE_ARGS="${CMAKE_ARGS:-}" bash jobs/build.sh --gpu ddgnn bench_train test_gpu > "$out/build.log" 2>&1 ||
+CMAKE_ARGS="${CMAKE_ARGS:-}" timeout "${BUILD_TIMEOUT:-1800}" bash jobs/build.sh --gpu ddgnn bench_train test_gpu > "$out/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$out/build.log" | head -40; exit 1; }
 [ -f .gpu_deps/env.sh ] && . .gpu_deps/env.sh
-echo "== GPU tests"
-./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" | grep -E "OK|FAILED|Failure|Expected|Which|relative|PASSED|SKIPPED|error" | head -60
-echo "== training throughput, ddgnn (C++) and PyTorch Geometric, same GPU, same run"
+echo "== GPU tests (t = ${SECONDS} s)"
+timeout 120 ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" | grep -E "OK|FAILED|Failure|Expected|Which|relative|PASSED|SKIPPED|error" | head -60
+echo "== training throughput, ddgnn (C++) and PyTorch Geometric, same GPU, same run (t = ${SECONDS} s)"
 ./build-gpu/bench/bench_train "$steps" all ab - cuda 2>&1 | tee "$out/bench_train_cuda.txt"
 python3 bench/pyg_baseline.py "$steps" ab cuda fp32 2>&1 | tee "$out/pyg_fp32.txt"
 python3 bench/pyg_baseline.py "$steps" ab cuda bf16 2>&1 | tee "$out/pyg_bf16.txt"
@@ -46,10 +46,10 @@ print(f"GPU busy (nvidia-smi utilization.gpu): steady-state mean {sum(steady) / 
 PY
 }
 if [ -f data/ethanol.h5 ]; then
-  echo "== ethanol on the GPU"
+  echo "== ethanol on the GPU (t = ${SECONDS} s)"
   train_gpu ethanol configs/ethanol_schnet.json "${ETHANOL_SECONDS:-57}" ${ETHANOL_SET:-}
 fi
 if [ -f data/cu_eam.h5 ]; then
-  echo "== Cu EAM on the GPU"
+  echo "== Cu EAM on the GPU (t = ${SECONDS} s)"
   train_gpu cu configs/cu_eam_schnet.json "${CU_SECONDS:-174}" ${CU_SET:-}
 fi
