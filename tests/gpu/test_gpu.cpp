@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/lj_dataset.h"
+#include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
@@ -41,20 +42,7 @@ std::vector<Structure> structures() {
 }
 
 GnnSpec spec_of(const std::string& type) {
-  GnnSpec s;
-  s.mpnn_type = type;
-  s.layer.hidden_dim = 16;
-  s.layer.radius = 3.5;
-  s.layer.num_gaussians = 12;
-  s.layer.num_filters = 16;
-  s.layer.num_radial = 6;
-  s.layer.pna_deg = std::vector<int64_t>(40, 1);
-  s.num_conv_layers = 2;
-  s.node_num_headlayers = 2;
-  s.node_dim_headlayers = {16, 16};
-  s.heads = {{"energy", HeadSpec::kNode, 1}};
-  s.interatomic_potential = true;
-  return s;
+  return testing::small_spec(type, 3.5);
 }
 
 TargetSpec energy_targets() {

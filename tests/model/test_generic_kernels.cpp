@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "core/error.h"
 #include "model/activation.h"
@@ -321,24 +322,7 @@ void PrintTo(const ModelCase& c, std::ostream* os) {
 }
 
 GnnSpec model_spec(const ModelCase& c) {
-  GnnSpec s;
-  s.mpnn_type = c.mpnn_type;
-  s.layer.hidden_dim = 16;
-  s.layer.radius = kRadius;
-  s.layer.num_gaussians = 12;
-  s.layer.num_filters = 16;
-  s.layer.num_radial = 6;
-  s.layer.pna_deg = std::vector<int64_t>(40, 1);
-  s.num_conv_layers = 2;
-  s.graph_pooling = Pooling::kAdd;
-  s.num_sharedlayers = 1;
-  s.dim_sharedlayers = 16;
-  s.num_headlayers = 1;
-  s.dim_headlayers = {16};
-  s.node_num_headlayers = 2;
-  s.node_dim_headlayers = {16, 16};
-  s.heads = {{"energy", HeadSpec::kNode, 1}};
-  s.interatomic_potential = true;
+  GnnSpec s = testing::small_spec(c.mpnn_type, kRadius);
   if (c.adjust) c.adjust(s);
   return s;
 }

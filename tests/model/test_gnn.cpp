@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "core/error.h"
 #include "model/batch.h"
@@ -42,25 +43,7 @@ GraphBatch batch_of(const std::vector<Structure>& ss) {
 }
 
 GnnSpec make_spec(const std::string& type, double radius = kRadius) {
-  GnnSpec s;
-  s.mpnn_type = type;
-  s.layer.hidden_dim = 16;
-  s.layer.radius = radius;
-  s.layer.num_gaussians = 12;
-  s.layer.num_filters = 16;
-  s.layer.num_radial = 6;
-  s.layer.pna_deg = std::vector<int64_t>(40, 1);  // fixed normaliser: batches equal graphs alone
-  s.num_conv_layers = 2;
-  s.graph_pooling = Pooling::kAdd;
-  s.num_sharedlayers = 1;
-  s.dim_sharedlayers = 16;
-  s.num_headlayers = 1;
-  s.dim_headlayers = {16};
-  s.node_num_headlayers = 2;
-  s.node_dim_headlayers = {16, 16};
-  s.heads = {{"energy", HeadSpec::kNode, 1}};
-  s.interatomic_potential = true;
-  return s;
+  return testing::small_spec(type, radius);
 }
 
 // What the heads learn, as training binds them: the head named "energy" is the energy (summed
