@@ -1,7 +1,7 @@
 // model/device_graph: the radius graph from tensor ops (run here on the CPU device) against the
 // cell lists of model/radius_graph on molecules, cubic, triclinic and tiny periodic cells, mixed
 // periodicity, unwrapped positions, max_neighbours, batches and chunking; make_batch with both
-// builds; the same errors. On CUDA too when this machine has one.
+// builds; the same errors. On a CUDA device: tests/gpu/.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -365,24 +365,6 @@ TEST(DeviceGraph, MakeBatchBuildsTheSameBatchEitherWay) {
       }
     }
   }
-}
-
-// On CUDA, when this machine has it: the same edges as the cell lists, the tensors on the GPU.
-TEST(DeviceGraph, SameEdgesOnCuda) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  const c10::Device cuda(c10::kCUDA, 0);
-  Batch b;
-  add(b, 40, kSkewed, kAll, -1, 2, 110);
-  add(b, 30, {10, 0, 0, 0, 10, 0, 0, 0, 10}, Cell{}, kNone, 0, 1, 111);
-  add(b, 6, kTiny, {1, 0, 1}, -1, 2, 112);
-  add_fcc(b, 3);
-  EXPECT_GT(expect_same(b, {5.0, 0}, 0, cuda), 0);
-  expect_same(b, {5.0, 9}, 0, cuda);
-  expect_same(b, {5.0, 9}, 3000, cuda);
-  const at::Tensor host = at::arange(100, at::kDouble);
-  const at::Tensor copied = to_device(host, cuda);  // through pinned memory
-  EXPECT_TRUE(copied.is_cuda());
-  EXPECT_TRUE(at::equal(copied.cpu(), host));
 }
 
 }  // namespace

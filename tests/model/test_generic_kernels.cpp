@@ -2,14 +2,13 @@
 // the fused CPU kernels, both on the CPU (GenericKernels forces the former): every op's value,
 // first derivatives and second derivatives (the force loss's backward) in float64 on random
 // inputs; segment maps; the full prediction of every mpnn_type (energy, forces and the gradient
-// of a loss with forces in it with respect to every parameter); float32 agreement; and, where a
-// CUDA device is present, the generic versions on it against the fused kernels on the CPU.
+// of a loss with forces in it with respect to every parameter); float32 agreement. On a CUDA
+// device: tests/gpu/.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/cuda.h>
 
 #include <array>
 #include <cmath>
@@ -348,18 +347,6 @@ std::vector<ModelCase> model_cases() {
   return cases;
 }
 
-// The batch's tensors on `device`, its segment maps built there.
-GraphBatch to_device(const GraphBatch& b, const at::Device& device) {
-  GraphBatch d = b;
-  for (at::Tensor* t : {&d.z, &d.pos, &d.edge_index, &d.edge_shift, &d.graph_of_atom,
-                        &d.atoms_per_graph, &d.energy, &d.forces})
-    if (t->defined()) *t = t->to(device);
-  d.receivers = std::make_shared<SegmentIndex>(make_segment_index(d.edge_index[1], d.n_atoms()));
-  d.senders = std::make_shared<SegmentIndex>(make_segment_index(d.edge_index[0], d.n_atoms()));
-  d.graphs = std::make_shared<SegmentIndex>(make_segment_index(d.graph_of_atom, d.n_graphs));
-  return d;
-}
-
 TargetSpec conservative_targets(const GnnSpec& spec) {
   TargetSpec t;
   t.conservative = true;
@@ -378,16 +365,13 @@ TargetSpec conservative_targets(const GnnSpec& spec) {
 // Energy, forces and d(loss)/d(parameter) for every parameter, with the batch built (segment maps
 // included) on the path that is in force. The loss has energy, per-atom energy and force terms
 // against fixed random targets (a training step's).
-// With `device`, the batch and its maps are moved there (the model must be there already).
-std::vector<at::Tensor> model_outputs(Gnn& gnn, c10::ScalarType dtype,
-                                      const at::Device* device = nullptr) {
+std::vector<at::Tensor> model_outputs(Gnn& gnn, c10::ScalarType dtype) {
   GraphBatch b = testing::batch_of(
       {testing::triclinic_cell({14, 8, 8, 14, 8, 1, 8, 14}, 11, 0.2), testing::methanol()}, kRadius,
       dtype);
   at::manual_seed(41);
   b.energy = at::randn({b.n_graphs}, at::kDouble).to(dtype);
   b.forces = at::randn({b.n_atoms(), 3}, at::kDouble).to(dtype);
-  if (device) b = to_device(b, *device);
   const Prediction p = predict(gnn, conservative_targets(gnn.spec()), b, /*create_graph=*/true);
   const at::Tensor loss =
       energy_force_loss(p, b, EnergyForceWeights{1.0, 0.5, 10.0}, LossSpec{LossType::kMse, 1.0});
@@ -437,30 +421,6 @@ INSTANTIATE_TEST_SUITE_P(Models, GenericModel, ::testing::ValuesIn(model_cases()
 TEST(GenericModelFloat32, SchNetAgreesToFloat32Precision) {
   compare_model({"SchNet", "SchNet", {}}, at::kFloat, 1e-5);
 }
-
-// ---- On a GPU, where there is one (skipped otherwise) ----
-
-class GenericModelCuda : public ::testing::TestWithParam<ModelCase> {};
-
-// The generic versions on the GPU against the fused kernels on the CPU, float64.
-TEST_P(GenericModelCuda, MatchesTheFusedCpuKernels) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const at::Device cuda(at::kCUDA, 0);
-  at::manual_seed(3);
-  auto gnn = std::make_shared<Gnn>(model_spec(GetParam()));
-  gnn->to(at::kDouble);
-  const std::vector<at::Tensor> cpu = model_outputs(*gnn, at::kDouble);
-  gnn->to(cuda);
-  const std::vector<at::Tensor> gpu = model_outputs(*gnn, at::kDouble, &cuda);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t k = 0; k < cpu.size(); ++k) {
-    EXPECT_TRUE(gpu[k].is_cuda()) << k;
-    expect_rel(gpu[k].cpu(), cpu[k], 1e-9, "output " + std::to_string(k));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, GenericModelCuda, ::testing::ValuesIn(model_cases()),
-                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace ddgnn
