@@ -45,19 +45,6 @@ GnnSpec spec_of(const std::string& type) {
   return testing::small_spec(type, 3.5);
 }
 
-TargetSpec energy_targets() {
-  TargetSpec t;
-  t.conservative = true;
-  HeadTarget h;
-  h.name = "energy";
-  h.kind = HeadSpec::kNode;
-  h.dim = 1;
-  h.source = TargetSource::kEnergy;
-  t.heads = {h};
-  t.energy_head = 0;
-  return t;
-}
-
 double rel_error(const at::Tensor& a, const at::Tensor& ref) {
   const at::Tensor r = ref.to(at::kCPU, at::kDouble);
   return (a.to(at::kCPU, at::kDouble) - r).abs().max().item<double>() /
@@ -90,8 +77,10 @@ TEST(Gpu, EveryModelPredictsOnTheGpuAsOnTheCpuInFloat64) {
     at::manual_seed(5);
     Gnn b(spec_of(type));
     b.to(kGpu, at::kDouble);
-    const Prediction pa = predict(a, energy_targets(), cpu, /*create_graph=*/true);
-    const Prediction pb = predict(b, energy_targets(), gpu, /*create_graph=*/true);
+    const Prediction pa =
+        predict(a, testing::targets_of(spec_of("SchNet"), true), cpu, /*create_graph=*/true);
+    const Prediction pb =
+        predict(b, testing::targets_of(spec_of("SchNet"), true), gpu, /*create_graph=*/true);
     ASSERT_TRUE(pb.forces.is_cuda()) << type;
     EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-10) << type;
     EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-10) << type;
@@ -116,8 +105,8 @@ TEST(Gpu, Float32OnTheGpuIsWithinFloat32OfFloat64) {
   at::manual_seed(5);
   Gnn b(spec_of("SchNet"));
   b.to(kGpu, at::kFloat);
-  const Prediction pa = predict(a, energy_targets(), cpu, false);
-  const Prediction pb = predict(b, energy_targets(), gpu, false);
+  const Prediction pa = predict(a, testing::targets_of(spec_of("SchNet"), true), cpu, false);
+  const Prediction pb = predict(b, testing::targets_of(spec_of("SchNet"), true), gpu, false);
   EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-5);
   EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-4);
 }

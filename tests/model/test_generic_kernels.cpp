@@ -347,21 +347,6 @@ std::vector<ModelCase> model_cases() {
   return cases;
 }
 
-TargetSpec conservative_targets(const GnnSpec& spec) {
-  TargetSpec t;
-  t.conservative = true;
-  for (size_t k = 0; k < spec.heads.size(); ++k) {
-    HeadTarget h;
-    h.name = spec.heads[k].name;
-    h.kind = spec.heads[k].kind;
-    h.dim = spec.heads[k].output_dim;
-    h.source = TargetSource::kEnergy;
-    if (h.name == "energy") t.energy_head = int(k);
-    t.heads.push_back(h);
-  }
-  return t;
-}
-
 // Energy, forces and d(loss)/d(parameter) for every parameter, with the batch built (segment maps
 // included) on the path that is in force. The loss has energy, per-atom energy and force terms
 // against fixed random targets (a training step's).
@@ -372,7 +357,8 @@ std::vector<at::Tensor> model_outputs(Gnn& gnn, c10::ScalarType dtype) {
   at::manual_seed(41);
   b.energy = at::randn({b.n_graphs}, at::kDouble).to(dtype);
   b.forces = at::randn({b.n_atoms(), 3}, at::kDouble).to(dtype);
-  const Prediction p = predict(gnn, conservative_targets(gnn.spec()), b, /*create_graph=*/true);
+  const Prediction p =
+      predict(gnn, testing::targets_of(gnn.spec(), true), b, /*create_graph=*/true);
   const at::Tensor loss =
       energy_force_loss(p, b, EnergyForceWeights{1.0, 0.5, 10.0}, LossSpec{LossType::kMse, 1.0});
   const std::vector<at::Tensor> params = gnn.parameters();

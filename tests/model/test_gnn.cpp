@@ -46,22 +46,8 @@ GnnSpec make_spec(const std::string& type, double radius = kRadius) {
   return testing::small_spec(type, radius);
 }
 
-// What the heads learn, as training binds them: the head named "energy" is the energy (summed
-// over atoms for a node head), a head named "forces" gives direct forces; conservative forces are
-// -dE/dx.
 TargetSpec targets_of(const GnnSpec& spec, bool conservative) {
-  TargetSpec t;
-  t.conservative = conservative;
-  for (size_t k = 0; k < spec.heads.size(); ++k) {
-    HeadTarget h;
-    h.name = spec.heads[k].name;
-    h.kind = spec.heads[k].kind;
-    h.dim = spec.heads[k].output_dim;
-    h.source = h.name == "forces" ? TargetSource::kForces : TargetSource::kEnergy;
-    if (h.name == "energy") t.energy_head = int(k);
-    t.heads.push_back(h);
-  }
-  return t;
+  return testing::targets_of(spec, conservative);
 }
 
 // The prediction path of training and evaluation (model/predict.h) on `b`.
