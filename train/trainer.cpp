@@ -244,7 +244,10 @@ int Trainer::set_up_threads() {
 
 void Trainer::build_model(const nlohmann::json* resume_record) {
   m_setup = make_model_setup(m_s, m_loader->data(), resume_record);
-  if (m_place.gpu >= 0) m_setup.device = c10::Device(c10::kCUDA, int8_t(m_place.gpu));
+  if (m_place.gpu >= 0) {
+    m_setup.device = c10::Device(c10::kCUDA, int8_t(m_place.gpu));
+    at::globalContext().setFloat32MatmulPrecision("high");  // fp32: TF32 matmuls allowed
+  }
   at::manual_seed(m_s.seed);
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
   m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
