@@ -35,7 +35,6 @@ DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_
     m_offset[k] = elems.back();
     elems.back() += n;
   }
-  m_elems = elems;
   m_buckets = make_grad_buckets(sync, comm, m_params[0].options().requires_grad(false), elems);
   m_pending_init.assign(elems.size(), 0);
   for (size_t k = 0; k < m_params.size(); ++k) ++m_pending_init[m_bucket_of[k]];
@@ -126,7 +125,8 @@ void DataParallel::check_identical() const {
 std::vector<int64_t> DataParallel::bucket_bytes() const {
   std::vector<int64_t> out;
   const int64_t elem = m_type == MPI_FLOAT ? 4 : 8;
-  for (int64_t n : m_elems) out.push_back(n * elem);
+  for (size_t b = 0; b < m_pending_init.size(); ++b)
+    out.push_back(m_buckets->bucket(b).numel() * elem);
   return out;
 }
 

@@ -46,7 +46,6 @@ class DataParallel {
   std::vector<at::Tensor> m_params;
   MPI_Comm m_comm;
   MPI_Datatype m_type;
-  std::vector<int64_t> m_elems;  // [bucket]
   std::unique_ptr<GradBuckets> m_buckets;
   std::vector<size_t> m_bucket_of;  // [param]
   std::vector<int64_t> m_offset;    // [param] element offset in its bucket

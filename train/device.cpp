@@ -49,18 +49,20 @@ int choose_gpu(Device requested, int64_t index, bool cuda_built, int gpus, int l
   return index >= 0 ? int(index) : local_rank % gpus;
 }
 
-void check_gpu_sharing(const std::vector<std::string>& ids, bool allow, const std::string& host) {
-  if (allow) return;
+bool check_gpu_sharing(const std::vector<std::string>& ids, bool allow, const std::string& host) {
   std::map<std::string, std::vector<int>> ranks_of;
   for (size_t r = 0; r < ids.size(); ++r)
     if (!ids[r].empty()) ranks_of[ids[r]].push_back(int(r));
-  for (const auto& [gpu, ranks] : ranks_of)
-    if (ranks.size() > 1)
-      throw ConfigError(std::to_string(ranks.size()) + " ranks of node " + host +
-                            " (node-local ranks " + std::to_string(ranks[0]) + " and " +
-                            std::to_string(ranks[1]) + ") would share the GPU " + gpu,
-                        "start at most one rank per GPU (e.g. srun --ntasks-per-node equal to the "
-                        "GPUs per node), or set Runtime.allow_gpu_sharing to true");
+  for (const auto& [gpu, ranks] : ranks_of) {
+    if (ranks.size() < 2) continue;
+    if (allow) return true;
+    throw ConfigError(std::to_string(ranks.size()) + " ranks of node " + host +
+                          " (node-local ranks " + std::to_string(ranks[0]) + " and " +
+                          std::to_string(ranks[1]) + ") would share the GPU " + gpu,
+                      "start at most one rank per GPU (e.g. srun --ntasks-per-node equal to the "
+                      "GPUs per node), or set Runtime.allow_gpu_sharing to true");
+  }
+  return false;
 }
 
 GradSync choose_grad_sync(GradSync requested, bool on_gpu, bool nccl_built, bool gpus_shared,
@@ -118,10 +120,7 @@ Placement place_rank(TrainSettings& s, MPI_Comm world) {
   char host[MPI_MAX_PROCESSOR_NAME] = {0};
   int host_len = 0;
   MPI_CHECK(MPI_Get_processor_name(host, &host_len));
-  check_gpu_sharing(ids, s.allow_gpu_sharing, host);
-  int shared = 0;
-  for (size_t a = 0; a < ids.size(); ++a)
-    for (size_t b = a + 1; b < ids.size(); ++b) shared |= !ids[a].empty() && ids[a] == ids[b];
+  int shared = check_gpu_sharing(ids, s.allow_gpu_sharing, host) ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, world));
   p.gpus_shared = shared != 0;
   s.device = p.gpu >= 0 ? Device::kCuda : Device::kCpu;

@@ -24,9 +24,9 @@ std::optional<int> launcher_local_rank();
 // N >= gpus.
 int choose_gpu(Device requested, int64_t index, bool cuda_built, int gpus, int local_rank);
 
-// ids[r] = the GPU (PCI bus id) of node-local rank r, "" for a rank on the CPU. ConfigError when
-// two ranks of the node share a GPU and sharing is not allowed.
-void check_gpu_sharing(const std::vector<std::string>& ids, bool allow, const std::string& host);
+// ids[r] = the GPU (PCI bus id) of node-local rank r, "" for a rank on the CPU. True when two
+// ranks of the node share a GPU; a ConfigError then unless sharing is allowed.
+bool check_gpu_sharing(const std::vector<std::string>& ids, bool allow, const std::string& host);
 
 // The grad_sync to use: auto is nccl on GPUs of their own when NCCL is built, else mpi.
 // ConfigError: nccl without the GPU path, or on GPUs shared by ranks (NCCL refuses that).

@@ -58,8 +58,8 @@ TEST(Device, CudaThatTheBuildOrTheMachineLacksIsAOneLineErrorWithAHint) {
 }
 
 TEST(Device, RanksSharingAGpuAreRefusedUnlessAllowed) {
-  EXPECT_NO_THROW(check_gpu_sharing({"0000:19:00.0", "0000:3b:00.0"}, false, "node1"));
-  EXPECT_NO_THROW(check_gpu_sharing({"", ""}, false, "node1"));  // ranks on the CPU
+  EXPECT_FALSE(check_gpu_sharing({"0000:19:00.0", "0000:3b:00.0"}, false, "node1"));
+  EXPECT_FALSE(check_gpu_sharing({"", ""}, false, "node1"));  // ranks on the CPU
   const std::string shared = config_error([] {
     check_gpu_sharing({"0000:19:00.0", "0000:3b:00.0", "0000:19:00.0"}, false, "nid01");
   });
@@ -68,7 +68,8 @@ TEST(Device, RanksSharingAGpuAreRefusedUnlessAllowed) {
             std::string::npos)
       << shared;
   EXPECT_NE(shared.find("Runtime.allow_gpu_sharing"), std::string::npos) << shared;
-  EXPECT_NO_THROW(check_gpu_sharing({"0000:19:00.0", "0000:19:00.0"}, true, "nid01"));
+  EXPECT_TRUE(check_gpu_sharing({"0000:19:00.0", "0000:19:00.0"}, true, "nid01"));
+  EXPECT_FALSE(check_gpu_sharing({"0000:19:00.0", "0000:3b:00.0"}, true, "nid01"));
 }
 
 TEST(Device, GradSyncAutoIsNcclOnGpusOfTheirOwnElseMpi) {
