@@ -234,11 +234,14 @@ std::vector<KeySpec> build_schema() {
           .def(false));
   add(key(train + "startfrom", T::kString, "checkpoint to resume from (in run_dir/checkpoints)")
           .def("existing_model"));
-  add(key(train + "precision", T::kEnum, "floating-point precision of the model")
+  add(key(train + "precision", T::kEnum,
+          "floating-point precision of the model: fp32 (TF32 matrix products on a GPU), bf16 "
+          "(float32 weights, batches, energy and force sums; matrix products in bfloat16 by "
+          "autocast), fp64 (tests, checks)")
           .def("fp32")
           .one_of(precision_names())
-          .refuses({"bf16", "fp16"})
-          .with_hint("use fp32 or fp64"));
+          .refuses({"fp16"})
+          .with_hint("use fp32, bf16 or fp64 (fp16 needs loss scaling, which ddgnn has not)"));
   add(key(train + "compute_grad_energy", T::kBool,
           "forces as −∂E/∂x of the graph energy head instead of a force head")
           .def(false));
@@ -484,6 +487,13 @@ std::vector<KeySpec> build_schema() {
           .ddgnn_only());
   add(key("Output.trace_steps", T::kInt, "steps recorded in trace.json (0 = no trace)")
           .def(50)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Output.read_every_steps", T::kInt,
+          "steps between the host's reads of the training loss (progress, the non-finite loss "
+          "check, debug lines); each read waits for the GPU (0 = every step on the CPU, every "
+          "25 on a GPU)")
+          .def(0)
           .ge(0)
           .ddgnn_only());
   add(key("Output.checkpoint_every_epochs", T::kInt, "epochs between checkpoints")

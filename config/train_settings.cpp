@@ -244,6 +244,7 @@ TrainSettings train_settings(const Config& c) {
   s.allow_gpu_sharing = c.get<bool>("Runtime.allow_gpu_sharing");
   s.run_dir = c.get<std::string>("Output.run_dir");
   s.trace_steps = c.get<int64_t>("Output.trace_steps");
+  s.read_every_steps = c.get<int64_t>("Output.read_every_steps");
   s.checkpoint_every = c.get<int64_t>("Output.checkpoint_every_epochs");
   s.keep_checkpoints = c.get<int64_t>("Output.keep_checkpoints");
   const std::string log_level = c.get<std::string>("Output.log_level");

@@ -74,6 +74,7 @@ struct TrainSettings {
 
   std::string run_dir = "runs/ddgnn";
   int64_t trace_steps = 50;
+  int64_t read_every_steps = 0;  // 0: every step on the CPU, every 25 on a GPU
   int verbosity = 2;
   std::optional<std::string> log_level;  // Output.log_level when given (else the command line's)
   bool log_all_ranks = false;

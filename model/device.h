@@ -9,7 +9,8 @@
 
 namespace ddgnn {
 
-// True when the fused CPU kernels run for `t`: t is on the CPU and generic kernels are not forced.
+// True when the fused CPU kernels run for `t`: t is on the CPU, not in a reduced precision
+// (bfloat16, half), and neither generic kernels are forced nor autocast is on.
 bool fused_kernels(const at::Tensor& t);
 
 // While one exists (process-wide, any thread), the device-agnostic versions run on the CPU too:
@@ -21,6 +22,23 @@ class GenericKernels {
   ~GenericKernels();
   GenericKernels(const GenericKernels&) = delete;
   GenericKernels& operator=(const GenericKernels&) = delete;
+};
+
+// While one exists with `on` true, LibTorch's autocast runs on `device` with bfloat16: matrix
+// products (linear, matmul) take bfloat16 copies of their float32 inputs and weights, the ops
+// autocast keeps in float32 stay there, and the float32 weights remain the master copy. Restores
+// the previous autocast state on exit. On the CPU the fused kernels step aside meanwhile.
+class Bf16Autocast {
+ public:
+  Bf16Autocast(c10::DeviceType device, bool on);
+  ~Bf16Autocast();
+  Bf16Autocast(const Bf16Autocast&) = delete;
+  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
+
+ private:
+  c10::DeviceType m_device;
+  bool m_on, m_was_enabled = false;
+  c10::ScalarType m_was_dtype = c10::ScalarType::Float;
 };
 
 }  // namespace ddgnn

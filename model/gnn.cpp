@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/activation.h"
+#include "model/device.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -136,9 +137,10 @@ at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
 
 std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
   const EdgeGeometry geometry(batch, pos, m_spec.layer.radius);
+  std::vector<at::Tensor> out;
+  Bf16Autocast autocast(pos.device().type(), m_bf16);
   const at::Tensor h = trunk(batch, geometry);
   at::Tensor shared;
-  std::vector<at::Tensor> out;
   for (size_t k = 0; k < m_spec.heads.size(); ++k) {
     if (m_spec.heads[k].kind == HeadSpec::kGraph) {
       if (!shared.defined()) shared = run_mlp(m_shared, pool(h, batch), /*last_activation=*/true);
@@ -154,6 +156,8 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& 
       out.push_back(run_mlp(m_heads[k], h, false));
     }
   }
+  if (m_bf16)
+    for (auto& o : out) o = o.to(pos.scalar_type());
   return out;
 }
 

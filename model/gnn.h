@@ -45,6 +45,9 @@ class Gnn : public torch::nn::Module {
   at::Tensor trunk(const GraphBatch& batch, const EdgeGeometry& geometry);
 
   const GnnSpec& spec() const { return m_spec; }
+  // Training.precision bf16: forward runs the layers and heads under bfloat16 autocast
+  // (model/device.h) after the edge geometry, and returns float32 outputs.
+  void set_bf16_autocast(bool on) { m_bf16 = on; }
 
  private:
   struct Mlp {
@@ -55,6 +58,7 @@ class Gnn : public torch::nn::Module {
   at::Tensor pool(const at::Tensor& h, const GraphBatch& batch) const;
 
   GnnSpec m_spec;
+  bool m_bf16 = false;
   std::shared_ptr<torch::nn::EmbeddingImpl> m_embedding;
   std::vector<std::shared_ptr<MessagePassing>> m_layers;
   Mlp m_shared;                                               // hidden layers only

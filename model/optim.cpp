@@ -320,17 +320,16 @@ double grad_norm(const std::vector<torch::Tensor>& parameters) {
   return total_norm(grads).item<double>();
 }
 
-double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
-  if (!(max_norm > 0.0)) return 0.0;
-  const auto grads = grads_of(parameters);
-  if (grads.empty()) return 0.0;
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  const auto grads = max_norm > 0.0 ? grads_of(parameters) : std::vector<torch::Tensor>();
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
   torch::NoGradGuard no_grad;
   const auto norm = total_norm(grads);
   // As torch.nn.utils.clip_grad_norm_: always multiply by the clamped coefficient (≤ 1), which
   // avoids a device sync before the decision.
   const auto coefficient = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
   for (const auto& g : grads) g.detach().mul_(coefficient.to(g.device(), g.scalar_type()));
-  return norm.item<double>();
+  return norm;
 }
 
 // ---- optimizer state in checkpoints ----

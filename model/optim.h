@@ -132,10 +132,11 @@ class EarlyStopping {
 
 // torch.nn.utils.clip_grad_norm_ with norm type 2: the 2-norm of all gradients together (params
 // without a gradient are skipped), and when it exceeds max_norm every gradient is scaled by
-// max_norm / (norm + 1e-6). Returns the norm before clipping (one device sync).
+// max_norm / (norm + 1e-6). Returns the norm before clipping as a 0-dim tensor on the gradients'
+// device, so that the host need not wait for the device (read it when needed).
 // max_norm ≤ 0 means off: nothing is computed or changed, and it returns 0. A non-finite norm is
 // returned as it is (the gradients then become nan, as in PyTorch): the caller decides.
-double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 // The same 2-norm without clipping (0 when no parameter has a gradient).
 double grad_norm(const std::vector<torch::Tensor>& parameters);

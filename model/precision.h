@@ -13,6 +13,7 @@ enum class ScalarType : int8_t;
 
 namespace ddgnn {
 
+// The dtype of the weights and tensors (bf16: float32, the master copy).
 c10::ScalarType to_dtype(Precision p);
 // The precision of a float32 or float64 dtype (ConfigError for any other).
 Precision precision_of(c10::ScalarType dtype);

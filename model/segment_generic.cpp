@@ -34,6 +34,9 @@ at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s) {
 }
 
 at::Tensor scatter_sum(const at::Tensor& x, const SegmentIndex& s) {
+  // Rows in bfloat16 or half (autocast's matrix products) are summed in float32.
+  if (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf)
+    return generic::scatter_sum(x.to(at::kFloat), s);
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] = s.n_rows;
   // Rows of more than one dimension are summed as flat rows: LibTorch's CPU index_add adds

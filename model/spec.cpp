@@ -42,14 +42,15 @@ const std::vector<std::string>& source_names() {
 }  // namespace
 
 const std::vector<std::string>& precision_names() {
-  static const std::vector<std::string> names = {"fp32", "fp64"};
+  static const std::vector<std::string> names = {"fp32", "fp64", "bf16"};
   return names;
 }
 
 Precision parse_precision(const std::string& name) {
   if (name == "fp32" || name == "float32" || name == "float") return Precision::kFloat32;
   if (name == "fp64" || name == "float64" || name == "double") return Precision::kFloat64;
-  throw ConfigError("unknown precision '" + name + "'", "use fp32 or fp64");
+  if (name == "bf16" || name == "bfloat16") return Precision::kBFloat16;
+  throw ConfigError("unknown precision '" + name + "'", "use fp32, bf16 or fp64");
 }
 
 std::string to_string(Precision p) {

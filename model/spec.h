@@ -15,12 +15,13 @@ namespace ddgnn {
 
 // ---- precision (`NeuralNetwork.Training.precision`) ----
 
-enum class Precision { kFloat32, kFloat64 };
+// kBFloat16: float32 weights and tensors, matrix products in bfloat16 (model/device.h).
+enum class Precision { kFloat32, kFloat64, kBFloat16 };
 
 // "fp32"/"float32"/"float" and "fp64"/"float64"/"double"; anything else is a ConfigError that
 // lists the accepted names.
 Precision parse_precision(const std::string& name);
-std::string to_string(Precision p);  // "fp32" | "fp64"
+std::string to_string(Precision p);  // "fp32" | "fp64" | "bf16"
 const std::vector<std::string>& precision_names();
 
 // ---- the radius graph ----

@@ -80,6 +80,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   set_blas_threads(threads);
   Gnn gnn(setup.spec);
   gnn.to(to_dtype(setup.precision));
+  gnn.set_bf16_autocast(setup.precision == Precision::kBFloat16);
   load_checkpoint_model(ckpt, gnn);
   gnn.eval();
 

@@ -2,6 +2,7 @@
 #include "train/split_metrics.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,74 +13,132 @@
 
 namespace ddgnn {
 
+namespace {
+
+// m_device_sums: the loss sum, |dE| and dE^2 per atom, each column head's |d| and d^2, then per
+// Z = 0 (all atoms) .. kMaxAtomicNumber the force sums of ElementForceAccumulator (|dF|
+// components, dF^2, |dF| vectors, atoms).
+constexpr int64_t kPerZ = 4;
+int64_t device_sums_size(size_t heads) {
+  return 3 + 2 * int64_t(heads) + kPerZ * (kMaxAtomicNumber + 1);
+}
+
+}  // namespace
+
 void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup,
-                       double loss, int64_t loss_graphs_all) {
+                       const at::Tensor& loss, int64_t loss_graphs_all) {
+  c10::NoGradGuard no_grad;
   const GraphBatch& batch = b.batch;
-  loss_sum += loss * double(loss_graphs_all >= 0 ? loss_graphs_all : batch.n_graphs);
-  loss_graphs += batch.n_graphs;
+  const size_t heads = m_col_n.size();
+  m_loss_graphs += batch.n_graphs;
   atoms += batch.n_atoms();
   cut_atoms += batch.cut_atoms;
   most_neighbours = std::max(most_neighbours, batch.most_neighbours);
+  const auto f64 = loss.options().dtype(at::kDouble);
+  at::Tensor sums = at::zeros({device_sums_size(heads)}, f64);
+  sums[0] += loss.detach().to(at::kDouble) *
+             double(loss_graphs_all >= 0 ? loss_graphs_all : batch.n_graphs);
   if (p.energy.defined()) {
-    const std::vector<double> pred = energies_ev(p.energy, b, setup.norm);
-    const std::vector<double> ref = energies_ev(batch.energy, b, setup.norm);
-    const at::Tensor n = batch.atoms_per_graph.cpu().contiguous();
-    ef.add_energies(pred.data(), ref.data(), n.data_ptr<int64_t>(), batch.n_graphs);
+    // Per-atom error; the per-element reference offsets cancel in the difference.
+    const at::Tensor d =
+        (p.energy.detach().to(at::kDouble) - batch.energy.to(at::kDouble)).view(-1) *
+        setup.norm.scale / batch.atoms_per_graph.to(at::kDouble);
+    sums.narrow(0, 1, 2).add_(at::stack({d.abs().sum(), (d * d).sum()}));
+    m_device_graphs += batch.n_graphs;
   }
-  if (p.forces.defined() && batch.forces.defined()) {
-    const std::vector<double> pred = to_doubles(p.forces, setup.norm.scale);
-    const std::vector<double> ref = to_doubles(batch.forces, setup.norm.scale);
-    ef.add_forces(pred.data(), ref.data(), batch.n_atoms());
-    const at::Tensor z = batch.z.to(at::kCPU, at::kByte).contiguous();
-    by_z.add(pred.data(), ref.data(), z.data_ptr<uint8_t>(), batch.n_atoms());
-  }
-  for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
+  for (size_t k = 0; k < heads; ++k) {
     if (setup.targets.heads[k].source != TargetSource::kColumn) continue;
     const at::Tensor std_t =
-        at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(b.columns[k].device());
+        at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(f64.device());
     const at::Tensor d =
         (p.outputs[k].detach().to(at::kDouble) - b.columns[k].to(at::kDouble)) * std_t;
-    col_abs[k] += d.abs().sum().item<double>();
-    col_sq[k] += (d * d).sum().item<double>();
-    col_n[k] += d.numel();
+    sums[3 + int64_t(k)] += d.abs().sum();
+    sums[3 + int64_t(heads + k)] += (d * d).sum();
+    m_col_n[k] += d.numel();
   }
+  if (p.forces.defined() && batch.forces.defined()) {
+    const at::Tensor d =
+        (p.forces.detach().to(at::kDouble) - batch.forces.to(at::kDouble)) * setup.norm.scale;
+    const at::Tensor sq = (d * d).sum(1);
+    const at::Tensor rows = at::stack({d.abs().sum(1), sq, sq.sqrt(), at::ones_like(sq)}, 1);
+    at::Tensor per_z = sums.narrow(0, 3 + 2 * int64_t(heads), kPerZ * (kMaxAtomicNumber + 1))
+                           .view({kMaxAtomicNumber + 1, kPerZ});
+    per_z.index_add_(0, batch.z.to(at::kLong), rows);
+    per_z[0] += rows.sum(0);
+    m_device_atoms += batch.n_atoms();
+  }
+  m_device_sums = m_device_sums.defined() ? m_device_sums + sums : sums;
+}
+
+void SplitMetrics::read() const {
+  if (!m_device_sums.defined()) return;
+  const at::Tensor host = m_device_sums.to(at::kCPU).contiguous();
+  m_device_sums = at::Tensor();
+  const double* v = host.data_ptr<double>();
+  const size_t heads = m_col_n.size();
+  const double* per_z = v + 3 + 2 * heads;
+  m_loss_sum += v[0];
+  auto e = m_ef.sums();  // |dE|, dE^2, |dF|, dF^2, graphs, force components
+  e[0] += v[1];
+  e[1] += v[2];
+  e[2] += per_z[0];
+  e[3] += per_z[1];
+  e[4] += (long double)m_device_graphs;
+  e[5] += 3.0L * (long double)m_device_atoms;
+  m_ef.set_sums(e);
+  for (size_t k = 0; k < heads; ++k) {
+    m_col_abs[k] += v[3 + k];
+    m_col_sq[k] += v[3 + heads + k];
+  }
+  std::vector<long double> z = m_by_z.sums();
+  for (size_t i = 0; i < z.size(); ++i) z[i] += per_z[i];
+  m_by_z.set_sums(z);
+  m_device_graphs = m_device_atoms = 0;
+}
+
+double SplitMetrics::loss() const {
+  read();
+  return m_loss_graphs ? double(m_loss_sum / (long double)m_loss_graphs) : NAN;
 }
 
 void SplitMetrics::reduce(MPI_Comm comm) {
+  read();
   int size = 1;
   MPI_CHECK(MPI_Comm_size(comm, &size));
   if (size == 1) return;
   std::vector<long double> v;
-  const auto ef_sums = ef.sums();
+  const auto ef_sums = m_ef.sums();
   v.insert(v.end(), ef_sums.begin(), ef_sums.end());
-  v.push_back(loss_sum);
-  v.push_back((long double)loss_graphs);
-  v.insert(v.end(), col_abs.begin(), col_abs.end());
-  v.insert(v.end(), col_sq.begin(), col_sq.end());
-  for (int64_t n : col_n) v.push_back((long double)n);
+  v.push_back(m_loss_sum);
+  v.push_back((long double)m_loss_graphs);
+  v.insert(v.end(), m_col_abs.begin(), m_col_abs.end());
+  v.insert(v.end(), m_col_sq.begin(), m_col_sq.end());
+  for (int64_t n : m_col_n) v.push_back((long double)n);
   v.push_back((long double)atoms);
   v.push_back((long double)cut_atoms);
-  const std::vector<long double> z_sums = by_z.sums();
+  const std::vector<long double> z_sums = m_by_z.sums();
   v.insert(v.end(), z_sums.begin(), z_sums.end());
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_LONG_DOUBLE, MPI_SUM, comm));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most_neighbours, 1, MPI_INT64_T, MPI_MAX, comm));
   std::array<long double, MetricsAccumulator::kSums> e;
   std::copy(v.begin(), v.begin() + e.size(), e.begin());
-  ef.set_sums(e);
+  m_ef.set_sums(e);
   size_t k = e.size();
-  loss_sum = double(v[k++]);
-  loss_graphs = int64_t(v[k++]);
-  for (auto& x : col_abs) x = v[k++];
-  for (auto& x : col_sq) x = v[k++];
-  for (auto& x : col_n) x = int64_t(v[k++]);
+  m_loss_sum = v[k++];
+  m_loss_graphs = int64_t(v[k++]);
+  for (auto& x : m_col_abs) x = v[k++];
+  for (auto& x : m_col_sq) x = v[k++];
+  for (auto& x : m_col_n) x = int64_t(v[k++]);
   atoms = int64_t(v[k++]);
   cut_atoms = int64_t(v[k++]);
-  by_z.set_sums(std::vector<long double>(v.begin() + long(k), v.begin() + long(k + z_sums.size())));
+  m_by_z.set_sums(
+      std::vector<long double>(v.begin() + long(k), v.begin() + long(k + z_sums.size())));
 }
 
 void SplitMetrics::put(nlohmann::json& row, const std::string& split,
                        const ModelSetup& setup) const {
-  const ErrorMetrics m = ef.result();
+  read();
+  const ErrorMetrics m = m_ef.result();
   if (m.n_graphs > 0) {
     row[split + "_energy_mae_mev_atom"] = m.energy_mae_mev_per_atom;
     row[split + "_energy_rmse_mev_atom"] = m.energy_rmse_mev_per_atom;
@@ -88,14 +147,14 @@ void SplitMetrics::put(nlohmann::json& row, const std::string& split,
     row[split + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
     row[split + "_force_rmse_mev_a"] = m.force_rmse_mev_per_a;
   }
-  for (const ForceErrors& f : by_z.by_element())
+  for (const ForceErrors& f : m_by_z.by_element())
     row[split + "_force_by_element"][element_symbol(f.z)] = {
         {"atoms", f.atoms}, {"mae_mev_a", f.mae_mev_per_a}, {"rmse_mev_a", f.rmse_mev_per_a}};
   for (size_t k = 0; k < setup.targets.heads.size(); ++k)
-    if (col_n[k] > 0) {
-      row[split + "_" + setup.targets.heads[k].name + "_mae"] = double(col_abs[k] / col_n[k]);
+    if (m_col_n[k] > 0) {
+      row[split + "_" + setup.targets.heads[k].name + "_mae"] = double(m_col_abs[k] / m_col_n[k]);
       row[split + "_" + setup.targets.heads[k].name + "_rmse"] =
-          double(std::sqrt(col_sq[k] / col_n[k]));
+          double(std::sqrt(m_col_sq[k] / m_col_n[k]));
     }
 }
 

@@ -20,31 +20,42 @@ namespace ddgnn {
 class TrainData;
 struct GraphBlock;
 
-struct SplitMetrics {
-  MetricsAccumulator ef;
-  ElementForceAccumulator by_z;  // force errors per element
-  std::vector<long double> col_abs, col_sq;
-  std::vector<int64_t> col_n;
-  double loss_sum = 0.0;
-  int64_t loss_graphs = 0;
-  // Atoms seen, those whose neighbour list max_neighbours cut, the most neighbours of an atom.
-  int64_t atoms = 0, cut_atoms = 0, most_neighbours = 0;
-
+class SplitMetrics {
+ public:
   explicit SplitMetrics(size_t n_heads = 0)
-      : col_abs(n_heads, 0), col_sq(n_heads, 0), col_n(n_heads, 0) {}
+      : m_col_abs(n_heads, 0), m_col_sq(n_heads, 0), m_col_n(n_heads, 0) {}
   // The mean loss over the split's graphs (NAN before any batch).
-  double loss() const { return loss_graphs ? loss_sum / double(loss_graphs) : NAN; }
+  double loss() const;
 
-  // One batch: `loss` is its loss, counted for `loss_graphs_all` graphs (default: the batch's;
-  // in a step shared by ranks, this rank's share of the step's loss counts for the step's
-  // graphs). Predictions in normalised units, mapped back with setup.norm.
-  void add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup, double loss,
-           int64_t loss_graphs_all = -1);
+  // One batch: `loss` (0-dim) is its loss, counted for `loss_graphs_all` graphs (default: the
+  // batch's; in a step shared by ranks, this rank's share of the step's loss counts for the
+  // step's graphs). Predictions in normalised units, mapped back with setup.norm. The error sums
+  // are added up on the batch's device (float64) and reach the host when read: loss(), put() or
+  // reduce() (one copy), so that adding a batch never waits for the device.
+  void add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup,
+           const at::Tensor& loss, int64_t loss_graphs_all = -1);
   // Adds up every rank's sums (collective over `comm`).
   void reduce(MPI_Comm comm);
   // The metrics as `<split>_energy_mae_mev_atom` ... columns of `row` (only those measured), and
   // `<split>_force_by_element` {"H": {"mae_mev_a", "rmse_mev_a", "atoms"}, ...} (events only).
   void put(nlohmann::json& row, const std::string& split, const ModelSetup& setup) const;
+
+  // Atoms seen, those whose neighbour list max_neighbours cut, the most neighbours of an atom.
+  int64_t atoms = 0, cut_atoms = 0, most_neighbours = 0;
+
+ private:
+  // Moves the device sums into the host accumulators.
+  void read() const;
+  mutable MetricsAccumulator m_ef;
+  mutable ElementForceAccumulator m_by_z;  // force errors per element (Z = 0: all atoms)
+  mutable std::vector<long double> m_col_abs, m_col_sq;
+  mutable long double m_loss_sum = 0;
+  std::vector<int64_t> m_col_n;
+  int64_t m_loss_graphs = 0;
+  // Sums not read yet: float64 on the device (layout in split_metrics.cpp), and on the host the
+  // number of graphs with energy errors and of atoms with force errors in them.
+  mutable at::Tensor m_device_sums;
+  mutable int64_t m_device_graphs = 0, m_device_atoms = 0;
 };
 
 // The columns of metrics.csv, fixed by the heads: epoch, lr, the losses, each split's energy /

@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -80,19 +81,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     }
     at::Tensor loss =
         total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
-    r.loss = loss.item<double>();
-    if (!std::isfinite(r.loss)) {
-      std::string ids;
-      for (size_t k = 0; k < b.ids.size() && k < 64; ++k)
-        ids += (k ? "," : "") + std::to_string(b.ids[k]);
-      if (b.ids.size() > 64) ids += ",...";
-      throw DataError(where(place) +
-                          (place.world > 1 ? " (rank " + std::to_string(place.rank) + ")" : "") +
-                          ": the loss is " + general(r.loss) + " on the batch of graphs [" + ids +
-                          "] (indices in " + place.data_path + ")",
-                      "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
-                      "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
-    }
+    r.loss = loss.detach();
     loss.backward();
     t.backward = Clock::now();
   }
@@ -101,10 +90,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     m_ddp->finish_step();
   }
   t.synced = Clock::now();
-  r.grad_norm = m_s.grad_clip > 0 ? clip_grad_norm(m_params, m_s.grad_clip) : 0.0;
-  if (m_s.grad_clip > 0 && !std::isfinite(r.grad_norm))
-    throw DataError(where(place) + ": the gradient norm is " + general(r.grad_norm),
-                    "lower Training.Optimizer.learning_rate; check the data with `ddgnn info`");
+  if (m_s.grad_clip > 0) r.grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
   m_optimizer.step();
   if (m_average) m_average->update();
   t.done = Clock::now();
@@ -115,6 +101,62 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());
   }
   return r;
+}
+
+void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPlace& place) {
+  Step s;
+  s.place = place;
+  s.graphs = batch.graphs_all;
+  s.has_loss = r.loss.defined();
+  s.has_norm = r.grad_norm.defined();
+  if (s.has_loss) {
+    const auto& ids = batch.prepared.ids;
+    s.ids.assign(ids.begin(), ids.begin() + long(std::min<size_t>(ids.size(), 65)));
+  }
+  if (s.has_loss || s.has_norm) {
+    const at::Tensor like = s.has_loss ? r.loss : r.grad_norm;
+    const auto zero = [&] { return at::zeros({}, like.options().dtype(at::kDouble)); };
+    m_values.push_back(
+        at::stack({s.has_loss ? r.loss.to(at::kDouble) : zero(),
+                   s.has_norm ? r.grad_norm.to(like.device(), at::kDouble) : zero()}));
+  }
+  m_steps.push_back(std::move(s));
+}
+
+std::vector<PendingSteps::Read> PendingSteps::read() {
+  std::vector<Read> out;
+  at::Tensor host;
+  if (!m_values.empty()) host = at::stack(m_values).to(at::kCPU).contiguous();
+  const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
+  for (const Step& s : m_steps) {
+    Read r;
+    r.step = s.place.step;
+    r.graphs = s.graphs;
+    if (s.has_loss || s.has_norm) {
+      r.loss = v[0];
+      r.grad_norm = v[1];
+      v += 2;
+    }
+    const StepPlace& p = s.place;
+    if (s.has_loss && !std::isfinite(r.loss)) {
+      std::string ids;
+      for (size_t k = 0; k < s.ids.size() && k < 64; ++k)
+        ids += (k ? "," : "") + std::to_string(s.ids[k]);
+      if (s.ids.size() > 64) ids += ",...";
+      throw DataError(where(p) + (p.world > 1 ? " (rank " + std::to_string(p.rank) + ")" : "") +
+                          ": the loss is " + general(r.loss) + " on the batch of graphs [" + ids +
+                          "] (indices in " + p.data_path + ")",
+                      "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
+                      "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
+    }
+    if (s.has_norm && !std::isfinite(r.grad_norm))
+      throw DataError(where(p) + ": the gradient norm is " + general(r.grad_norm),
+                      "lower Training.Optimizer.learning_rate; check the data with `ddgnn info`");
+    out.push_back(r);
+  }
+  m_steps.clear();
+  m_values.clear();
+  return out;
 }
 
 namespace {

@@ -43,9 +43,11 @@ void trace_step(ChromeTrace& trace, std::chrono::steady_clock::time_point asked,
                 const StepBatch& batch, const StepTimes& t, int64_t step, bool grad_sync);
 
 struct StepResult {
-  double loss = 0.0;       // this rank's loss (its share of the step's), normalised units
-  double grad_norm = 0.0;  // before clipping (0 without Training.grad_clip)
-  Prediction prediction;   // detached; empty when this rank had no sample
+  // 0-dim tensors on the model's device, read by the host later (PendingSteps): this rank's loss
+  // (its share of the step's, normalised units; undefined when this rank had no sample) and the
+  // gradient norm before clipping (undefined without Training.grad_clip).
+  at::Tensor loss, grad_norm;
+  Prediction prediction;  // detached; empty when this rank had no sample
   StepTimes times;
 };
 
@@ -63,7 +65,7 @@ class TrainStep {
   TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params, torch::optim::Optimizer& optimizer,
             DataParallel* ddp, WeightAverage* average, const ModelSetup& setup,
             const TrainSettings& settings);
-  // A non-finite loss or gradient norm is a DataError naming the step and the graphs.
+  // Never waits for the device: the loss and the gradient norm are checked when read.
   StepResult run(const StepBatch& batch, const StepPlace& place);
 
  private:
@@ -74,6 +76,33 @@ class TrainStep {
   WeightAverage* m_average;
   const ModelSetup& m_setup;
   const TrainSettings& m_s;
+};
+
+// The steps whose loss and gradient norm the host has not read yet. They stay on the device until
+// read(), every Output.read_every_steps steps and at the end of an epoch, so that the host does
+// not wait for the GPU inside a step and runs ahead of it.
+class PendingSteps {
+ public:
+  struct Read {
+    int64_t step = 0, graphs = 0;  // graphs: the step's, over all ranks
+    double loss = 0.0;             // this rank's share (0 when it had no sample)
+    double grad_norm = 0.0;        // 0 without Training.grad_clip
+  };
+  void add(const StepResult& r, const StepBatch& batch, const StepPlace& place);
+  size_t size() const { return m_steps.size(); }
+  // Every pending value in one copy to the host, in step order. A non-finite loss or gradient norm
+  // is a DataError naming the first such step, its epoch and its graphs.
+  std::vector<Read> read();
+
+ private:
+  struct Step {
+    StepPlace place;
+    int64_t graphs = 0;
+    std::vector<int64_t> ids;  // the first 65 graph ids of this rank's batch
+    bool has_loss = false, has_norm = false;
+  };
+  std::vector<Step> m_steps;
+  std::vector<at::Tensor> m_values;  // per step: [loss, grad norm] float64 on the device
 };
 
 }  // namespace ddgnn

@@ -251,6 +251,7 @@ void Trainer::build_model(const nlohmann::json* resume_record) {
   at::manual_seed(m_s.seed);
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
   m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
+  m_gnn->set_bf16_autocast(m_setup.precision == Precision::kBFloat16);
   m_params = m_gnn->parameters();
   if (m_world > 1) {
     // Rank 0's initial weights everywhere, then gradients summed in buckets during backward.
@@ -294,11 +295,27 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
 void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {
   Batches batches = m_loader->train_epoch(epoch, m_setup);
   PhaseSeconds phases;
+  PendingSteps pending;
   double gn_sum = 0;
-  int64_t graphs_all = 0, steps = 0;
+  int64_t graphs_all = 0, graphs_read = 0, steps = 0;
   const int64_t n_train = m_loader->data().size(kTrain);
   StepPlace place{epoch, 0, m_rank, m_world, m_loader->data().dataset(kTrain).path()};
   const auto t_epoch = Clock::now();
+  // The host reads the steps' losses every read_every steps (each read waits for the device).
+  const int64_t read_every =
+      m_s.read_every_steps > 0 ? m_s.read_every_steps : (m_place.gpu >= 0 ? 25 : 1);
+  const auto read_pending = [&] {
+    for (const PendingSteps::Read& s : pending.read()) {
+      gn_sum += s.grad_norm;
+      graphs_read += s.graphs;
+      if (m_s.verbosity >= 4)
+        spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, s.step, s.graphs, s.loss);
+    }
+    const double rate = double(graphs_read) / std::max(seconds(t_epoch, Clock::now()), 1e-9);
+    if (ProgressLine* progress = m_log.progress())
+      progress->update(epoch, m_s.num_epoch, graphs_read, n_train, rate, metrics.loss(),
+                       double(n_train - graphs_read) / rate);
+  };
   m_gnn->train();
   for (size_t i = 0; i < batches.size(); ++i) {
     m_watchdog->set_context("epoch " + std::to_string(epoch) + ", step " +
@@ -309,27 +326,21 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     const StepResult r = m_step_fn->run(sb, place);
     ++m_state.step;
     ++steps;
-    if (m_ddp && m_s.check_parameters_every > 0 && m_state.step % m_s.check_parameters_every == 0) {
-      Waiting waiting("parameter check");
-      m_ddp->check_identical();
-    }
-    gn_sum += r.grad_norm;
     graphs_all += sb.graphs_all;
     phases.add(t0, sb, r.times);
     if (!sb.empty) metrics.add(r.prediction, sb.prepared, m_setup, r.loss, sb.graphs_all);
+    pending.add(r, sb, place);
     if (!sb.note.line.empty()) {
       m_log.line(sb.note.line);
       m_log.event("tuner", nlohmann::json::parse(sb.note.event));
     }
     if (ChromeTrace* trace = m_log.trace())
       trace_step(*trace, t0, sb, r.times, m_state.step, bool(m_ddp));
-    const double rate = double(graphs_all) / std::max(seconds(t_epoch, Clock::now()), 1e-9);
-    if (ProgressLine* progress = m_log.progress())
-      progress->update(epoch, m_s.num_epoch, graphs_all, n_train, rate, metrics.loss(),
-                       double(n_train - graphs_all) / rate);
-    if (m_s.verbosity >= 4)
-      spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, m_state.step, sb.graphs_all,
-                    r.loss);
+    if (int64_t(pending.size()) >= read_every || i + 1 == batches.size()) read_pending();
+    if (m_ddp && m_s.check_parameters_every > 0 && m_state.step % m_s.check_parameters_every == 0) {
+      Waiting waiting("parameter check");
+      m_ddp->check_identical();
+    }
     if (m_kill_step > 0 && m_state.step == m_kill_step) std::raise(SIGKILL);
   }
   const double wall = seconds(t_epoch, Clock::now());
@@ -357,12 +368,10 @@ SplitMetrics Trainer::evaluate_split(int split) {
     const Prediction p = predict(*m_gnn, m_setup.targets, b.batch, /*create_graph=*/false);
     const StepShare share{double(b.batch.n_graphs) / double(split_graphs),
                           double(b.batch.n_atoms()) / split_atoms};
-    at::Tensor loss;
-    {
-      c10::NoGradGuard no_grad;
-      loss = total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
-    }
-    m.add(p, b, m_setup, loss.item<double>(), split_graphs);
+    c10::NoGradGuard no_grad;
+    const at::Tensor loss =
+        total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
+    m.add(p, b, m_setup, loss, split_graphs);
   });
   m_gnn->train();
   Waiting waiting("evaluation metrics all-reduce");

@@ -302,8 +302,10 @@ TEST(FastPath, SchnetFilterToThirdOrder) {
   const int64_t e = 40, ng = 7, nf = 5;
   const double cutoff = 5.0, spacing = cutoff / double(ng - 1);
   at::manual_seed(11);
-  const FilterBasis basis{at::linspace(0.0, cutoff, ng, at::kDouble), -0.5 / (spacing * spacing),
-                          cutoff};
+  FilterBasis basis;
+  basis.mu = at::linspace(0.0, cutoff, ng, at::kDouble);
+  basis.coeff = -0.5 / (spacing * spacing);
+  basis.cutoff = cutoff;
   const at::Tensor d0 = 0.4 + 4.4 * at::rand({e}, at::kDouble);
   const std::vector<at::Tensor> start = {
       d0, randn({nf, ng}), randn({nf}), randn({nf, nf}) * 0.5, randn({nf}), randn({e, nf})};

@@ -408,5 +408,49 @@ TEST(GenericModelFloat32, SchNetAgreesToFloat32Precision) {
   compare_model({"SchNet", "SchNet", {}}, at::kFloat, 1e-5);
 }
 
+// Training.precision bf16: the layers' matrix products in bfloat16 by autocast, float32 weights,
+// outputs, energy and force sums; the prediction within bfloat16's precision of float32's.
+class Bf16Model : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(Bf16Model, AutocastStaysNearFloat32AndHandsBackFloat32) {
+  const ModelCase& c = GetParam();
+  at::manual_seed(3);
+  auto gnn = std::make_shared<Gnn>(model_spec(c));
+  gnn->to(at::kFloat);
+  const std::vector<at::Tensor> fp32 = model_outputs(*gnn, at::kFloat);
+  gnn->set_bf16_autocast(true);
+  const std::vector<at::Tensor> bf16 = model_outputs(*gnn, at::kFloat);
+  gnn->set_bf16_autocast(false);
+  EXPECT_TRUE(fused_kernels(at::zeros({1}, at::kFloat))) << "autocast still on after forward";
+  ASSERT_EQ(bf16.size(), fp32.size());
+  for (size_t k = 0; k < bf16.size(); ++k) {
+    EXPECT_EQ(bf16[k].scalar_type(), at::kFloat) << k;
+    EXPECT_TRUE(bf16[k].isfinite().all().item<bool>()) << k;
+  }
+  // bfloat16 keeps 8 bits of mantissa (relative step 0.4%): a few steps over two layers. Forces
+  // are sums of edge terms that mostly cancel, so their error is judged over all of them (the
+  // norm of the difference against the norm of the forces), not component by component.
+  expect_rel(bf16[0], fp32[0], 0.05, "energy");
+  const double force_error = ((bf16[1] - fp32[1]).norm() / fp32[1].norm()).item<double>();
+  // Not for GIN (it reads no geometry: zero forces) nor max pooling, whose forces come from the
+  // atom holding each feature's maximum, which rounding may hand to another atom.
+  if (c.mpnn_type != "GIN" && model_spec(c).graph_pooling != Pooling::kMax) {
+    EXPECT_LT(force_error, 0.1);  // seen: 0.5-5.5%
+  }
+  // ... and the products really were in bfloat16: not float32's numbers.
+  EXPECT_GT(max_abs(bf16[0] - fp32[0]), 1e-5 * max_abs(fp32[0]));
+  // The loss gradient over all parameters points the same way (cosine close to 1).
+  std::vector<at::Tensor> ga, gb;
+  for (size_t k = 2; k < fp32.size(); ++k) {
+    ga.push_back(fp32[k].flatten());
+    gb.push_back(bf16[k].flatten());
+  }
+  const at::Tensor a = at::cat(ga).to(at::kDouble), b = at::cat(gb).to(at::kDouble);
+  EXPECT_GT((a.dot(b) / (a.norm() * b.norm())).item<double>(), 0.99);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Bf16Model, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 }  // namespace
 }  // namespace ddgnn

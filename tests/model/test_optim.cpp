@@ -512,7 +512,7 @@ struct ThreeParams {
 TEST(ClipGradNorm, ScalesGradientsToMaxNorm) {
   ThreeParams p;
   EXPECT_NEAR(grad_norm(p.all()), 5.0, 1e-6);
-  EXPECT_NEAR(clip_grad_norm(p.all(), /*max_norm=*/1.0), 5.0, 1e-6);
+  EXPECT_NEAR(clip_grad_norm(p.all(), /*max_norm=*/1.0).item<double>(), 5.0, 1e-6);
   EXPECT_NEAR(p.a.grad().item<double>(), 0.6, 1e-6);
   EXPECT_NEAR(p.b.grad().item<double>(), 0.8, 1e-6);
   EXPECT_NEAR(grad_norm(p.all()), 1.0, 1e-6);
@@ -521,17 +521,18 @@ TEST(ClipGradNorm, ScalesGradientsToMaxNorm) {
 
 TEST(ClipGradNorm, LeavesSmallGradientsAlone) {
   ThreeParams p;
-  EXPECT_NEAR(clip_grad_norm(p.all(), /*max_norm=*/10.0), 5.0, 1e-6);
+  EXPECT_NEAR(clip_grad_norm(p.all(), /*max_norm=*/10.0).item<double>(), 5.0, 1e-6);
   EXPECT_EQ(p.a.grad().item<float>(), 3.0f);
   EXPECT_EQ(p.b.grad().item<float>(), 4.0f);
 }
 
 TEST(ClipGradNorm, OffWhenMaxNormIsZero) {
   ThreeParams p;
-  EXPECT_EQ(clip_grad_norm(p.all(), /*max_norm=*/0.0), 0.0);
+  EXPECT_EQ(clip_grad_norm(p.all(), /*max_norm=*/0.0).item<double>(), 0.0);
   EXPECT_EQ(p.a.grad().item<float>(), 3.0f);
   EXPECT_EQ(p.b.grad().item<float>(), 4.0f);
-  EXPECT_EQ(clip_grad_norm({p.unused}, /*max_norm=*/1.0), 0.0);  // no gradient at all
+  EXPECT_EQ(clip_grad_norm({p.unused}, /*max_norm=*/1.0).item<double>(),
+            0.0);  // no gradient at all
 }
 
 TEST(ClipGradNorm, MatchesTheQuadraticGradientNorm) {
@@ -540,7 +541,7 @@ TEST(ClipGradNorm, MatchesTheQuadraticGradientNorm) {
   double expected = 0.0;
   for (double g : reference_grad(kW0)) expected += g * g;
   expected = std::sqrt(expected);
-  EXPECT_NEAR(clip_grad_norm({w}, /*max_norm=*/0.5), expected, 1e-12);
+  EXPECT_NEAR(clip_grad_norm({w}, /*max_norm=*/0.5).item<double>(), expected, 1e-12);
   EXPECT_NEAR(grad_norm({w}), 0.5, 1e-6);
 }
 

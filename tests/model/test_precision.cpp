@@ -12,6 +12,9 @@ TEST(Precision, MapsNamesToDtypes) {
   EXPECT_EQ(to_dtype(parse_precision("fp32")), c10::ScalarType::Float);
   EXPECT_EQ(to_dtype(parse_precision("fp64")), c10::ScalarType::Double);
   EXPECT_EQ(to_string(parse_precision("double")), "fp64");
+  // bf16 keeps float32 weights and tensors (its matrix products run in bfloat16).
+  EXPECT_EQ(to_dtype(parse_precision("bf16")), c10::ScalarType::Float);
+  EXPECT_EQ(to_string(parse_precision("bfloat16")), "bf16");
   EXPECT_FALSE(torch_version().empty());
 }
 
@@ -21,7 +24,7 @@ TEST(Precision, UnknownNameListsKnownOnes) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos);
-    EXPECT_NE(e.hint().find("fp32 or fp64"), std::string::npos);
+    EXPECT_NE(e.hint().find("fp32, bf16 or fp64"), std::string::npos);
   }
 }
 

@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::checkpoint_parameters;
+using testing::last_event;
 using testing::lines;
 using testing::LjOptions;
 using testing::metric_values;
@@ -385,6 +386,8 @@ TEST(Train, SameSeedGivesBitIdenticalMetricsAndProgressFollowsTheConfig) {
   EXPECT_NE(a.out.find(" ETA "), std::string::npos) << a.out;
   c["Output"].erase("progress");
   c["Output"]["run_dir"] = dir.file("b");
+  // The losses read by the host every third step instead of every step: the same numbers.
+  c["Output"]["read_every_steps"] = 3;
   const Result b = run("train -c " + write_config(dir, "b.json", c));
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_EQ(b.out.find(" ETA "), std::string::npos) << b.out;
@@ -399,6 +402,33 @@ TEST(Train, SameSeedGivesBitIdenticalMetricsAndProgressFollowsTheConfig) {
   ASSERT_EQ(other.code, 0) << other.out;
   EXPECT_EQ(other.out.find(" ETA "), std::string::npos) << other.out;
   EXPECT_NE(ma, metric_values(dir.file("c") + "/metrics.csv"));
+}
+
+TEST(Train, Bf16TrainsNearFloat32WithFloat32Weights) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("fp32"));
+  ASSERT_EQ(run("train -c " + write_config(dir, "a.json", c)).code, 0);
+  c["NeuralNetwork"]["Training"]["precision"] = "bf16";
+  c["Output"]["run_dir"] = dir.file("bf16");
+  const Result r = run("train -c " + write_config(dir, "b.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;  // the start line names it
+  const nlohmann::json a = last_event(dir.file("fp32"), "run_end");
+  const nlohmann::json b = last_event(dir.file("bf16"), "run_end");
+  const double fp32_loss = a.at("last").at("validate_loss").get<double>();
+  const double bf16_loss = b.at("last").at("validate_loss").get<double>();
+  EXPECT_NE(bf16_loss, fp32_loss);  // other numbers: the products were in bfloat16
+  EXPECT_LT(bf16_loss, 1.5 * fp32_loss);
+  EXPECT_LT(b.at("last").at("validate_force_mae_mev_a").get<double>(),
+            1.5 * a.at("last").at("validate_force_mae_mev_a").get<double>());
+  // The master weights are float32 (a bfloat16 tensor would not load into the float32 model).
+  for (const at::Tensor& p :
+       checkpoint_parameters(dir.file("bf16") + "/checkpoints/epoch_00004.pt"))
+    EXPECT_EQ(p.scalar_type(), at::kFloat);
+  // evaluate predicts as the run trained, in bf16.
+  const Result e = run("evaluate --run " + dir.file("bf16"));
+  ASSERT_EQ(e.code, 0) << e.out;
 }
 
 TEST(Train, MultiHeadWithAnExtraColumnAndDirectForces) {
@@ -697,6 +727,8 @@ TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
   nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
   c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "SGD"}, {"learning_rate", 1e12}};
+  // Read by the host every fourth step: still the first step whose loss is not finite.
+  c["Output"]["read_every_steps"] = 4;
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   expect_error(r, "the loss is ");
   EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
