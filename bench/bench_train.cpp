@@ -4,13 +4,14 @@
 // up to 0.19 Å), radius 5 Å, max_neighbours 5, hidden 32, 4 layers, SchNet 10 Gaussians and 8
 // filters, node head 32→60→20→1, batch 64; (b) 108-atom fcc Cu (a = 3.615 Å, 0.1 Å
 // displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16.
-// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix|-] [device=cpu] [generic]
+// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix|-] [device=cpu] [options]
 // e.g. bench_train 30 SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of each run as
 // a Chrome trace of LibTorch's autograd profiler, <prefix>.<type>.<shape>.json; timings then
 // include its overhead). device cuda: the model and batches on the GPU (graphs built there),
 // TF32 matmuls; graphs/s then from a loop without synchronisation (the phases are timed in
-// another, synchronised after each phase), and the peak GPU memory. `generic`: the device-agnostic
-// versions of the fused kernels, on any device (model/device.h).
+// another, synchronised after each phase), and the peak GPU memory. options, comma-separated:
+// `generic`: the device-agnostic versions of the fused kernels, on any device (model/device.h);
+// `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast).
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -34,6 +35,8 @@
 #include "model/predict.h"
 
 namespace {
+
+bool g_bf16 = false;  // options: bf16
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
@@ -100,6 +103,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
   gnn->to(device, at::kFloat);
+  gnn->set_bf16_autocast(g_bf16);
   auto opt = ddgnn::make_optimizer(ddgnn::OptimizerType::kAdam, gnn->parameters(), 1e-3, 0.0);
   // Conservative forces of a per-atom energy head, as training predicts them.
   ddgnn::TargetSpec targets;
@@ -183,14 +187,17 @@ int main(int argc, char** argv) {
   const std::string shapes = argc > 3 ? argv[3] : "ab";
   const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
   const c10::Device device(argc > 5 ? argv[5] : "cpu");
+  const std::string options = argc > 6 ? argv[6] : "";
   std::unique_ptr<ddgnn::GenericKernels> generic;
-  if (argc > 6 && std::string(argv[6]) == "generic")
+  if (options.find("generic") != std::string::npos)
     generic = std::make_unique<ddgnn::GenericKernels>();
+  g_bf16 = options.find("bf16") != std::string::npos;
   if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32
   std::printf(
-      "one thread, float32, device %s%s, %d timed steps after 3 warm-up; ms per step by "
+      "one thread, %s, device %s%s, %d timed steps after 3 warm-up; ms per step by "
       "phase\n",
-      device.str().c_str(), generic ? " (generic kernels)" : "", steps);
+      g_bf16 ? "bf16 autocast" : "float32", device.str().c_str(),
+      generic ? " (generic kernels)" : "", steps);
   std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
               "forward", "forces", "backward", "adam", "build ms", "edges");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -252,6 +252,11 @@ void Trainer::build_model(const nlohmann::json* resume_record) {
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
   m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
   m_gnn->set_bf16_autocast(m_setup.precision == Precision::kBFloat16);
+  if (m_setup.precision == Precision::kBFloat16 && m_place.gpu < 0 && m_root)
+    spdlog::warn(
+        "Training.precision bf16 on the CPU: the fused CPU kernels step aside and bfloat16 matrix "
+        "products are slow there (about 2x slower than fp32 in bench_train); bf16 is meant for "
+        "GPUs: use fp32 on the CPU");
   m_params = m_gnn->parameters();
   if (m_world > 1) {
     // Rank 0's initial weights everywhere, then gradients summed in buckets during backward.

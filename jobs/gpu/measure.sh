@@ -19,6 +19,7 @@ echo "== GPU tests (t = ${SECONDS} s)"
 timeout 120 ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" | grep -E "OK|FAILED|Failure|Expected|Which|relative|PASSED|SKIPPED|error" | head -60
 echo "== training throughput, ddgnn (C++) and PyTorch Geometric, same GPU, same run (t = ${SECONDS} s)"
 ./build-gpu/bench/bench_train "$steps" all ab - cuda 2>&1 | tee "$out/bench_train_cuda.txt"
+./build-gpu/bench/bench_train "$steps" all ab - cuda bf16 2>&1 | tee "$out/bench_train_cuda_bf16.txt"
 python3 bench/pyg_baseline.py "$steps" ab cuda fp32 2>&1 | tee "$out/pyg_fp32.txt"
 python3 bench/pyg_baseline.py "$steps" ab cuda bf16 2>&1 | tee "$out/pyg_bf16.txt"
 ./build-gpu/bench/bench_train "$steps" SchNet ab - cuda 2>&1 | tee "$out/bench_train_cuda_again.txt"

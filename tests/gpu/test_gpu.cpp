@@ -1,5 +1,6 @@
 // GPU tests (ctest label gpu): the radius graph built on the device, every model's energies,
-// forces and gradients on a CUDA device against the CPU in float64, and `ddgnn train` on the GPU,
+// forces and gradients on a CUDA device against the CPU in float64, bf16 autocast against float32,
+// and `ddgnn train` on the GPU,
 // one rank and two ranks sharing it. The only tests that skip: with a message, where no GPU is
 // visible (a CPU build, or a machine without one).
 #include <ATen/ATen.h>
@@ -110,6 +111,27 @@ TEST(Gpu, Float32OnTheGpuIsWithinFloat32OfFloat64) {
   const Prediction pb = predict(b, testing::targets_of(spec_of("SchNet"), true), gpu, false);
   EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-5);
   EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-4);
+}
+
+TEST(Gpu, Bf16AutocastOnTheGpuStaysNearFloat32) {
+  REQUIRE_GPU();
+  const GraphBatch gpu = testing::batch_of(structures(), 3.5, at::kFloat, kGpu);
+  for (const std::string type : {"SchNet", "PAINN", "EGNN"}) {
+    at::manual_seed(5);
+    Gnn g(spec_of(type));
+    g.to(kGpu, at::kFloat);
+    const TargetSpec targets = testing::targets_of(spec_of(type), true);
+    const Prediction fp32 = predict(g, targets, gpu, false);
+    g.set_bf16_autocast(true);
+    const Prediction bf16 = predict(g, targets, gpu, false);
+    EXPECT_EQ(bf16.energy.scalar_type(), at::kFloat) << type;
+    EXPECT_EQ(bf16.forces.scalar_type(), at::kFloat) << type;
+    EXPECT_LT(rel_error(bf16.energy, fp32.energy), 0.05) << type;
+    EXPECT_GT(rel_error(bf16.energy, fp32.energy), 1e-6) << type << ": not computed in bfloat16";
+    const double force_error =
+        ((bf16.forces - fp32.forces).norm() / fp32.forces.norm()).item<double>();
+    EXPECT_LT(force_error, 0.1) << type;
+  }
 }
 
 nlohmann::json gpu_config(const std::string& data, const std::string& run_dir, int batch) {
