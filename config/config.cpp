@@ -365,11 +365,13 @@ class Resolver {
                         "use EGNN, SchNet or PAINN, or set equivariance to false");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>()) {
       double total = 0;
-      for (const char* w : {"energy_weight", "energy_peratom_weight", "force_weight"})
+      for (const char* w :
+           {"energy_weight", "energy_peratom_weight", "force_weight", "stress_weight"})
         total += find_path(root, arch + w)->get<double>();
       if (total <= 0)
         throw ConfigError(where(arch + "force_weight") +
-                              ": energy_weight, energy_peratom_weight and force_weight are all 0",
+                              ": energy_weight, energy_peratom_weight, force_weight and "
+                              "stress_weight are all 0",
                           "with enable_interatomic_potential, give the energy or forces a weight");
     }
 

@@ -117,6 +117,15 @@ std::vector<KeySpec> build_schema() {
           "loss weight of the forces (with enable_interatomic_potential)")
           .def(1.0)
           .ge(0));
+  add(key(arch + "stress_weight", T::kNumber,
+          "loss weight of the stress, (1/V) ∂E/∂ε of the energy under a strain of cell and "
+          "positions (with enable_interatomic_potential; graphs periodic in three directions "
+          "with a stress), compared as the virial per atom σV/n so that it weighs like the "
+          "energy per atom. The stress is predicted and its errors reported whenever the data "
+          "has it; 0 leaves it out of the loss")
+          .def(0.0)
+          .ge(0)
+          .ddgnn_only());
   add(key(arch + "num_gaussians", T::kInt, "SchNet: Gaussians expanding each distance")
           .def(50)
           .ge(1));

@@ -75,6 +75,7 @@ TrainSettings train_settings(const Config& c) {
   s.weights.energy_weight = c.get<double>(kArch + "energy_weight");
   s.weights.energy_peratom_weight = c.get<double>(kArch + "energy_peratom_weight");
   s.weights.force_weight = c.get<double>(kArch + "force_weight");
+  s.weights.stress_weight = c.get<double>(kArch + "stress_weight");
   s.periodic = c.get<bool>(kArch + "periodic_boundary_conditions");
   s.graph.radius = g.layer.radius;
   s.graph.max_neighbours = c.get<int64_t>(kArch + "max_neighbours");
@@ -111,6 +112,12 @@ TrainSettings train_settings(const Config& c) {
         throw ConfigError(kVars + "output_names: 'energy' appears twice", "keep one energy head");
       targets.energy_head = int(k);
     }
+  if (s.weights.stress_weight > 0 && !targets.conservative)
+    throw ConfigError(kArch +
+                          "stress_weight: the stress is (1/V) dE/dε of the energy, but the "
+                          "forces are not conservative",
+                      "set Architecture.enable_interatomic_potential true (or "
+                      "Training.compute_grad_energy), or stress_weight 0");
   if (targets.conservative && targets.energy_head < 0)
     throw ConfigError(
         std::string(g.interatomic_potential ? kArch + "enable_interatomic_potential"

@@ -210,6 +210,11 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   };
   if (energy) b.energy = target(energy, {n_graphs});
   if (forces) b.forces = target(forces, {n_atoms, 3});
+  std::vector<double> bulk_cells(size_t(9 * n_graphs), 0.0);
+  for (int64_t g = 0; g < n_graphs; ++g)
+    if (pbc[3 * g] && pbc[3 * g + 1] && pbc[3 * g + 2])
+      std::copy_n(cells + 9 * g, 9, bulk_cells.begin() + 9 * g);
+  b.cell = target(bulk_cells.data(), {n_graphs, 3, 3});
   return b;
 }
 

@@ -30,9 +30,16 @@ struct GraphBatch {
   // Segment maps (edge -> receiver, edge -> sender, atom -> graph). Held by shared_ptr: the
   // autograd graph refers to them, so they must live as long as the batch's tensors are used.
   std::shared_ptr<const SegmentIndex> receivers, senders, graphs;
+  // [n_graphs, 3, 3] model dtype, Å (rows = lattice vectors): the cell of each graph periodic in
+  // all three directions, zero for the others (no volume, hence no stress).
+  at::Tensor cell;
   // Targets (undefined when absent).
   at::Tensor energy;  // [n_graphs] eV
   at::Tensor forces;  // [n_atoms, 3] eV/Å
+  // [n_graphs, 3, 3] eV/Å³ ((1/V) dE/dε, ASE's sign), zero where a graph has none; stress_mask
+  // [n_graphs] model dtype is 1 where it has one (and a cell); n_stress counts those on the host.
+  at::Tensor stress, stress_mask;
+  int64_t n_stress = 0;
   // Atoms whose neighbour list max_neighbours cut, and the most neighbours an atom had within the
   // radius (model/radius_graph.h).
   int64_t cut_atoms = 0, most_neighbours = 0;

@@ -9,12 +9,45 @@
 
 namespace ddgnn {
 
+namespace {
+
+// |det| of each cell [n, 3, 3]: the volumes (zero for a zero cell).
+at::Tensor volumes(const at::Tensor& c) {
+  const auto e = [&](int64_t i, int64_t j) { return c.select(1, i).select(1, j); };
+  return (e(0, 0) * (e(1, 1) * e(2, 2) - e(1, 2) * e(2, 1)) -
+          e(0, 1) * (e(1, 0) * e(2, 2) - e(1, 2) * e(2, 0)) +
+          e(0, 2) * (e(1, 0) * e(2, 1) - e(1, 1) * e(2, 0)))
+      .abs();
+}
+
+// rows [n, 3] times per-row matrices [n, 3, 3]: r (1 + ε).
+at::Tensor strained(const at::Tensor& rows, const at::Tensor& strain) {
+  return rows + at::bmm(rows.unsqueeze(1), strain).squeeze(1);
+}
+
+}  // namespace
+
 Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch, bool create_graph,
                    std::chrono::steady_clock::time_point* forward_done) {
   Prediction p;
   at::Tensor pos = batch.pos;
   if (targets.conservative) pos = batch.pos.detach().clone().requires_grad_(true);
-  p.outputs = gnn.forward(batch, pos);
+  const bool stress = targets.conservative && targets.stress && batch.cell.defined();
+  at::Tensor strain;
+  GraphBatch strained_batch;
+  if (stress) {
+    // A zero strain to differentiate against: positions and periodic shifts times (1 + ε) of
+    // their graph (the shift of an edge is a lattice vector of its receiver's graph).
+    strain = at::zeros({batch.n_graphs, 3, 3}, pos.options()).requires_grad_(true);
+    const at::Tensor sym = 0.5 * (strain + strain.transpose(1, 2));
+    strained_batch = batch;
+    const at::Tensor edge_graph = batch.graph_of_atom.index_select(0, batch.edge_index[1]);
+    strained_batch.edge_shift = strained(batch.edge_shift, sym.index_select(0, edge_graph));
+    p.outputs =
+        gnn.forward(strained_batch, strained(pos, sym.index_select(0, batch.graph_of_atom)));
+  } else {
+    p.outputs = gnn.forward(batch, pos);
+  }
   if (targets.energy_head >= 0) {
     const at::Tensor& out = p.outputs[size_t(targets.energy_head)];
     p.energy = targets.heads[size_t(targets.energy_head)].kind == HeadSpec::kNode
@@ -26,12 +59,24 @@ Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch,
     if (!p.energy.defined())
       throw ConfigError("conservative forces need an energy head",
                         "add a head named \"energy\" to Variables_of_interest.output_names");
+    std::vector<at::Tensor> inputs = {pos};
+    if (stress) inputs.push_back(strain);
     // allow_unused: a model that reads no geometry (GIN) has dE/dx = 0.
-    auto g = torch::autograd::grad({p.energy.sum()}, {pos}, /*grad_outputs=*/{},
+    auto g = torch::autograd::grad({p.energy.sum()}, inputs, /*grad_outputs=*/{},
                                    /*retain_graph=*/create_graph, create_graph,
                                    /*allow_unused=*/true);
     p.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
-    if (!create_graph) p.forces = p.forces.detach();
+    if (stress) {
+      const at::Tensor v = volumes(batch.cell);
+      // Graphs without a cell (volume 0) get zero, not their molecule's dE/dε.
+      const at::Tensor has = (v > 0).to(v.scalar_type());
+      const at::Tensor de = g[1].defined() ? g[1] : at::zeros_like(strain);
+      p.stress = de * (has / at::where(v > 0, v, at::ones_like(v))).view({-1, 1, 1});
+    }
+    if (!create_graph) {
+      p.forces = p.forces.detach();
+      if (stress) p.stress = p.stress.detach();
+    }
   } else if (targets.forces_head() >= 0) {
     p.forces = p.outputs[size_t(targets.forces_head())];
   }
@@ -77,6 +122,16 @@ at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,
   if (batch.forces.defined() && weights.force_weight != 0.0)
     total = total + weights.force_weight *
                         regression_loss(pred.forces, batch.forces.to(pred.forces.options()), loss);
+  if (batch.stress.defined() && pred.stress.defined() && weights.stress_weight != 0.0) {
+    // As the virial per atom, σ V / n (energy per atom: the energy terms' scale), graphs without a
+    // stress masked out.
+    const at::Tensor per_atom = batch.stress_mask.to(pred.stress.options()) * volumes(batch.cell) /
+                                batch.atoms_per_graph.to(pred.stress.options()).clamp_min(1.0);
+    const at::Tensor f = per_atom.view({-1, 1, 1});
+    total = total +
+            weights.stress_weight *
+                regression_loss(pred.stress * f, batch.stress.to(pred.stress.options()) * f, loss);
+  }
   return total;
 }
 
@@ -93,6 +148,7 @@ at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
       ew.energy_weight *= share.graphs;
       ew.energy_peratom_weight *= share.graphs;
       ew.force_weight = targets.conservative ? ew.force_weight * share.atoms : 0.0;
+      ew.stress_weight = targets.conservative ? ew.stress_weight * share.graphs : 0.0;
       GraphBatch target = batch;
       if (!targets.conservative) target.forces = at::Tensor();
       add(t.weight * energy_force_loss(p, target, ew, loss));

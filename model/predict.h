@@ -17,17 +17,20 @@
 namespace ddgnn {
 
 // energy [n_graphs] (undefined without an energy head), forces [n_atoms, 3] (undefined when the
-// model predicts none), every head's output (Gnn::forward), all in the model dtype.
+// model predicts none), stress [n_graphs, 3, 3] (TargetSpec::stress; zero for a graph without a
+// cell), every head's output (Gnn::forward), all in the model dtype.
 struct Prediction {
-  at::Tensor energy, forces;
+  at::Tensor energy, forces, stress;
   std::vector<at::Tensor> outputs;
 };
 
 // One pass on `batch`. Conservative forces differentiate the energy with respect to a copy of
-// batch.pos that requires grad; create_graph keeps the graph of the forces so that a force loss
-// trains the weights (training), otherwise the forces are constants (evaluation). The energy stays
-// differentiable. `forward_done`, when given, receives the time the energy was ready (before the
-// forces' backward), for the trainer's timing.
+// batch.pos that requires grad; the stress (targets.stress) with respect to a symmetric strain ε
+// [n_graphs, 3, 3] at zero, applied to the positions and the periodic shifts as r (1 + ε), in the
+// same backward: σ = (1/V) dE/dε (ASE's sign: positive under tension); create_graph keeps the graph
+// of the forces so that a force loss trains the weights (training), otherwise the forces are
+// constants (evaluation). The energy stays differentiable. `forward_done`, when given, receives the
+// time the energy was ready (before the forces' backward), for the trainer's timing.
 Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch, bool create_graph,
                    std::chrono::steady_clock::time_point* forward_done = nullptr);
 
@@ -44,7 +47,10 @@ struct StepShare {
 at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss);
 
 // Weighted sum of: energy_weight * loss(E, E_ref) over graphs; energy_peratom_weight *
-// loss(E / n_atoms, E_ref / n_atoms); force_weight * loss(F, F_ref) over all force components.
+// loss(E / n_atoms, E_ref / n_atoms); force_weight * loss(F, F_ref) over all force components;
+// stress_weight * loss(σ V / n, σ_ref V / n) over the 9 components of every graph (the virial per
+// atom: on the energy per atom's scale), those without a stress (batch.stress_mask) contributing
+// zero.
 // Terms with weight 0 or an undefined target (batch.energy / batch.forces) are left out. Scalar []
 // in the model dtype.
 at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,

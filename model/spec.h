@@ -119,6 +119,9 @@ struct TargetSpec {
   std::vector<HeadTarget> heads;
   int energy_head = -1;       // the kEnergy head, -1 when none
   bool conservative = false;  // forces = -dE/dx of the energy head; else the kForces head's output
+  // With conservative forces: the stress (1/V) dE/dε under a homogeneous strain ε of the cell and
+  // positions (graphs with a cell periodic in three directions).
+  bool stress = false;
   // The kForces head (direct forces), -1 when none.
   int forces_head() const;
   // Whether the model predicts forces (conservative, or a forces head).
@@ -134,6 +137,7 @@ struct EnergyForceWeights {
   double energy_weight = 1.0;
   double energy_peratom_weight = 0.0;
   double force_weight = 1.0;
+  double stress_weight = 0.0;  // of the stress's 9 components, graphs without one counting 0
 };
 
 enum class LossType { kMse, kMae, kRmse, kSmoothL1, kHuber };

@@ -3,6 +3,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <ATen/ATen.h>
+
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -38,9 +41,27 @@ GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
     if (periodic) std::copy_n(block.pbc.begin() + 3 * id, 3, pbc.begin() + 3 * g);
     energy[size_t(g)] = block.energy[id];
   }
-  return make_batch(z.data(), pos.data(), offsets.data(), n_graphs, cells.data(), pbc.data(),
-                    energy.data(), has_forces ? forces.data() : nullptr, graph_options, dtype,
-                    device);
+  GraphBatch b =
+      make_batch(z.data(), pos.data(), offsets.data(), n_graphs, cells.data(), pbc.data(),
+                 energy.data(), has_forces ? forces.data() : nullptr, graph_options, dtype, device);
+  // Stress where the graph has one (NaN marks none) and a cell periodic in three directions.
+  std::vector<double> stress(9 * n_g, 0.0), mask(n_g, 0.0);
+  for (size_t g = 0; g < n_g && !block.stress.empty(); ++g) {
+    const size_t id = size_t(ids[g]);
+    const double* s = &block.stress[9 * id];
+    if (std::isnan(s[0]) || !(pbc[3 * g] && pbc[3 * g + 1] && pbc[3 * g + 2])) continue;
+    std::copy_n(s, 9, stress.begin() + long(9 * g));
+    mask[g] = 1.0;
+    ++b.n_stress;
+  }
+  if (b.n_stress > 0) {
+    const auto host = [&](std::vector<double>& v, at::IntArrayRef shape) {
+      return at::from_blob(v.data(), shape, at::kDouble).to(dtype).to(device);
+    };
+    b.stress = host(stress, {n_graphs, 3, 3});
+    b.stress_mask = host(mask, {n_graphs});
+  }
+  return b;
 }
 
 }  // namespace ddgnn

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -153,8 +154,14 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const bool has_forces = !block.forces.empty();
   MetricsAccumulator acc;
   ElementForceAccumulator by_z;
-  std::ostringstream xyz, ecsv, fcsv;
+  std::ostringstream xyz, ecsv, fcsv, scsv;
   ecsv << "graph,split,n_atoms,energy_ref_ev,energy_pred_ev\n";
+  // Stress in eV/Å³, Voigt order xx yy zz yz xz xy; errors over all 9 components.
+  static constexpr int kVoigt[6][2] = {{0, 0}, {1, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 1}};
+  scsv << "graph,split,sxx_ref,syy_ref,szz_ref,syz_ref,sxz_ref,sxy_ref,sxx_pred,syy_pred,szz_pred,"
+          "syz_pred,sxz_pred,sxy_pred\n";
+  long double stress_abs = 0, stress_sq = 0;
+  int64_t stress_graphs = 0;
   fcsv << "graph,atom,z,fx_ref,fy_ref,fz_ref,fx_pred,fy_pred,fz_pred\n";
   int64_t n_atoms_total = 0;
   for (size_t start = 0; start < ids.size(); start += size_t(batch_size)) {
@@ -166,6 +173,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     std::vector<double> e_pred, f_pred;
     if (p.energy.defined()) e_pred = energies_ev(p.energy, b, setup.norm);
     if (p.forces.defined()) f_pred = to_doubles(p.forces, setup.norm.scale);
+    std::vector<double> s_pred;  // [n_graphs, 9], zero for graphs without a cell
+    if (p.stress.defined()) s_pred = to_doubles(p.stress, setup.norm.scale);
     std::vector<std::vector<double>> cols(setup.targets.heads.size());
     for (size_t k = 0; k < setup.targets.heads.size(); ++k)
       if (setup.targets.heads[k].source == TargetSource::kColumn) {
@@ -189,6 +198,22 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       }
       if (!f_pred.empty() && has_forces)
         by_z.add(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], &block.z[size_t(a0)], n);
+      const bool bulk = block.pbc[3 * id] && block.pbc[3 * id + 1] && block.pbc[3 * id + 2];
+      const double* s_ref = block.stress.empty() ? nullptr : &block.stress[9 * id];
+      if (s_ref && std::isnan(s_ref[0])) s_ref = nullptr;
+      const double* s_out = s_pred.empty() || !bulk ? nullptr : &s_pred[9 * g];
+      if (s_out && s_ref) {
+        scsv << gid << "," << label[id];
+        for (const double* s : {s_ref, s_out})
+          for (const auto& v : kVoigt) scsv << "," << num(s[3 * v[0] + v[1]]);
+        scsv << "\n";
+        for (int k = 0; k < 9; ++k) {
+          const long double d = s_out[k] - s_ref[k];
+          stress_abs += std::fabs(d);
+          stress_sq += d * d;
+        }
+        ++stress_graphs;
+      }
       // extxyz frame
       const double* cell = &block.cell[9 * id];
       bool has_cell = false;
@@ -206,6 +231,13 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
           xyz << ":pred_" << setup.targets.heads[k].name << ":R:" << setup.targets.heads[k].dim;
       xyz << " energy=" << num(block.energy[id]);
       if (!e_pred.empty()) xyz << " pred_energy=" << num(e_pred[g]);
+      for (const auto& [key, values] :
+           {std::pair("stress", s_ref), std::pair("pred_stress", s_out)})
+        if (values) {
+          xyz << " " << key << "=\"";
+          for (int k = 0; k < 9; ++k) xyz << (k ? " " : "") << num(values[k]);
+          xyz << "\"";
+        }
       xyz << " graph=" << gid << " split=" << label[id] << " pbc=\""
           << (block.pbc[3 * id] ? "T" : "F") << " " << (block.pbc[3 * id + 1] ? "T" : "F") << " "
           << (block.pbc[3 * id + 2] ? "T" : "F") << "\"\n";
@@ -240,6 +272,15 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (m.n_graphs > 0)
     errors["energy"] = {{"mae_mev_atom", m.energy_mae_mev_per_atom},
                         {"rmse_mev_atom", m.energy_rmse_mev_per_atom}};
+  const double stress_mae = stress_graphs ? double(1e3L * stress_abs / (9 * stress_graphs)) : 0;
+  const double stress_rmse =
+      stress_graphs ? double(1e3L * std::sqrt(stress_sq / (9 * stress_graphs))) : 0;
+  if (stress_graphs > 0)
+    errors["stress"] = {{"graphs", stress_graphs},
+                        {"mae_mev_a3", stress_mae},
+                        {"rmse_mev_a3", stress_rmse},
+                        {"mae_gpa", stress_mae * 1e-3 * kGpaPerEvA3},
+                        {"rmse_gpa", stress_rmse * 1e-3 * kGpaPerEvA3}};
   const auto force_json = [](const ForceErrors& f) {
     return nlohmann::json{{"atoms", f.atoms},
                           {"mae_mev_a", f.mae_mev_per_a},
@@ -261,6 +302,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   write_file_atomic(out + "/predictions.extxyz", xyz.str());
   write_file_atomic(out + "/energies.csv", ecsv.str());
   if (has_forces) write_file_atomic(out + "/forces.csv", fcsv.str());
+  if (stress_graphs > 0) write_file_atomic(out + "/stress.csv", scsv.str());
   write_file_atomic(out + "/errors.json", errors.dump(2) + "\n");
 
   std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld); %d thread(s)\n",
@@ -281,8 +323,12 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       std::printf("  %-16s %8lld %12.4g %12.4g %12.4g\n", element_symbol(uint8_t(f.z)).c_str(),
                   (long long)f.atoms, f.mae_mev_per_a, f.rmse_mev_per_a, f.vector_mae_mev_per_a);
   }
-  std::printf("wrote %s/{predictions.extxyz,energies.csv,%serrors.json}\n", out.c_str(),
-              has_forces ? "forces.csv," : "");
+  if (stress_graphs > 0)
+    std::printf("%-8s %9.4g meV/Å³   %9.4g meV/Å³      (%.4g / %.4g GPa, %lld graphs)\n", "stress",
+                stress_mae, stress_rmse, stress_mae * 1e-3 * kGpaPerEvA3,
+                stress_rmse * 1e-3 * kGpaPerEvA3, (long long)stress_graphs);
+  std::printf("wrote %s/{predictions.extxyz,energies.csv,%s%serrors.json}\n", out.c_str(),
+              has_forces ? "forces.csv," : "", stress_graphs > 0 ? "stress.csv," : "");
   std::printf("parity plot: python3 jobs/parity_plot.py %s\n", out.c_str());
   errors["out"] = out;
   return errors;

@@ -12,6 +12,7 @@
 #include "loader/targets.h"
 #include "model/precision.h"
 #include "train/collate.h"
+#include "train/run_log.h"
 #include "train/train_data.h"
 
 namespace ddgnn {
@@ -65,6 +66,7 @@ nlohmann::json to_json(const ModelSetup& s) {
           {"targets", targets},
           {"energy_head", s.targets.energy_head},
           {"conservative", s.targets.conservative},
+          {"stress", s.targets.stress},
           {"radius", s.graph.radius},
           {"max_neighbours", s.graph.max_neighbours},
           {"periodic", s.periodic},
@@ -84,6 +86,7 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
     for (const auto& t : j.at("targets")) s.targets.heads.push_back(head_target_from_json(t));
     s.targets.energy_head = j.at("energy_head");
     s.targets.conservative = j.at("conservative");
+    s.targets.stress = j.value("stress", false);
     s.graph.radius = j.at("radius");
     s.graph.max_neighbours = j.at("max_neighbours");
     s.periodic = j.at("periodic");
@@ -154,6 +157,27 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                       "file with a forces column");
 }
 
+void bind_stress(TrainSettings& s, const TrainData& data) {
+  long double with_stress = 0;
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      const size_t g = size_t(id);
+      const bool bulk = block.pbc[3 * g] && block.pbc[3 * g + 1] && block.pbc[3 * g + 2];
+      if (bulk && !block.stress.empty() && !std::isnan(block.stress[9 * g])) with_stress += 1;
+    }
+  });
+  data.sum_stats(&with_stress, 1);
+  s.targets.stress = s.targets.conservative && s.periodic && with_stress > 0;
+  if (s.weights.stress_weight > 0 && !s.targets.stress)
+    throw ConfigError(
+        "NeuralNetwork.Architecture.stress_weight: " + fmt("%g", s.weights.stress_weight) +
+            ", but no graph of the train split of " + data.dataset(kTrain).path() +
+            " has a stress and a cell periodic in three directions" +
+            (s.periodic ? "" : " (periodic_boundary_conditions is false)"),
+        "convert the data with its stress (ddgnn convert --stress-key KEY), or set stress_weight "
+        "0");
+}
+
 ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
                             const nlohmann::json* resume) {
   ModelSetup setup;
@@ -179,6 +203,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
     }
     setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
     setup.norm = saved.norm;
+    setup.targets.stress = saved.targets.stress;
     return setup;
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
@@ -281,6 +306,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
   }
   p.batch.energy = at::tensor(e, at::kDouble).to(setup.device, to_dtype(setup.precision));
   if (p.batch.forces.defined()) p.batch.forces = p.batch.forces / norm.scale;
+  if (p.batch.stress.defined()) p.batch.stress = p.batch.stress / norm.scale;
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
     const HeadTarget& t = setup.targets.heads[k];

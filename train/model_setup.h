@@ -55,6 +55,11 @@ ModelSetup model_setup_from_json(const nlohmann::json& j);  // DataError on a ba
 // naming the head, the file and what it does have otherwise.
 void bind_targets(TrainSettings& settings, const Dataset& dataset);
 
+// The stress is predicted (and its errors reported) when the forces are conservative, the cells
+// periodic and the train split has graphs with a stress: sets s.targets.stress (collective over
+// the data's ranks). ConfigError when Architecture.stress_weight asks for a stress there is not.
+void bind_stress(TrainSettings& s, const TrainData& data);
+
 // The model of a run: from the settings, with the normaliser fitted on the training split (and
 // PNA's degree histogram) over all ranks (collective over the data's ranks); or, resuming, the
 // checkpoint record's normaliser and histogram, after checking that the record holds the model

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/units.h"
 #include "core/version.h"
 #include "train/split_metrics.h"
 
@@ -142,6 +143,10 @@ std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std:
         " energy MAE " + fmt("%.3g", best["test_energy_mae_mev_atom"].get<double>()) + " meV/atom";
   if (best.contains("test_force_mae_mev_a"))
     line += ", force MAE " + fmt("%.3g", best["test_force_mae_mev_a"].get<double>()) + " meV/Å";
+  if (best.contains("test_stress_mae_mev_a3"))
+    line +=
+        ", stress MAE " + fmt("%.3g", best["test_stress_mae_mev_a3"].get<double>()) + " meV/Å³ (" +
+        fmt("%.3g", best["test_stress_mae_mev_a3"].get<double>() * 1e-3 * kGpaPerEvA3) + " GPa)";
   if (best.contains("test_force_by_element")) {
     line += " (per element: ";
     for (const auto& [element, e] : best["test_force_by_element"].items())

@@ -250,6 +250,8 @@ std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energ
                      "  loss " + splits(row, "loss", test);
   if (energy) line += "  E " + splits(row, "energy_mae_mev_atom", test) + " meV/atom";
   if (forces) line += "  F " + splits(row, "force_mae_mev_a", test) + " meV/Å";
+  if (row.contains("validate_stress_mae_mev_a3"))
+    line += "  S " + splits(row, "stress_mae_mev_a3", test) + " meV/Å³";
   line += "  " + fmt("%.0f", row["graphs_per_s"].get<double>()) + " graphs/s  " +
           fmt("%.1f", row["epoch_s"].get<double>()) + " s" + (improved ? "  *" : "");
   return line;

@@ -15,12 +15,12 @@ namespace ddgnn {
 
 namespace {
 
-// m_device_sums: the loss sum, |dE| and dE^2 per atom, each column head's |d| and d^2, then per
-// Z = 0 (all atoms) .. kMaxAtomicNumber the force sums of ElementForceAccumulator (|dF|
-// components, dF^2, |dF| vectors, atoms).
-constexpr int64_t kPerZ = 4;
+// m_device_sums: the loss sum, |dE| and dE^2 per atom, |dσ| and dσ^2, each column head's |d| and
+// d^2, then per Z = 0 (all atoms) .. kMaxAtomicNumber the force sums of ElementForceAccumulator
+// (|dF| components, dF^2, |dF| vectors, atoms).
+constexpr int64_t kPerZ = 4, kHeadSums = 5;
 int64_t device_sums_size(size_t heads) {
-  return 3 + 2 * int64_t(heads) + kPerZ * (kMaxAtomicNumber + 1);
+  return kHeadSums + 2 * int64_t(heads) + kPerZ * (kMaxAtomicNumber + 1);
 }
 
 }  // namespace
@@ -46,14 +46,20 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
     sums.narrow(0, 1, 2).add_(at::stack({d.abs().sum(), (d * d).sum()}));
     m_device_graphs += batch.n_graphs;
   }
+  if (p.stress.defined() && batch.stress.defined()) {
+    const at::Tensor d = (p.stress.detach().to(at::kDouble) - batch.stress.to(at::kDouble)) *
+                         batch.stress_mask.to(at::kDouble).view({-1, 1, 1}) * setup.norm.scale;
+    sums.narrow(0, 3, 2).add_(at::stack({d.abs().sum(), (d * d).sum()}));
+    m_stress_n += 9 * batch.n_stress;
+  }
   for (size_t k = 0; k < heads; ++k) {
     if (setup.targets.heads[k].source != TargetSource::kColumn) continue;
     const at::Tensor std_t =
         at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(f64.device());
     const at::Tensor d =
         (p.outputs[k].detach().to(at::kDouble) - b.columns[k].to(at::kDouble)) * std_t;
-    sums[3 + int64_t(k)] += d.abs().sum();
-    sums[3 + int64_t(heads + k)] += (d * d).sum();
+    sums[kHeadSums + int64_t(k)] += d.abs().sum();
+    sums[kHeadSums + int64_t(heads + k)] += (d * d).sum();
     m_col_n[k] += d.numel();
   }
   if (p.forces.defined() && batch.forces.defined()) {
@@ -61,8 +67,9 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
         (p.forces.detach().to(at::kDouble) - batch.forces.to(at::kDouble)) * setup.norm.scale;
     const at::Tensor sq = (d * d).sum(1);
     const at::Tensor rows = at::stack({d.abs().sum(1), sq, sq.sqrt(), at::ones_like(sq)}, 1);
-    at::Tensor per_z = sums.narrow(0, 3 + 2 * int64_t(heads), kPerZ * (kMaxAtomicNumber + 1))
-                           .view({kMaxAtomicNumber + 1, kPerZ});
+    at::Tensor per_z =
+        sums.narrow(0, kHeadSums + 2 * int64_t(heads), kPerZ * (kMaxAtomicNumber + 1))
+            .view({kMaxAtomicNumber + 1, kPerZ});
     per_z.index_add_(0, batch.z.to(at::kLong), rows);
     per_z[0] += rows.sum(0);
     m_device_atoms += batch.n_atoms();
@@ -76,8 +83,10 @@ void SplitMetrics::read() const {
   m_device_sums = at::Tensor();
   const double* v = host.data_ptr<double>();
   const size_t heads = m_col_n.size();
-  const double* per_z = v + 3 + 2 * heads;
+  const double* per_z = v + kHeadSums + 2 * heads;
   m_loss_sum += v[0];
+  m_stress_abs += v[3];
+  m_stress_sq += v[4];
   auto e = m_ef.sums();  // |dE|, dE^2, |dF|, dF^2, graphs, force components
   e[0] += v[1];
   e[1] += v[2];
@@ -87,8 +96,8 @@ void SplitMetrics::read() const {
   e[5] += 3.0L * (long double)m_device_atoms;
   m_ef.set_sums(e);
   for (size_t k = 0; k < heads; ++k) {
-    m_col_abs[k] += v[3 + k];
-    m_col_sq[k] += v[3 + heads + k];
+    m_col_abs[k] += v[kHeadSums + k];
+    m_col_sq[k] += v[kHeadSums + heads + k];
   }
   std::vector<long double> z = m_by_z.sums();
   for (size_t i = 0; i < z.size(); ++i) z[i] += per_z[i];
@@ -111,6 +120,9 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   v.insert(v.end(), ef_sums.begin(), ef_sums.end());
   v.push_back(m_loss_sum);
   v.push_back((long double)m_loss_graphs);
+  v.push_back(m_stress_abs);
+  v.push_back(m_stress_sq);
+  v.push_back((long double)m_stress_n);
   v.insert(v.end(), m_col_abs.begin(), m_col_abs.end());
   v.insert(v.end(), m_col_sq.begin(), m_col_sq.end());
   for (int64_t n : m_col_n) v.push_back((long double)n);
@@ -126,6 +138,9 @@ void SplitMetrics::reduce(MPI_Comm comm) {
   size_t k = e.size();
   m_loss_sum = v[k++];
   m_loss_graphs = int64_t(v[k++]);
+  m_stress_abs = v[k++];
+  m_stress_sq = v[k++];
+  m_stress_n = int64_t(v[k++]);
   for (auto& x : m_col_abs) x = v[k++];
   for (auto& x : m_col_sq) x = v[k++];
   for (auto& x : m_col_n) x = int64_t(v[k++]);
@@ -146,6 +161,11 @@ void SplitMetrics::put(nlohmann::json& row, const std::string& split,
   if (m.n_force_components > 0) {
     row[split + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
     row[split + "_force_rmse_mev_a"] = m.force_rmse_mev_per_a;
+  }
+  if (m_stress_n > 0) {
+    row[split + "_stress_mae_mev_a3"] = double(1e3L * m_stress_abs / (long double)m_stress_n);
+    row[split + "_stress_rmse_mev_a3"] =
+        double(1e3L * std::sqrt(m_stress_sq / (long double)m_stress_n));
   }
   for (const ForceErrors& f : m_by_z.by_element())
     row[split + "_force_by_element"][element_symbol(f.z)] = {
@@ -169,6 +189,10 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
     if (forces) {
       c.push_back(s + "_force_mae_mev_a");
       c.push_back(s + "_force_rmse_mev_a");
+    }
+    if (setup.targets.stress) {
+      c.push_back(s + "_stress_mae_mev_a3");
+      c.push_back(s + "_stress_rmse_mev_a3");
     }
     for (const auto& t : setup.targets.heads)
       if (t.source == TargetSource::kColumn) {

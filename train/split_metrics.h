@@ -37,7 +37,8 @@ class SplitMetrics {
   // Adds up every rank's sums (collective over `comm`).
   void reduce(MPI_Comm comm);
   // The metrics as `<split>_energy_mae_mev_atom` ... columns of `row` (only those measured), and
-  // `<split>_force_by_element` {"H": {"mae_mev_a", "rmse_mev_a", "atoms"}, ...} (events only).
+  // `<split>_force_by_element` {"H": {"mae_mev_a", "rmse_mev_a", "atoms"}, ...} (events only);
+  // stress errors per component in meV/Å³ over the graphs with a stress.
   void put(nlohmann::json& row, const std::string& split, const ModelSetup& setup) const;
 
   // Atoms seen, those whose neighbour list max_neighbours cut, the most neighbours of an atom.
@@ -50,6 +51,8 @@ class SplitMetrics {
   mutable ElementForceAccumulator m_by_z;  // force errors per element (Z = 0: all atoms)
   mutable std::vector<long double> m_col_abs, m_col_sq;
   mutable long double m_loss_sum = 0;
+  mutable long double m_stress_abs = 0, m_stress_sq = 0;  // eV/Å³
+  int64_t m_stress_n = 0;                                 // stress components
   std::vector<int64_t> m_col_n;
   int64_t m_loss_graphs = 0;
   // Sums not read yet: float64 on the device (layout in split_metrics.cpp), and on the host the

@@ -98,6 +98,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     c10::NoGradGuard no_grad;
     r.prediction.energy = p.energy.defined() ? p.energy.detach() : p.energy;
     r.prediction.forces = p.forces.defined() ? p.forces.detach() : p.forces;
+    r.prediction.stress = p.stress.defined() ? p.stress.detach() : p.stress;
     for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());
   }
   return r;

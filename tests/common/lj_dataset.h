@@ -26,29 +26,52 @@ struct LjOptions {
   int vary_atoms = 0;          // > 0: frame k holds n_atoms + k % (vary_atoms + 1) atoms
 };
 
-// LJ energy (eV) and forces (eV/Å) of `f`, minimum image when periodic; epsilon 0.0104 eV,
-// sigma 3.4 Å, with per-species offsets -1.5 eV (Z=18) and -0.7 eV (Z=10).
+// LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
+// offsets -1.5 eV (Z=18) and -0.7 eV (Z=10). A cluster: every pair, no cutoff. Periodic (a cubic
+// cell of side `cell` >= 5 Å): every periodic image within 5 Å, the pair energy shifted to zero
+// there, and the stress (1/V) dE/dε = (1/V) Σ_pairs (dE/dr / r) d ⊗ d, eV/Å³.
 inline void lj_label(Frame& f, bool periodic, double cell) {
-  const double eps = 0.0104, sig = 3.4;
+  const double eps = 0.0104, sig = 3.4, rc = 5.0;
+  const auto pair_energy = [&](double r2) {
+    const double s6 = std::pow(sig * sig / r2, 3);
+    return 4 * eps * (s6 * s6 - s6);
+  };
   const size_t n = f.n_atoms();
   f.forces.assign(3 * n, 0.0);
+  f.stress.fill(0.0);
+  f.has_stress = periodic;
   double e = 0.0;
   for (size_t i = 0; i < n; ++i) e += f.z[i] == 18 ? -1.5 : -0.7;
+  const auto add_pair = [&](size_t i, size_t j, const double* d) {
+    const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+    if (periodic && r2 >= rc * rc) return;
+    const double s6 = std::pow(sig * sig / r2, 3);
+    e += pair_energy(r2) - (periodic ? pair_energy(rc * rc) : 0.0);
+    const double dEdr_over_r = 4 * eps * (-12 * s6 * s6 + 6 * s6) / r2;
+    for (int c = 0; c < 3; ++c) {
+      f.forces[3 * i + c] += dEdr_over_r * d[c];
+      f.forces[3 * j + c] -= dEdr_over_r * d[c];
+      for (int c2 = 0; c2 < 3 && periodic; ++c2)
+        f.stress[size_t(3 * c + c2)] += dEdr_over_r * d[c] * d[c2] / (cell * cell * cell);
+    }
+  };
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j) {
-      double d[3], r2 = 0;
+      double d[3];
       for (int c = 0; c < 3; ++c) {
         d[c] = f.pos[3 * j + c] - f.pos[3 * i + c];
         if (periodic) d[c] -= cell * std::round(d[c] / cell);
-        r2 += d[c] * d[c];
       }
-      const double s6 = std::pow(sig * sig / r2, 3);
-      e += 4 * eps * (s6 * s6 - s6);
-      const double dEdr_over_r = 4 * eps * (-12 * s6 * s6 + 6 * s6) / r2;
-      for (int c = 0; c < 3; ++c) {
-        f.forces[3 * i + c] += dEdr_over_r * d[c];
-        f.forces[3 * j + c] -= dEdr_over_r * d[c];
+      if (!periodic) {
+        add_pair(i, j, d);
+        continue;
       }
+      for (int a = -1; a <= 1; ++a)  // images beyond ±1 cell are farther than 5 Å
+        for (int b = -1; b <= 1; ++b)
+          for (int k = -1; k <= 1; ++k) {
+            const double di[3] = {d[0] + a * cell, d[1] + b * cell, d[2] + k * cell};
+            add_pair(i, j, di);
+          }
     }
   f.energy = e;
   f.has_energy = true;

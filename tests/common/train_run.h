@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -63,6 +64,13 @@ inline nlohmann::json last_event(const std::string& run_dir, const std::string& 
     if (e.at("event") == name) found = std::move(e);
   }
   return found;
+}
+
+// Bad input: exit status 1 and one line naming it, with a hint.
+inline void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
 }
 
 // A small SchNet interatomic potential on `data`, writing to `run_dir`.

@@ -165,6 +165,7 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   EXPECT_EQ(u.z, b.z);
   EXPECT_EQ(u.pos, b.pos);
   EXPECT_EQ(u.forces, b.forces);
+  EXPECT_EQ(u.stress, b.stress);
   EXPECT_EQ(u.extra, b.extra);
   // A record cut short is named.
   std::vector<int64_t> bad = off;

@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::checkpoint_parameters;
+using testing::expect_error;
 using testing::last_event;
 using testing::lines;
 using testing::LjOptions;
@@ -571,12 +572,6 @@ TEST(Train, AtomBudgetAndDropRemainder) {
 }
 
 // ---- bad input: one line, exit 1 ----
-
-void expect_error(const Result& r, const std::string& needle) {
-  EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
-}
 
 TEST(TrainBadInput, HeadTheDataLacks) {
   TempDir dir;

@@ -1,0 +1,144 @@
+// Stress end to end through the `ddgnn` binary, on periodic Lennard-Jones cells whose stress is
+// exact: predicted and reported whenever the data has it, trained with Architecture.stress_weight,
+// written by evaluate; and each kind of bad input (no stress in the data, direct forces) as one
+// clear error line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+
+namespace ddgnn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::last_event;
+using testing::LjOptions;
+using testing::read_text;
+using testing::Result;
+using testing::run;
+using testing::small_config;
+using testing::TempDir;
+using testing::write_config;
+using testing::write_lj_dataset;
+
+LjOptions periodic_lj() {
+  LjOptions o;
+  o.periodic = true;
+  o.n_frames = 60;
+  return o;
+}
+
+nlohmann::json periodic_config(const std::string& data, const std::string& run_dir) {
+  nlohmann::json c = small_config(data, run_dir);
+  c["NeuralNetwork"]["Architecture"]["periodic_boundary_conditions"] = true;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 10;
+  return c;
+}
+
+// The labels the tests train on: the trace of the LJ stress against the energy of the cell
+// scaled by 1 ± h (positions and cell together), (E+ - E-) / 2h / V.
+TEST(StressTrain, LennardJonesStressLabelsMatchTheEnergyUnderStrain) {
+  Frame f;
+  f.z = {18, 10, 18, 18, 10, 18};
+  f.pos = {0.4, 0.6, 0.3, 4.1, 0.5, 0.7, 0.2, 4.3, 0.5,
+           3.9, 4.0, 0.4, 0.5, 0.3, 4.0, 4.2, 0.6, 3.8};
+  testing::lj_label(f, true, 7.0);
+  ASSERT_TRUE(f.has_stress);
+  const double h = 1e-6;
+  double e[2];
+  for (int k = 0; k < 2; ++k) {
+    Frame g = f;
+    const double s = 1 + (k ? -h : h);
+    for (double& x : g.pos) x *= s;
+    testing::lj_label(g, true, 7.0 * s);
+    e[k] = g.energy;
+  }
+  const double fd = (e[0] - e[1]) / (2 * h) / (7.0 * 7.0 * 7.0);
+  const double trace = f.stress[0] + f.stress[4] + f.stress[8];
+  EXPECT_NEAR(trace, fd, 1e-6 * std::fabs(fd) + 1e-12);
+  EXPECT_GT(std::fabs(trace), 1e-6);
+  EXPECT_DOUBLE_EQ(f.stress[1], f.stress[3]);  // symmetric
+}
+
+TEST(StressTrain, PredictedAndReportedAlwaysTrainedWhenWeighted) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), periodic_lj());
+  nlohmann::json c = periodic_config(dir.file("lj.h5"), dir.file("plain"));
+  const Result plain = run("train -c " + write_config(dir, "a.json", c));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_NE(plain.out.find(" S "), std::string::npos) << plain.out;  // the epoch line has it
+  // Trained on the stress alone: only the strain derivative's gradient moves the weights.
+  c["NeuralNetwork"]["Architecture"]["stress_weight"] = 1.0;
+  c["NeuralNetwork"]["Architecture"]["energy_weight"] = 0.0;
+  c["NeuralNetwork"]["Architecture"]["force_weight"] = 0.0;
+  c["Output"]["run_dir"] = dir.file("stress");
+  const Result trained = run("train -c " + write_config(dir, "b.json", c));
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("stress MAE"), std::string::npos) << trained.out;  // the last line
+  // Reported without being trained on; trained on alone, the loss and the stress error fall.
+  const auto epochs = [&](const std::string& run_dir) {
+    std::vector<nlohmann::json> rows;
+    for (const auto& l : testing::lines(read_text(run_dir + "/events.jsonl"))) {
+      nlohmann::json e = nlohmann::json::parse(l);
+      if (e.at("event") == "epoch") rows.push_back(std::move(e));
+    }
+    return rows;
+  };
+  const auto plain_rows = epochs(dir.file("plain")), rows = epochs(dir.file("stress"));
+  ASSERT_EQ(rows.size(), 10u);
+  EXPECT_GT(plain_rows.back().at("validate_stress_mae_mev_a3").get<double>(), 0.0);
+  EXPECT_LT(rows.back().at("train_loss").get<double>(),
+            0.6 * rows.front().at("train_loss").get<double>());
+  const nlohmann::json best = last_event(dir.file("stress"), "run_end").at("best");
+  EXPECT_LT(best.at("validate_stress_mae_mev_a3").get<double>(),
+            0.8 * rows.front().at("validate_stress_mae_mev_a3").get<double>());
+  const std::string header = read_text(dir.file("stress") + "/metrics.csv").substr(0, 2000);
+  EXPECT_NE(header.find("test_stress_rmse_mev_a3"), std::string::npos);
+  // evaluate: the stress of every graph and its errors.
+  const Result e = run("evaluate --run " + dir.file("stress") + " --split all");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("stress"), std::string::npos) << e.out;
+  const nlohmann::json errors =
+      nlohmann::json::parse(read_text(dir.file("stress") + "/eval_all/errors.json"));
+  EXPECT_EQ(errors.at("stress").at("graphs").get<int>(), 60);
+  EXPECT_GT(errors.at("stress").at("mae_gpa").get<double>(), 0.0);
+  EXPECT_EQ(testing::lines(read_text(dir.file("stress") + "/eval_all/stress.csv")).size(), 61u);
+  EXPECT_NE(read_text(dir.file("stress") + "/eval_all/predictions.extxyz").find("pred_stress=\""),
+            std::string::npos);
+}
+
+TEST(StressTrainBadInput, WeightWithoutStressOrWithDirectForces) {
+  TempDir dir;
+  write_lj_dataset(dir.file("cluster.h5"), LjOptions{});  // no cell: no stress
+  nlohmann::json c = small_config(dir.file("cluster.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Architecture"]["stress_weight"] = 1.0;
+  const Result none = run("train -c " + write_config(dir, "a.json", c));
+  testing::expect_error(none, "stress_weight: 1, but no graph of the train split");
+  EXPECT_NE(none.out.find("--stress-key"), std::string::npos) << none.out;
+  EXPECT_FALSE(fs::exists(dir.file("r") + "/checkpoints"));
+  // Periodic data with stress, but the cells ignored: no stress either.
+  write_lj_dataset(dir.file("lj.h5"), periodic_lj());
+  c["Dataset"]["path"] = dir.file("lj.h5");
+  testing::expect_error(run("train -c " + write_config(dir, "b.json", c)),
+                        "periodic_boundary_conditions is false");
+  // Direct forces: no energy to differentiate.
+  nlohmann::json d = periodic_config(dir.file("lj.h5"), dir.file("d"));
+  d["NeuralNetwork"]["Architecture"]["stress_weight"] = 1.0;
+  d["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = false;
+  d["NeuralNetwork"]["Variables_of_interest"] = {{"output_names", {"energy", "forces"}},
+                                                 {"output_index", {0, 0}},
+                                                 {"type", {"graph", "node"}},
+                                                 {"output_dim", {1, 3}}};
+  testing::expect_error(run("train -c " + write_config(dir, "d.json", d)),
+                        "stress_weight: the stress is (1/V) dE/dε of the energy");
+}
+
+}  // namespace
+}  // namespace ddgnn
