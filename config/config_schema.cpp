@@ -351,6 +351,13 @@ std::vector<KeySpec> build_schema() {
           .def(100)
           .ge(1)
           .ddgnn_only());
+  add(key("Dataset.e0s", T::kNumberMap,
+          "isolated-atom reference energy of each element, eV, by symbol or atomic number "
+          "({\"H\": -13.6, \"O\": -432.0}, MACE's E0s): subtracted from the energies instead "
+          "of the per-element least-squares fit on the train split (empty: the fit); every "
+          "element of the train split needs one")
+          .def(nlohmann::json::object())
+          .ddgnn_only());
   add(key("Dataset.format", T::kEnum, "format of Dataset.path")
           .def("ddgnn")
           .one_of({"ddgnn"})

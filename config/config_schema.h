@@ -22,6 +22,7 @@ enum class KeyType {
   kNumberArray,  // [number]
   kStringArray,  // [string]
   kEnumArray,    // [one of `values`]
+  kNumberMap,    // {name: number}
   kFlag,         // 0/1 or true/false (HydraGNN writes `"continue": 0`); resolved to a bool
   kDatasetPath,  // "file.h5", or {"train": ..., "validate": ..., "test": ...}, or {"total": ...}
   kAny,          // any JSON value; only for keys ddgnn does not read

@@ -302,6 +302,11 @@ void check_value(const KeySpec& spec, const json& value, const std::string& wher
       return;
     case T::kAny:
       return;
+    case T::kNumberMap:
+      if (!value.is_object()) wrong_type(spec, value, where, "an object of numbers");
+      for (const auto& item : value.items())
+        check_scalar(spec, T::kNumber, item.value(), where + "." + item.key());
+      return;
     case T::kIntArray:
     case T::kNumberArray:
     case T::kStringArray:
@@ -349,6 +354,8 @@ std::string type_name(const KeySpec& spec) {
       return "string[]";
     case T::kEnumArray:
       return "enum[]";
+    case T::kNumberMap:
+      return "{name: number}";
     case T::kFlag:
       return "bool or 0/1";
     case T::kDatasetPath:

@@ -165,6 +165,8 @@ TrainSettings train_settings(const Config& c) {
   }
   s.dataset_name = c.get<std::string>("Dataset.name");
   s.split_by = *find_split_by(c.get<std::string>("Dataset.split_by"));  // the schema checked it
+  const nlohmann::json e0s = c.get<nlohmann::json>("Dataset.e0s");
+  for (const auto& item : e0s.items()) s.e0s[item.key()] = item.value().get<double>();
   s.split_block = c.get<int64_t>("Dataset.split_block");
   if (s.split_by != SplitBy::kFrame && s.data.explicit_split())
     throw ConfigError("Dataset.split_by " + to_string(s.split_by) +

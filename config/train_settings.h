@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct TrainSettings {
   uint64_t seed = 0;
   SplitBy split_by = SplitBy::kFrame;  // Dataset.split_by (one Dataset.path file)
   int64_t split_block = 100;           // Dataset.split_block
+  // Dataset.e0s: element (symbol or atomic number, as written) -> eV; empty: fitted.
+  std::map<std::string, double> e0s;
 
   OptimizerType optimizer = OptimizerType::kAdamW;
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;

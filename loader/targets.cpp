@@ -3,8 +3,10 @@
 #include "loader/targets.h"
 
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
+#include "loader/elements.h"
 #include "loader/stats.h"
 
 namespace ddgnn {
@@ -15,7 +17,8 @@ double TargetStats::residual(const uint8_t* z, int64_t n_atoms, double energy) c
   return energy - ref;
 }
 
-TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum) {
+TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum,
+                                 const std::array<double, kMaxAtomicNumber + 1>* fixed) {
   constexpr size_t kZ = kMaxAtomicNumber + 1;
   // Pass 1: the normal equations of E_g = sum_z n_gz e_z over all atomic numbers, then the
   // graph count (last element).
@@ -54,8 +57,24 @@ TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks&
     b[p] = atb[species[p]];
     for (size_t q = 0; q < ns; ++q) a[p * ns + q] = ata[species[p] * kZ + species[q]];
   }
-  const std::vector<double> e0 = solve_normal_equations(a, b, st.composition_rank);
-  for (size_t p = 0; p < ns; ++p) st.reference_energy[species[p]] = e0[p];
+  if (fixed) {
+    std::string missing;
+    for (size_t z : species) {
+      if (std::isnan((*fixed)[z]))
+        missing += (missing.empty() ? "" : ", ") + element_symbol(uint8_t(z));
+      else
+        st.reference_energy[z] = (*fixed)[z];
+    }
+    if (!missing.empty())
+      throw ConfigError(
+          "Dataset.e0s has no reference energy for " + missing + " (elements of the train split)",
+          "give every element an isolated-atom energy in eV, or leave Dataset.e0s "
+          "empty to fit them by least squares");
+    st.composition_rank = int(ns);
+  } else {
+    const std::vector<double> e0 = solve_normal_equations(a, b, st.composition_rank);
+    for (size_t p = 0; p < ns; ++p) st.reference_energy[species[p]] = e0[p];
+  }
 
   // Pass 2: residual energy per atom (sum, sum of squares) and force components (sum of
   // squares, count).

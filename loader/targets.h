@@ -37,8 +37,11 @@ using VisitChunks =
 
 // Statistics over every graph that `visit` shows on any rank; `sum` adds up the ranks' partial
 // sums (species are ordered by atomic number, so every rank solves the same system). Throws
-// DataError when there is no graph at all.
-TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum);
+// DataError when there is no graph at all. With `fixed` (eV per atomic number, NaN where none
+// is given) the reference energies are those instead of the least-squares fit: ConfigError
+// naming the elements of the split that have none.
+TargetStats compute_target_stats(const VisitChunks& visit, const SumAcrossRanks& sum,
+                                 const std::array<double, kMaxAtomicNumber + 1>* fixed = nullptr);
 
 // Statistics over the graphs `ids` (block-relative) of `block`, on this process alone.
 TargetStats compute_target_stats(const GraphBlock& block, const std::vector<int64_t>& ids);

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "loader/elements.h"
 #include "loader/targets.h"
 #include "model/precision.h"
 #include "train/collate.h"
@@ -76,7 +77,8 @@ nlohmann::json to_json(const ModelSetup& s) {
             {"mean_residual_per_atom", s.norm.mean_residual_per_atom},
             {"scale", s.norm.scale},
             {"column_mean", s.norm.column_mean},
-            {"column_std", s.norm.column_std}}}};
+            {"column_std", s.norm.column_std},
+            {"e0s_given", s.norm.e0s_given}}}};
 }
 
 ModelSetup model_setup_from_json(const nlohmann::json& j) {
@@ -101,6 +103,7 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
     s.norm.scale = n.at("scale");
     s.norm.column_mean = n.at("column_mean").get<std::vector<std::vector<double>>>();
     s.norm.column_std = n.at("column_std").get<std::vector<std::vector<double>>>();
+    s.norm.e0s_given = n.value("e0s_given", false);
   } catch (const nlohmann::json::exception& e) {
     throw DataError(std::string("checkpoint record: ") + e.what(),
                     "the checkpoint was not written by this version of ddgnn");
@@ -207,7 +210,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
     return setup;
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
-                              setup.targets.heads, s.needs_forces());
+                              setup.targets.heads, s.needs_forces(), s.e0s);
   if (setup.spec.mpnn_type == "PNA") {
     const std::vector<int64_t> local = degree_histogram(data, setup, 2000);
     long double n = (long double)local.size();
@@ -223,10 +226,37 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   return setup;
 }
 
+namespace {
+
+// Dataset.e0s by atomic number (NaN where none is given); ConfigError naming an unknown element.
+std::array<double, kMaxAtomicNumber + 1> e0s_by_z(const std::map<std::string, double>& e0s) {
+  std::array<double, kMaxAtomicNumber + 1> out;
+  out.fill(std::nan(""));
+  for (const auto& [name, energy] : e0s) {
+    int z = atomic_number(name);
+    if (z <= 0 && !name.empty() &&
+        std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        name.size() <= 3)
+      z = std::stoi(name);
+    if (z < 1 || z > kMaxAtomicNumber)
+      throw ConfigError("Dataset.e0s: \"" + name + "\" is not an element",
+                        "key each energy by an element symbol (\"Cu\") or atomic number (\"29\")");
+    if (!std::isfinite(energy))
+      throw ConfigError("Dataset.e0s." + name + ": the energy is not finite");
+    out[size_t(z)] = energy;
+  }
+  return out;
+}
+
+}  // namespace
+
 Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
-                          const std::vector<HeadTarget>& targets, bool use_forces) {
-  const TargetStats st = compute_target_stats(visit, sum);
+                          const std::vector<HeadTarget>& targets, bool use_forces,
+                          const std::map<std::string, double>& e0s) {
+  const auto fixed = e0s_by_z(e0s);
+  const TargetStats st = compute_target_stats(visit, sum, e0s.empty() ? nullptr : &fixed);
   Normalizer n;
+  n.e0s_given = !e0s.empty();
   n.reference_energy = st.reference_energy;
   n.mean_residual_per_atom = st.residual_mean_per_atom;
   const double spread = use_forces && st.force_rms > 0 ? st.force_rms : st.residual_std_per_atom;

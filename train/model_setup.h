@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ struct Normalizer {
   double mean_residual_per_atom = 0.0;                          // eV/atom
   double scale = 1.0;                                           // eV (energies) and eV/Å (forces)
   std::vector<std::vector<double>> column_mean, column_std;     // per head (empty unless kColumn)
+  bool e0s_given = false;  // reference_energy from Dataset.e0s, not fitted
 
   // sum_i e_ref(z_i) + n * mu, eV.
   double energy_offset(const uint8_t* z, int64_t n_atoms) const;
@@ -70,7 +72,8 @@ ModelSetup make_model_setup(const TrainSettings& settings, const TrainData& data
 // Fits the normaliser on the training split: every graph that `visit` shows on any rank, the
 // ranks' partial sums added up by `sum` (loader/targets.h).
 Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
-                          const std::vector<HeadTarget>& targets, bool use_forces);
+                          const std::vector<HeadTarget>& targets, bool use_forces,
+                          const std::map<std::string, double>& e0s = {});
 // The same on this process alone: the graphs `ids` of `block`.
 Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& ids,
                           const std::vector<HeadTarget>& targets, bool use_forces);

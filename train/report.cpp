@@ -80,8 +80,11 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   };
   const bool energy = setup.targets.energy_head >= 0;
   nlohmann::json ev, columns;
-  std::string line =
-      "baseline (per-element reference energies fitted on the train split, zero forces):";
+  std::string line = setup.norm.e0s_given
+                         ? "baseline (Dataset.e0s plus the train split's mean remainder per "
+                           "atom, zero forces):"
+                         : "baseline (per-element reference energies fitted on the train split, "
+                           "zero forces):";
   std::string mean_line;
   for (int split : {kTrain, kValidate, kTest}) {
     const ErrorMetrics m = baseline_metrics(data, split, per_element, forces);
