@@ -2,6 +2,8 @@
 #include "train/report.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 #include "core/units.h"
 #include "core/version.h"
@@ -72,6 +74,38 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   });
   data.sum_stats(epa, 2);
   const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
+  // Stress: the train split's mean tensor as the prediction (graphs periodic in three
+  // directions with a stress, as training uses them).
+  const auto with_stress = [](const GraphBlock& b, size_t g) {
+    return !b.stress.empty() && !std::isnan(b.stress[9 * g]) && b.pbc[3 * g] && b.pbc[3 * g + 1] &&
+           b.pbc[3 * g + 2];
+  };
+  std::array<long double, 10> stress_mean{};  // 9 sums, graphs
+  if (setup.targets.stress) {
+    data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+      for (int64_t id : ids)
+        if (with_stress(b, size_t(id))) {
+          for (int k = 0; k < 9; ++k)
+            stress_mean[size_t(k)] += b.stress[9 * size_t(id) + size_t(k)];
+          stress_mean[9] += 1;
+        }
+    });
+    data.sum_stats(stress_mean.data(), 10);
+    for (int k = 0; k < 9; ++k) stress_mean[size_t(k)] /= std::max(stress_mean[9], 1.0L);
+  }
+  const auto stress_baseline = [&](int split) {  // MAE over the 9 components, meV/Å³
+    long double sums[2] = {0, 0};
+    data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+      for (int64_t id : ids)
+        if (with_stress(b, size_t(id))) {
+          for (int k = 0; k < 9; ++k)
+            sums[0] += std::fabs(b.stress[9 * size_t(id) + size_t(k)] - stress_mean[size_t(k)]);
+          sums[1] += 9;
+        }
+    });
+    data.sum_stats(sums, 2);
+    return sums[1] > 0 ? double(1e3L * sums[0] / sums[1]) : 0.0;
+  };
   const BaselineEnergy per_element = [&](const GraphBlock& b, size_t g) {
     return setup.norm.energy_offset(b.z.data() + b.atom_start[g], b.n_atoms[g]);
   };
@@ -85,6 +119,7 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
                            "atom, zero forces):"
                          : "baseline (per-element reference energies fitted on the train split, "
                            "zero forces):";
+  if (setup.targets.stress) line.replace(line.size() - 2, 2, ", the train split's mean stress):");
   std::string mean_line;
   for (int split : {kTrain, kValidate, kTest}) {
     const ErrorMetrics m = baseline_metrics(data, split, per_element, forces);
@@ -101,6 +136,12 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
       ev[name]["force_rmse_mev_a"] = m.force_rmse_mev_per_a;
       line += ", F " + fmt("%.3g", m.force_mae_mev_per_a) + " meV/Å";
       columns["baseline_" + name + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
+    }
+    if (setup.targets.stress) {
+      const double stress = stress_baseline(split);
+      ev[name]["stress_mae_mev_a3"] = stress;
+      line += ", S " + fmt("%.3g", stress) + " meV/Å³";
+      columns["baseline_" + name + "_stress_mae_mev_a3"] = stress;
     }
     line += ";";
   }

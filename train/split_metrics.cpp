@@ -205,6 +205,7 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
     const std::string s = std::string("baseline_") + split;
     if (setup.targets.energy_head >= 0) c.push_back(s + "_energy_mae_mev_atom");
     if (forces) c.push_back(s + "_force_mae_mev_a");
+    if (setup.targets.stress) c.push_back(s + "_stress_mae_mev_a3");
   }
   for (const char* t : {"graphs_per_s", "steps", "grad_norm", "load_s", "fetch_s", "graph_s",
                         "forward_s", "forces_s", "backward_s", "sync_s", "optimizer_s", "eval_s",

@@ -74,6 +74,8 @@ TEST(StressTrain, PredictedAndReportedAlwaysTrainedWhenWeighted) {
   const Result plain = run("train -c " + write_config(dir, "a.json", c));
   ASSERT_EQ(plain.code, 0) << plain.out;
   EXPECT_NE(plain.out.find(" S "), std::string::npos) << plain.out;  // the epoch line has it
+  EXPECT_NE(plain.out.find("the train split's mean stress): train"), std::string::npos)
+      << plain.out;
   // Trained on the stress alone: only the strain derivative's gradient moves the weights.
   c["NeuralNetwork"]["Architecture"]["stress_weight"] = 1.0;
   c["NeuralNetwork"]["Architecture"]["energy_weight"] = 0.0;
