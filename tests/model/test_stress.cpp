@@ -5,6 +5,7 @@
 // forces, -(1/V) Σ r ⊗ F. Every mpnn_type.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "../common/small_spec.h"
 #include "../common/structures.h"
+#include "model/device.h"
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/predict.h"
@@ -144,6 +146,40 @@ TEST_P(Stress, MoleculeHasNoneWithoutACellAndItsForcesVirialInABox) {
     // The periodic crystal in the same batch keeps its own stress.
     EXPECT_GT(p.stress[2].abs().max().item<double>(), 0.0);
   }
+}
+
+// What training differentiates: a loss of the stress (with create_graph) by the parameters, the
+// fused CPU kernels against their generic versions (each one's double backward).
+TEST_P(Stress, ParameterGradientOfAStressLossIsTheSameWithGenericKernels) {
+  auto gnn = model(GetParam());
+  const GraphBatch b = testing::batch_of(
+      {testing::triclinic_cell({6, 8, 1, 1, 6, 8, 1, 1}, 3, 0.15), testing::methanol()}, kRadius);
+  if (GetParam() == "GIN") {  // no geometry: the stress is zero and depends on no parameter
+    const Prediction p = predict(*gnn, stress_targets(gnn->spec()), b, /*create_graph=*/true);
+    EXPECT_EQ(p.stress.abs().max().item<double>(), 0.0);
+    return;
+  }
+  const auto grads = [&] {
+    const Prediction p = predict(*gnn, stress_targets(gnn->spec()), b, /*create_graph=*/true);
+    const at::Tensor loss = (p.stress * p.stress).sum() + 0.1 * (p.forces * p.forces).sum();
+    return torch::autograd::grad({loss}, gnn->parameters(), {}, false, false, true);
+  };
+  const auto fused = grads();
+  std::vector<at::Tensor> generic;
+  {
+    GenericKernels force;
+    generic = grads();
+  }
+  double largest = 0;
+  for (size_t k = 0; k < fused.size(); ++k) {
+    if (!fused[k].defined()) continue;
+    ASSERT_TRUE(generic[k].defined()) << k;
+    const double scale = fused[k].abs().max().template item<double>();
+    largest = std::max(largest, scale);
+    EXPECT_LE((fused[k] - generic[k]).abs().max().item<double>(), 1e-9 * (scale + 1e-12))
+        << "parameter " << k;
+  }
+  EXPECT_GT(largest, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Stress, ::testing::ValuesIn(known_layers()),
