@@ -160,16 +160,25 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                       "file with a forces column");
 }
 
-void bind_stress(TrainSettings& s, const TrainData& data) {
-  long double with_stress = 0;
+std::string bind_stress(TrainSettings& s, const TrainData& data) {
+  // Graphs with a stress and a bulk cell; the sum and sum of squares of their volumes.
+  long double v[3] = {0, 0, 0};
   data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
       const size_t g = size_t(id);
       const bool bulk = block.pbc[3 * g] && block.pbc[3 * g + 1] && block.pbc[3 * g + 2];
-      if (bulk && !block.stress.empty() && !std::isnan(block.stress[9 * g])) with_stress += 1;
+      if (!bulk || block.stress.empty() || std::isnan(block.stress[9 * g])) continue;
+      const double* c = &block.cell[9 * g];
+      const long double vol =
+          std::fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
+                    c[2] * (c[3] * c[7] - c[4] * c[6]));
+      v[0] += 1;
+      v[1] += vol;
+      v[2] += vol * vol;
     }
   });
-  data.sum_stats(&with_stress, 1);
+  data.sum_stats(v, 3);
+  const long double with_stress = v[0];
   s.targets.stress = s.targets.conservative && s.periodic && with_stress > 0;
   if (s.weights.stress_weight > 0 && !s.targets.stress)
     throw ConfigError(
@@ -179,6 +188,18 @@ void bind_stress(TrainSettings& s, const TrainData& data) {
             (s.periodic ? "" : " (periodic_boundary_conditions is false)"),
         "convert the data with its stress (ddgnn convert --stress-key KEY), or set stress_weight "
         "0");
+  if (!s.targets.stress) return "";
+  // One volume for every graph: energies and forces say nothing of the pressure.
+  const long double mean = v[1] / with_stress;
+  const long double spread = std::sqrt(std::max(0.0L, v[2] / with_stress - mean * mean));
+  if (spread > 1e-6L * mean) return "";
+  return "every train graph with a stress has the same cell volume (" + fmt("%.6g", double(mean)) +
+         " Å³): energies and forces say nothing of how the energy changes with volume, so the "
+         "mean pressure is set by the stress labels alone" +
+         (s.weights.stress_weight > 0
+              ? ""
+              : "; the stress is reported but not trained (Architecture.stress_weight 0): expect "
+                "its mean to be off (results/stress.md)");
 }
 
 ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,

@@ -60,7 +60,8 @@ void bind_targets(TrainSettings& settings, const Dataset& dataset);
 // The stress is predicted (and its errors reported) when the forces are conservative, the cells
 // periodic and the train split has graphs with a stress: sets s.targets.stress (collective over
 // the data's ranks). ConfigError when Architecture.stress_weight asks for a stress there is not.
-void bind_stress(TrainSettings& s, const TrainData& data);
+// Returns a warning when every such graph has the same cell volume (else "").
+std::string bind_stress(TrainSettings& s, const TrainData& data);
 
 // The model of a run: from the settings, with the normaliser fitted on the training split (and
 // PNA's degree histogram) over all ranks (collective over the data's ranks); or, resuming, the

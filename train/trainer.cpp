@@ -148,7 +148,8 @@ nlohmann::json Trainer::run_impl() {
   m_loader = std::make_unique<Loader>(m_s, m_comm.get());
   const TrainData& data = m_loader->data();
   for (int k : {kTrain, kValidate, kTest}) bind_targets(m_s, data.dataset(k));
-  bind_stress(m_s, data);
+  const std::string one_volume = bind_stress(m_s, data);
+  if (!one_volume.empty() && m_root) spdlog::warn("{}", one_volume);
   m_log.line("loader: " + m_loader->description());
   if (m_loader->periodic_graphs() > 0 && !m_s.periodic && m_root)
     spdlog::warn(

@@ -74,6 +74,9 @@ TEST(StressTrain, PredictedAndReportedAlwaysTrainedWhenWeighted) {
   const Result plain = run("train -c " + write_config(dir, "a.json", c));
   ASSERT_EQ(plain.code, 0) << plain.out;
   EXPECT_NE(plain.out.find(" S "), std::string::npos) << plain.out;  // the epoch line has it
+  // Every cell the same: the pressure is not in the energies, and the log says so.
+  EXPECT_NE(plain.out.find("the same cell volume (343 Å³)"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("reported but not trained"), std::string::npos) << plain.out;
   EXPECT_NE(plain.out.find("the train split's mean stress): train"), std::string::npos)
       << plain.out;
   // Trained on the stress alone: only the strain derivative's gradient moves the weights.
