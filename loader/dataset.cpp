@@ -3,6 +3,7 @@
 #include "loader/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -230,6 +231,16 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
 void Dataset::verify_all() const {
   constexpr int64_t kStep = 65536;
   for (int64_t g = 0; g < n_graphs(); g += kStep) read(g, std::min(kStep, n_graphs() - g), true);
+}
+
+bool GraphBlock::has_stress(size_t i) const {
+  return bulk(i) && !stress.empty() && !std::isnan(stress[9 * i]);
+}
+
+double GraphBlock::volume(size_t i) const {
+  const double* c = &cell[9 * i];
+  return std::fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
+                   c[2] * (c[3] * c[7] - c[4] * c[6]));
 }
 
 void GraphBlock::frame(size_t i, Frame& out) const {

@@ -40,6 +40,12 @@ struct GraphBlock {
   }
   // Graph i of the block as a Frame (config_type left as its index; names are in the Dataset).
   void frame(size_t i, Frame& out) const;
+  // Graph i is periodic in all three directions (its cell has a volume).
+  bool bulk(size_t i) const { return pbc[3 * i] && pbc[3 * i + 1] && pbc[3 * i + 2]; }
+  // Graph i has a stress the model can predict: one was given, and the cell is bulk.
+  bool has_stress(size_t i) const;
+  // |det| of graph i's cell, Å³.
+  double volume(size_t i) const;
 };
 
 struct ColumnInfo {

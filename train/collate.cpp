@@ -44,13 +44,13 @@ GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
   GraphBatch b =
       make_batch(z.data(), pos.data(), offsets.data(), n_graphs, cells.data(), pbc.data(),
                  energy.data(), has_forces ? forces.data() : nullptr, graph_options, dtype, device);
-  // Stress where the graph has one (NaN marks none) and a cell periodic in three directions.
+  // Stress where the graph has one and a cell periodic in three directions
+  // (GraphBlock::has_stress).
   std::vector<double> stress(9 * n_g, 0.0), mask(n_g, 0.0);
-  for (size_t g = 0; g < n_g && !block.stress.empty(); ++g) {
+  for (size_t g = 0; g < n_g; ++g) {
     const size_t id = size_t(ids[g]);
-    const double* s = &block.stress[9 * id];
-    if (std::isnan(s[0]) || !(pbc[3 * g] && pbc[3 * g + 1] && pbc[3 * g + 2])) continue;
-    std::copy_n(s, 9, stress.begin() + long(9 * g));
+    if (!periodic || !block.has_stress(id)) continue;
+    std::copy_n(&block.stress[9 * id], 9, stress.begin() + long(9 * g));
     mask[g] = 1.0;
     ++b.n_stress;
   }

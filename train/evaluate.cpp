@@ -198,10 +198,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       }
       if (!f_pred.empty() && has_forces)
         by_z.add(&f_pred[3 * atom], &block.forces[size_t(3 * a0)], &block.z[size_t(a0)], n);
-      const bool bulk = block.pbc[3 * id] && block.pbc[3 * id + 1] && block.pbc[3 * id + 2];
-      const double* s_ref = block.stress.empty() ? nullptr : &block.stress[9 * id];
-      if (s_ref && std::isnan(s_ref[0])) s_ref = nullptr;
-      const double* s_out = s_pred.empty() || !bulk ? nullptr : &s_pred[9 * g];
+      const double* s_ref = block.has_stress(id) ? &block.stress[9 * id] : nullptr;
+      const double* s_out = s_pred.empty() || !block.bulk(id) ? nullptr : &s_pred[9 * g];
       if (s_out && s_ref) {
         scsv << gid << "," << label[id];
         for (const double* s : {s_ref, s_out})

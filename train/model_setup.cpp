@@ -165,13 +165,8 @@ std::string bind_stress(TrainSettings& s, const TrainData& data) {
   long double v[3] = {0, 0, 0};
   data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
-      const size_t g = size_t(id);
-      const bool bulk = block.pbc[3 * g] && block.pbc[3 * g + 1] && block.pbc[3 * g + 2];
-      if (!bulk || block.stress.empty() || std::isnan(block.stress[9 * g])) continue;
-      const double* c = &block.cell[9 * g];
-      const long double vol =
-          std::fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
-                    c[2] * (c[3] * c[7] - c[4] * c[6]));
+      if (!block.has_stress(size_t(id))) continue;
+      const long double vol = block.volume(size_t(id));
       v[0] += 1;
       v[1] += vol;
       v[2] += vol * vol;

@@ -74,17 +74,13 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   });
   data.sum_stats(epa, 2);
   const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
-  // Stress: the train split's mean tensor as the prediction (graphs periodic in three
-  // directions with a stress, as training uses them).
-  const auto with_stress = [](const GraphBlock& b, size_t g) {
-    return !b.stress.empty() && !std::isnan(b.stress[9 * g]) && b.pbc[3 * g] && b.pbc[3 * g + 1] &&
-           b.pbc[3 * g + 2];
-  };
+  // Stress: the train split's mean tensor as the prediction (GraphBlock::has_stress, as
+  // training uses them).
   std::array<long double, 10> stress_mean{};  // 9 sums, graphs
   if (setup.targets.stress) {
     data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
       for (int64_t id : ids)
-        if (with_stress(b, size_t(id))) {
+        if (b.has_stress(size_t(id))) {
           for (int k = 0; k < 9; ++k)
             stress_mean[size_t(k)] += b.stress[9 * size_t(id) + size_t(k)];
           stress_mean[9] += 1;
@@ -97,7 +93,7 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
     long double sums[2] = {0, 0};
     data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
       for (int64_t id : ids)
-        if (with_stress(b, size_t(id))) {
+        if (b.has_stress(size_t(id))) {
           for (int k = 0; k < 9; ++k)
             sums[0] += std::fabs(b.stress[9 * size_t(id) + size_t(k)] - stress_mean[size_t(k)]);
           sums[1] += 9;
