@@ -12,7 +12,7 @@ bash jobs/install_deps.sh
 bash jobs/build.sh ddgnn ddgnn-xtb-md
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1
 bash jobs/data/generate.sh --out data --xtb-md build/jobs/data/ddgnn-xtb-md "$@"
-for name in cu_eam cuni_eam si_sw ethanol aspirin; do
+for name in $(python3 jobs/data/datasets.py names); do
   ./build/app/ddgnn convert --overwrite "data/$name.extxyz" "data/$name.h5"
   ./build/app/ddgnn info "data/$name.h5"
   echo

@@ -37,6 +37,20 @@ LAMMPS = {
         temperature=1200.0, timestep=0.001, tdamp=0.1, stride=20, equil=5000, seed=1003),
 }
 
+# The same crystals with a cell that changes: after equilibration at the 0 K cell, each box length
+# oscillates by +-`amplitude` (fraction of its length) with its own period in ps (`fix deform ...
+# wiggle`, atoms remapped), so the frames span volumes and uniaxial strains and the energy and
+# stress labels carry the equation of state (stress training needs it; a fixed cell gives only
+# one volume). Orthogonal box: the shear stresses still fluctuate with the thermal motion.
+LAMMPS["cu_eam_strain"] = dict(
+    LAMMPS["cu_eam"], seed=1011,
+    system="fcc Cu, 3x3x3 conventional cells (108 atoms), a = 3.615 A +-3% per axis, periodic",
+    deform=dict(amplitude=0.03, periods=(7.3, 11.9, 17.1)))
+LAMMPS["si_sw_strain"] = dict(
+    LAMMPS["si_sw"], seed=1013,
+    system="diamond Si, 2x2x2 conventional cells (64 atoms), a = 5.431 A +-3% per axis, periodic",
+    deform=dict(amplitude=0.03, periods=(3.7, 5.9, 8.3)))
+
 # xtb sets (ddgnn-xtb-md). dt and tau in fs; stride and equil in MD steps.
 XTB = {
     "ethanol": dict(
@@ -88,7 +102,8 @@ def lammps_potential_commands(name):
 def lammps_md_input(name, frames, dump_path, print_path):
     """A complete LAMMPS input: build the crystal, equilibrate with fix nvt (not dumped), reset the
     step counter, then dump every `stride` steps positions and forces (sorted by id) and print the
-    potential energy and the virial-only pressure tensor (bar) of the same steps."""
+    potential energy and the virial-only pressure tensor (bar) of the same steps (for a set with
+    `deform`, of the snapshots of the deforming run, recomputed by `rerun`)."""
     ds = LAMMPS[check_name(name)]
     r, t, stride = ds["reps"], ds["temperature"], ds["stride"]
     lines = [
@@ -112,6 +127,8 @@ def lammps_md_input(name, frames, dump_path, print_path):
         "thermo 1000",
         f"run {ds['equil']}",
         "reset_timestep 0",
+    ]
+    labels = [
         "compute pvir all pressure NULL virial",
         f"dump frames all custom {stride} {dump_path} id type x y z fx fy fz",
         "dump_modify frames sort id format float %.12g",
@@ -119,9 +136,25 @@ def lammps_md_input(name, frames, dump_path, print_path):
         '"$(step) $(pe:%.17g) $(c_pvir[1]:%.17g) $(c_pvir[2]:%.17g) $(c_pvir[3]:%.17g) '
         '$(c_pvir[4]:%.17g) $(c_pvir[5]:%.17g) $(c_pvir[6]:%.17g)" '
         f"file {print_path} screen no title \"# step pe pxx pyy pzz pxy pxz pyz (eV, bar)\"",
-        f"run {frames * stride}",
     ]
-    return "\n".join(lines) + "\n"
+    if not ds.get("deform"):
+        return "\n".join(lines + labels + [f"run {frames * stride}"]) + "\n"
+    # fix deform changes the box at the end of a step, after the forces and before the dump, so
+    # the labels of a deformed cell come from a second pass: `rerun` recomputes energy, forces
+    # and pressure of each dumped snapshot (positions and box, full precision) as they are.
+    de, length = ds["deform"], ds["a"] * r
+    lines += [
+        "fix strain all deform 1 " + " ".join(
+            f"{axis} wiggle {de['amplitude'] * length!r} {period!r}"
+            for axis, period in zip("xyz", de["periods"])) + " remap x units box",
+        f"dump traj all custom {stride} traj.dump id type x y z",
+        "dump_modify traj sort id format float %.17g",
+        f"run {frames * stride}",
+        "undump traj",
+        "unfix strain",
+        "unfix md",
+    ]
+    return "\n".join(lines + labels + ["rerun traj.dump dump x y z box yes"]) + "\n"
 
 
 def xtb_args(name):
@@ -140,7 +173,10 @@ def describe():
                     f"({ds['potential']}); NVT {ds['temperature']:g} K (Nose-Hoover, Tdamp "
                     f"{ds['tdamp'] * 1000:g} fs); dt {ds['timestep'] * 1000:g} fs; "
                     f"equil {ds['equil']} steps; frame every {ds['stride']} steps; "
-                    f"velocity seed {ds['seed']}")
+                    f"velocity seed {ds['seed']}"
+                    + (f"; box lengths +-{ds['deform']['amplitude'] * 100:g}% "
+                       f"(fix deform wiggle, periods {', '.join(f'{p:g}' for p in ds['deform']['periods'])} ps)"
+                       if ds.get("deform") else ""))
     for name, ds in XTB.items():
         rows.append(f"{name}: {ds['system']}; GFN2-xTB (accuracy {ds['accuracy']:g}); "
                     f"NVT {ds['temperature']:g} K (Bussi, tau {ds['tau']:g} fs); "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Generates the reference datasets of jobs/data/datasets.py as extended XYZ files: LAMMPS MD for
-# cu_eam, cuni_eam, si_sw (gen_lammps.py) and GFN2-xTB MD for ethanol, aspirin (ddgnn-xtb-md).
+# cu_eam, cuni_eam, si_sw and the strained cu_eam_strain, si_sw_strain (gen_lammps.py) and
+# GFN2-xTB MD for ethanol, aspirin (ddgnn-xtb-md).
 # Fixed seeds and one thread per job: reruns give byte-identical files. See jobs/data/README.md.
 set -euo pipefail
 
@@ -25,7 +26,7 @@ usage: generate.sh [--out DIR] [--frames N] [--only NAME[,NAME...]] [--large]
   --out DIR      output folder, one NAME.extxyz per dataset (default: data, relative to the
                  current folder)
   --frames N     frames per dataset (default $default_frames)
-  --large        $large_frames frames per dataset, each of the five (README lists the times)
+  --large        $large_frames frames per dataset, each set (README lists the times)
   --only LIST    comma-separated subset of: $all_names
   --xtb-md PATH  ddgnn-xtb-md binary (default: \$DDGNN_XTB_MD, else
                  $repo/build/jobs/data/ddgnn-xtb-md)

@@ -56,7 +56,9 @@ ddgnn_data_test(bad.fd_check_file COMMAND ${DDGNN_BASH} ${helpers} fail
 
 # ---- LAMMPS datasets ----
 if(LMP)
-  foreach(name cu_eam cuni_eam si_sw)
+  # The *_strain sets deform the cell while they run: their labels come from LAMMPS's rerun, and
+  # the finite-difference check is what says they belong to the stored cell and positions.
+  foreach(name cu_eam cuni_eam si_sw cu_eam_strain si_sw_strain)
     ddgnn_data_test(gen.${name} SETUP data_${name}
                     COMMAND ${DDGNN_BASH} ${gen} --out ${run_a} --frames ${DDGNN_DATA_FRAMES}
                             --only ${name} --lmp ${LMP})
