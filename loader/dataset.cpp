@@ -3,12 +3,16 @@
 #include "loader/dataset.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/units.h"
+#include "loader/cell.h"
 #include "loader/dataset_layout.h"
 #include "loader/h5.h"
 
@@ -25,6 +29,11 @@ struct Dataset::Impl {
   std::vector<ColumnInfo> extra;
   std::vector<layout::ArraySpec> specs;
   std::vector<h5::Handle> dsets, crc_dsets;  // parallel to specs
+  std::array<bool, kMaxAtomicNumber + 1> in_species{};
+
+  // Every value of a block that the rest of ddgnn trusts: a DataError names the array, the graph
+  // (and atom) and the value.
+  void check_block(const GraphBlock& b) const;
 
   size_t index(const std::string& p) const {
     for (size_t i = 0; i < specs.size(); ++i)
@@ -68,6 +77,64 @@ struct Dataset::Impl {
   }
 };
 
+namespace {
+
+std::string shown(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+}  // namespace
+
+void Dataset::Impl::check_block(const GraphBlock& b) const {
+  const std::string hint =
+      "the file is corrupted or was written by another tool; convert the "
+      "extxyz input again with `ddgnn convert`";
+  auto bad = [&](const char* array, size_t i, const std::string& what) {
+    throw DataError(
+        path + ": array '" + array + "', graph " + std::to_string(b.id_of(i)) + ": " + what, hint);
+  };
+  const int32_t n_types = int32_t(config_types.size());
+  for (size_t i = 0; i < b.n_graphs(); ++i) {
+    if (!std::isfinite(b.energy[i]))
+      bad("graphs/energy", i, "energy " + shown(b.energy[i]) + " eV is not finite");
+    if (b.config_type[i] < 0 || b.config_type[i] >= n_types)
+      bad("graphs/config_type", i,
+          "config type index " + std::to_string(b.config_type[i]) + " is not in 0.." +
+              std::to_string(n_types - 1));
+    bool pbc[3];
+    for (int k = 0; k < 3; ++k) {
+      const uint8_t p = b.pbc[3 * i + size_t(k)];
+      if (p > 1) bad("graphs/pbc", i, "periodic flag " + std::to_string(p) + " is not 0 or 1");
+      pbc[k] = p == 1;
+    }
+    const std::string cell = cell_problem(&b.cell[9 * i], pbc);
+    if (!cell.empty()) bad("graphs/cell", i, cell);
+    const double* s = &b.stress[9 * i];
+    const bool none = std::isnan(s[0]);
+    for (int k = 0; k < 9; ++k)
+      if (none ? !std::isnan(s[k]) : !std::isfinite(s[k]))
+        bad("graphs/stress", i,
+            "stress component " + std::to_string(k) + " is " + shown(s[k]) +
+                " (all nine finite, or all NaN for no stress)");
+    const size_t a0 = size_t(b.atom_start[i]);
+    for (size_t a = a0; a < a0 + size_t(b.n_atoms[i]); ++a) {
+      const auto atom = [&] { return " of atom " + std::to_string(a - a0) + " of the graph"; };
+      const int z = b.z[a];
+      if (z > kMaxAtomicNumber || !in_species[size_t(z)])
+        bad("atoms/z", i,
+            "atomic number " + std::to_string(z) + atom() + " is not in the species table");
+      for (int d = 0; d < 3; ++d) {
+        if (!std::isfinite(b.pos[3 * a + size_t(d)]))
+          bad("atoms/pos", i, "position " + shown(b.pos[3 * a + size_t(d)]) + atom());
+        if (!b.forces.empty() && !std::isfinite(b.forces[3 * a + size_t(d)]))
+          bad("atoms/forces", i, "force " + shown(b.forces[3 * a + size_t(d)]) + atom());
+      }
+    }
+  }
+}
+
 Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
   h5::silence_errors();
   Impl& m = *m_impl;
@@ -91,16 +158,54 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
                     "update ddgnn, or convert the data again with this version");
   if (m.version < 1)
     throw DataError(path + ": invalid dataset format version " + std::to_string(m.version), hint);
+  const std::string corrupted =
+      "the file is corrupted or was written by another tool; convert "
+      "the extxyz input again with `ddgnn convert`";
   m.producer = h5::read_attr_string(m.file, "producer", path);
   m.sources = h5::has_attr(m.file, "sources") ? h5::read_attr_string(m.file, "sources", path) : "";
   m.n_graphs = h5::read_attr_int(m.file, "n_graphs", path);
   m.n_atoms = h5::read_attr_int(m.file, "n_atoms", path);
-  m.has_forces = h5::read_attr_int(m.file, "has_forces", path) != 0;
-  m.config_types = h5::read_strings(m.file, "config_types", path);
+  const int64_t has_forces = h5::read_attr_int(m.file, "has_forces", path);
+  if (m.n_graphs < 1 || m.n_atoms < m.n_graphs || (has_forces != 0 && has_forces != 1))
+    throw DataError(path + ": attributes n_graphs = " + std::to_string(m.n_graphs) +
+                        ", n_atoms = " + std::to_string(m.n_atoms) +
+                        ", has_forces = " + std::to_string(has_forces) +
+                        " are impossible (at least one graph, one atom a graph, has_forces 0 or 1)",
+                    corrupted);
+  m.has_forces = has_forces == 1;
   {
-    h5::Handle sp(H5_CHECK(H5Dopen2(m.file, "species", H5P_DEFAULT), path));
-    m.species.resize(h5::n_rows(sp));
-    h5::read_rows(sp, H5T_NATIVE_UINT8, 0, m.species.size(), m.species.data(), path);
+    if (!h5::exists(m.file, "species"))
+      throw DataError(path + ": array 'species' is missing", corrupted);
+    h5::Handle sp(H5_CHECK(H5Dopen2(m.file, "species", H5P_DEFAULT), path + ": array 'species'"));
+    const hsize_t rows = h5::n_rows(sp);
+    if (rows < 1 || rows > hsize_t(kMaxAtomicNumber) || h5::n_cols(sp) != 0)
+      throw DataError(path + ": array 'species' has " + std::to_string(rows) + " rows (1.." +
+                          std::to_string(kMaxAtomicNumber) + " expected)",
+                      corrupted);
+    m.species.resize(rows);
+    h5::read_rows(sp, H5T_NATIVE_UINT8, 0, rows, m.species.data(), path + ": array 'species'");
+    for (size_t k = 0; k < m.species.size(); ++k) {
+      const int z = m.species[k];
+      if (z < 1 || z > kMaxAtomicNumber || (k > 0 && z <= m.species[k - 1]))
+        throw DataError(path + ": array 'species', row " + std::to_string(k) + ": atomic number " +
+                            std::to_string(z) + " (the table lists distinct atomic numbers 1.." +
+                            std::to_string(kMaxAtomicNumber) + " in increasing order)",
+                        corrupted);
+      m.in_species[size_t(z)] = true;
+    }
+  }
+  m.config_types = h5::read_strings(m.file, "config_types", size_t(m.n_graphs),
+                                    /*allow_variable=*/m.version < 2, path);
+  if (m.version >= 2) {
+    if (!h5::has_attr(m.file, "metadata_crc32"))
+      throw DataError(path + ": attribute 'metadata_crc32' is missing", corrupted);
+    const int64_t want = h5::read_attr_int(m.file, "metadata_crc32", path);
+    const uint32_t got = layout::metadata_checksum(m.file, m.species, m.config_types, path);
+    if (want != int64_t(got))
+      throw DataError(path +
+                          ": checksum mismatch in the metadata (root attributes, 'species' "
+                          "or 'config_types')",
+                      corrupted);
   }
   // Extra per-atom columns: whatever lies under atoms/extra.
   if (h5::exists(m.file, "atoms/extra")) {
@@ -173,6 +278,13 @@ std::vector<int32_t> Dataset::graph_config_types() const {
   const Impl& m = *m_impl;
   std::vector<int32_t> out(size_t(m.n_graphs));
   m.read_array(m.index("graphs/config_type"), 0, size_t(m.n_graphs), out.data(), true);
+  for (size_t g = 0; g < out.size(); ++g)
+    if (out[g] < 0 || size_t(out[g]) >= m.config_types.size())
+      throw DataError(m.path + ": array 'graphs/config_type', graph " + std::to_string(g) +
+                          ": config type index " + std::to_string(out[g]) + " is not in 0.." +
+                          std::to_string(int64_t(m.config_types.size()) - 1),
+                      "the file is corrupted or was written by another tool; convert the extxyz "
+                      "input again with `ddgnn convert`");
   return out;
 }
 
@@ -225,6 +337,7 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
     b.extra.emplace_back(size_t(c.n_cols) * na);
     m.read_array(m.index("atoms/extra/" + c.name), a0, na, b.extra.back().data(), verify);
   }
+  m.check_block(b);
   return b;
 }
 
@@ -238,9 +351,7 @@ bool GraphBlock::has_stress(size_t i) const {
 }
 
 double GraphBlock::volume(size_t i) const {
-  const double* c = &cell[9 * i];
-  return std::fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
-                   c[2] * (c[3] * c[7] - c[4] * c[6]));
+  return std::fabs(cell_det(&cell[9 * i]));
 }
 
 void GraphBlock::frame(size_t i, Frame& out) const {
@@ -259,5 +370,28 @@ void GraphBlock::frame(size_t i, Frame& out) const {
     for (int k = 0; k < 9; ++k) out.stress[k] = stress[9 * i + k];
   out.config_type = std::to_string(config_type[i]);
 }
+
+namespace layout {
+
+uint32_t metadata_checksum(hid_t file, const std::vector<uint8_t>& species,
+                           const std::vector<std::string>& config_types,
+                           const std::string& context) {
+  std::string text;
+  for (const auto& name : h5::attr_names(file, context)) {
+    if (name == "metadata_crc32") continue;
+    text += name + "=";
+    text += h5::attr_is_string(file, name, context)
+                ? h5::read_attr_string(file, name, context)
+                : std::to_string(h5::read_attr_int(file, name, context));
+    text += '\n';
+  }
+  text += "species=";
+  text.append(species.begin(), species.end());
+  text += "\nconfig_types=";
+  for (const auto& c : config_types) text += c + '\0';
+  return crc32(text.data(), text.size());
+}
+
+}  // namespace layout
 
 }  // namespace ddgnn

@@ -13,7 +13,7 @@
 namespace ddgnn {
 
 constexpr const char* kFormatName = "ddgnn-dataset";
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;
 
 // A contiguous range of graphs [first, first + n_graphs()) read from a dataset, or graphs
 // gathered from anywhere (first = -1; graph_ids then names each one's index in the file).

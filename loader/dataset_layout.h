@@ -51,4 +51,11 @@ inline std::string checksum_path(const std::string& array_path) {
   return "checksums/" + s;
 }
 
+// CRC-32 of the file's metadata: every root attribute but `metadata_crc32` itself (name order,
+// "name=value" lines), the species table and the config type names. Written at commit as the
+// root attribute `metadata_crc32` (format version 2) and compared on open.
+uint32_t metadata_checksum(hid_t file, const std::vector<uint8_t>& species,
+                           const std::vector<std::string>& config_types,
+                           const std::string& context);
+
 }  // namespace ddgnn::layout

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "core/version.h"
+#include "loader/cell.h"
 #include "loader/dataset.h"
 #include "loader/dataset_layout.h"
 #include "loader/h5.h"
@@ -128,8 +129,9 @@ struct DatasetWriter::Impl {
 };
 
 void DatasetWriter::Impl::open_existing() {
-  // Reuse the reader's checks (format name, version, checksums are verified by the caller).
+  // The reader's checks of every block and value: nothing is appended to a file that is wrong.
   Dataset existing(path);
+  existing.verify_all();
   has_forces = existing.has_forces();
   if (!options.extra_columns.empty()) {
     std::vector<std::string> names, wanted = options.extra_columns;
@@ -180,6 +182,11 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
     if (z < 1 || z > kMaxAtomicNumber)
       throw DataError(where + ": atomic number " + std::to_string(int(z)) + " is out of 1.." +
                       std::to_string(kMaxAtomicNumber));
+  const bool periodic[3] = {f.pbc[0], f.pbc[1], f.pbc[2]};
+  const std::string cell_error = cell_problem(f.cell.data(), periodic);
+  if (!cell_error.empty())
+    throw DataError(where + ": " + cell_error,
+                    "give a periodic structure a cell of three independent lattice vectors (Å)");
 
   const bool frame_forces = !f.forces.empty();
   if (arrays.empty()) {
@@ -311,6 +318,8 @@ void DatasetWriter::commit() {
   h5::write_attr_int(m.file, "has_forces", m.has_forces ? 1 : 0);
   h5::write_attr_int(m.file, "n_graphs", m.n_graphs);
   h5::write_attr_int(m.file, "n_atoms", m.n_atoms);
+  h5::write_attr_int(m.file, "metadata_crc32",
+                     layout::metadata_checksum(m.file, species, m.config_types, ctx));
   m.arrays.clear();
   H5_CHECK(H5Fflush(m.file, H5F_SCOPE_GLOBAL), ctx);
   m.file.reset();

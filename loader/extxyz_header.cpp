@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "loader/cell.h"
 #include "loader/extxyz_errors.h"
 #include "loader/extxyz_lex.h"
 
@@ -19,11 +20,6 @@ std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
-}
-
-double det3(const std::array<double, 9>& m) {
-  return m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-         m[2] * (m[3] * m[7] - m[4] * m[6]);
 }
 
 // 9 numbers row-major, or 6 in Voigt order xx yy zz yz xz xy -> symmetric 3x3.
@@ -284,11 +280,17 @@ void HeaderParser::parse(std::string_view s, long long at_line, Frame& f) {
     fail(at_line, "pbc says periodic but the frame has no Lattice",
          "add Lattice=\"ax ay az bx by bz cx cy cz\", or pbc=\"F F F\" for a molecule");
   }
-  const double volume = f.has_cell ? det3(f.cell) : 0.0;
-  if ((f.pbc[0] || f.pbc[1] || f.pbc[2]) && !(volume > 0.0)) {
-    fail(at_line, "the periodic cell has volume " + number(volume) + " Å^3 (det of Lattice)",
-         "a periodic cell needs three independent, right-handed lattice vectors (volume > 0); "
-         "for a molecule, write pbc=\"F F F\"");
+  const double volume = f.has_cell ? cell_det(f.cell.data()) : 0.0;
+  if (f.has_cell) {
+    const bool pbc[3] = {f.pbc[0], f.pbc[1], f.pbc[2]};
+    const std::string problem = cell_problem(f.cell.data(), pbc);
+    if (!problem.empty())
+      fail(at_line, problem + " (Lattice)",
+           "a periodic cell needs three independent, right-handed lattice vectors (volume > 0), "
+           "each at least " +
+               number(kMinCellHeight) +
+               " Å from the plane of the other two, in Å; "
+               "for a molecule, write pbc=\"F F F\"");
   }
 
   f.has_energy = false;

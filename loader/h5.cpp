@@ -1,7 +1,10 @@
 // HDF5 RAII handles and helpers; turns HDF5 error stacks into one ddgnn::DataError line.
 #include "loader/h5.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 
@@ -25,11 +28,12 @@ void fail(const char* expr, const char* file, int line, const std::string& conte
   std::string detail;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &detail);
   H5Eclear2(H5E_DEFAULT);
-  std::string msg =
-      context + ": HDF5 call `" + expr + "` failed at " + file + ":" + std::to_string(line);
-  if (!detail.empty()) msg += ": " + detail;
-  throw DataError(msg,
-                  "check that the file exists, is readable, and was written by `ddgnn convert`");
+  // The call and the source line are for whoever debugs ddgnn, not for the user of a bad file.
+  spdlog::debug("{}: HDF5 call `{}` failed at {}:{}: {}", context, expr, file, line, detail);
+  throw DataError(context + ": the HDF5 library reports " +
+                      (detail.empty() ? std::string("an error") : "'" + detail + "'"),
+                  "check that the file exists, is readable, is not full, and was written by "
+                  "`ddgnn convert` (run with --log-level debug for HDF5's details)");
 }
 
 Handle& Handle::operator=(Handle&& other) noexcept {
@@ -108,7 +112,36 @@ void write_attr_int(hid_t obj, const std::string& name, int64_t value) {
   H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, &value), ctx);
 }
 
+namespace {
+
+void require_attr(hid_t obj, const std::string& name, const std::string& context) {
+  if (!has_attr(obj, name))
+    throw DataError(context + ": attribute '" + name + "' is missing",
+                    "the file is incomplete or was not written by `ddgnn convert`; convert the "
+                    "input again");
+}
+
+}  // namespace
+
+std::vector<std::string> attr_names(hid_t obj, const std::string& context) {
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  H5_CHECK(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names), context);
+  return names;
+}
+
+bool attr_is_string(hid_t obj, const std::string& name, const std::string& context) {
+  Handle attr(H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), context));
+  Handle type(H5_CHECK(H5Aget_type(attr), context));
+  return H5Tget_class(type) == H5T_STRING;
+}
+
 std::string read_attr_string(hid_t obj, const std::string& name, const std::string& context) {
+  require_attr(obj, name, context);
   Handle attr(H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), context));
   Handle type(H5_CHECK(H5Aget_type(attr), context));
   if (H5Tget_class(type) != H5T_STRING)
@@ -131,6 +164,7 @@ std::string read_attr_string(hid_t obj, const std::string& name, const std::stri
 }
 
 int64_t read_attr_int(hid_t obj, const std::string& name, const std::string& context) {
+  require_attr(obj, name, context);
   Handle attr(H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), context));
   Handle type(H5_CHECK(H5Aget_type(attr), context));
   if (H5Tget_class(type) != H5T_INTEGER)
@@ -208,35 +242,75 @@ void write_rows(hid_t dset, hid_t type, hsize_t first, hsize_t n, const void* da
 }
 
 void write_strings(hid_t loc, const std::string& path, const std::vector<std::string>& values) {
+  // Fixed-length, NUL-padded: reading them back needs no pointers from the file (a crafted
+  // variable-length string can make libhdf5 itself read out of bounds).
   const std::string ctx = "writing string array '" + path + "'";
   if (exists(loc, path)) H5_CHECK(H5Ldelete(loc, path.c_str(), H5P_DEFAULT), ctx);
+  size_t width = 1;
+  for (const auto& v : values) width = std::max(width, v.size());
   Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), ctx));
-  H5_CHECK(H5Tset_size(type, H5T_VARIABLE), ctx);
+  H5_CHECK(H5Tset_size(type, width), ctx);
+  H5_CHECK(H5Tset_strpad(type, H5T_STR_NULLPAD), ctx);
   H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8), ctx);
   hsize_t dims[1] = {values.size()};
   Handle space(H5_CHECK(H5Screate_simple(1, dims, nullptr), ctx));
   Handle dset(H5_CHECK(
       H5Dcreate2(loc, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), ctx));
-  std::vector<const char*> ptrs;
-  for (const auto& v : values) ptrs.push_back(v.c_str());
-  if (!ptrs.empty())
-    H5_CHECK(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), ctx);
+  std::vector<char> buf(values.size() * width, '\0');
+  for (size_t i = 0; i < values.size(); ++i)
+    std::memcpy(buf.data() + i * width, values[i].data(), values[i].size());
+  if (!values.empty())
+    H5_CHECK(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), ctx);
 }
 
-std::vector<std::string> read_strings(hid_t loc, const std::string& path,
-                                      const std::string& context) {
-  Handle dset(H5_CHECK(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), context));
+std::vector<std::string> read_strings(hid_t loc, const std::string& path, size_t max_count,
+                                      bool allow_variable, const std::string& context) {
+  const std::string ctx = context + ": string array '" + path + "'";
+  if (!exists(loc, path))
+    throw DataError(ctx + " is missing", "the file is incomplete; convert the input again");
+  Handle dset(H5_CHECK(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), ctx));
+  Handle file_type(H5_CHECK(H5Dget_type(dset), ctx));
+  if (H5Tget_class(file_type) != H5T_STRING)
+    throw DataError(ctx + " does not hold strings", "the file is corrupted; convert it again");
   const hsize_t n = n_rows(dset);
+  if (n > max_count)
+    throw DataError(ctx + " has " + std::to_string(n) + " entries, more than the " +
+                        std::to_string(max_count) + " possible",
+                    "the file is corrupted; convert it again");
   std::vector<std::string> out;
   if (n == 0) return out;
-  Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), context));
-  H5_CHECK(H5Tset_size(type, H5T_VARIABLE), context);
-  H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8), context);
-  std::vector<char*> ptrs(n, nullptr);
-  H5_CHECK(H5Dread(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), context);
-  for (char* p : ptrs) {
-    out.emplace_back(p ? p : "");
-    H5free_memory(p);
+  if (H5Tis_variable_str(file_type) > 0) {
+    if (!allow_variable)
+      throw DataError(ctx +
+                          " holds variable-length strings, which this format version does not "
+                          "write",
+                      "the file is corrupted or was written by another tool; convert it again");
+    Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), ctx));
+    H5_CHECK(H5Tset_size(type, H5T_VARIABLE), ctx);
+    H5_CHECK(H5Tset_cset(type, H5Tget_cset(file_type)), ctx);
+    std::vector<char*> ptrs(n, nullptr);
+    H5_CHECK(H5Dread(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), ctx);
+    for (char* p : ptrs) {
+      out.emplace_back(p ? p : "");
+      H5free_memory(p);
+    }
+    return out;
+  }
+  const size_t width = H5Tget_size(file_type);
+  constexpr size_t kMaxWidth = 4096;
+  if (width == 0 || width > kMaxWidth)
+    throw DataError(ctx + " has strings of " + std::to_string(width) + " bytes (at most " +
+                        std::to_string(kMaxWidth) + ")",
+                    "the file is corrupted; convert it again");
+  Handle type(H5_CHECK(H5Tcopy(H5T_C_S1), ctx));
+  H5_CHECK(H5Tset_size(type, width), ctx);
+  H5_CHECK(H5Tset_strpad(type, H5T_STR_NULLPAD), ctx);
+  H5_CHECK(H5Tset_cset(type, H5Tget_cset(file_type)), ctx);
+  std::vector<char> buf(n * width, '\0');
+  H5_CHECK(H5Dread(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), ctx);
+  for (hsize_t i = 0; i < n; ++i) {
+    const char* s = buf.data() + i * width;
+    out.emplace_back(s, strnlen(s, width));
   }
   return out;
 }

@@ -10,7 +10,8 @@
 
 namespace ddgnn::h5 {
 
-// Throws DataError "<context>: HDF5 call `<expr>` failed at file:line: <innermost HDF5 message>".
+// Throws DataError "<context>: the HDF5 library reports '<innermost HDF5 message>'"; the call and
+// its source line go to the debug log.
 [[noreturn]] void fail(const char* expr, const char* file, int line, const std::string& context);
 
 // Silences HDF5's own printing of error stacks (we report them ourselves). Idempotent.
@@ -49,6 +50,10 @@ hid_t native_type();
 bool exists(hid_t loc, const std::string& path);
 bool has_attr(hid_t obj, const std::string& name);
 
+// Names of the attributes of `obj`, in name order; whether one of them is a string.
+std::vector<std::string> attr_names(hid_t obj, const std::string& context);
+bool attr_is_string(hid_t obj, const std::string& name, const std::string& context);
+
 void write_attr_string(hid_t obj, const std::string& name, const std::string& value);
 void write_attr_int(hid_t obj, const std::string& name, int64_t value);
 std::string read_attr_string(hid_t obj, const std::string& name, const std::string& context);
@@ -71,9 +76,11 @@ void read_rows(hid_t dset, hid_t type, hsize_t first, hsize_t n, void* out,
 // Overwrites rows [first, first + n) (used for the per-block checksum tables).
 void write_rows(hid_t dset, hid_t type, hsize_t first, hsize_t n, const void* data);
 
-// Writes / reads a whole 1-D array of strings (variable length UTF-8).
+// Writes a whole 1-D array of UTF-8 strings, fixed length (the longest), NUL-padded. Reads one
+// back: at most max_count entries of at most 4096 bytes; variable-length strings only when
+// allow_variable (files of format version 1). A missing or malformed array is a DataError.
 void write_strings(hid_t loc, const std::string& path, const std::vector<std::string>& values);
-std::vector<std::string> read_strings(hid_t loc, const std::string& path,
-                                      const std::string& context);
+std::vector<std::string> read_strings(hid_t loc, const std::string& path, size_t max_count,
+                                      bool allow_variable, const std::string& context);
 
 }  // namespace ddgnn::h5

@@ -8,25 +8,9 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "loader/cell.h"
 
 namespace ddgnn {
-
-namespace {
-
-// Inverse of a 3x3 matrix (row-major); returns false when singular.
-bool invert3(const std::array<double, 9>& m, std::array<double, 9>& inv) {
-  const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-                     m[2] * (m[3] * m[7] - m[4] * m[6]);
-  if (std::abs(det) < 1e-12) return false;
-  inv = {(m[4] * m[8] - m[5] * m[7]) / det, (m[2] * m[7] - m[1] * m[8]) / det,
-         (m[1] * m[5] - m[2] * m[4]) / det, (m[5] * m[6] - m[3] * m[8]) / det,
-         (m[0] * m[8] - m[2] * m[6]) / det, (m[2] * m[3] - m[0] * m[5]) / det,
-         (m[3] * m[7] - m[4] * m[6]) / det, (m[1] * m[6] - m[0] * m[7]) / det,
-         (m[0] * m[4] - m[1] * m[3]) / det};
-  return true;
-}
-
-}  // namespace
 
 std::vector<int> count_neighbours(const Frame& f, double radius) {
   const size_t n = f.n_atoms();
@@ -35,7 +19,7 @@ std::vector<int> count_neighbours(const Frame& f, double radius) {
   // d_k = 1 / |b_k| is the distance between lattice planes (b_k: rows of inv(cell)^T).
   int reps[3] = {0, 0, 0};
   std::array<double, 9> inv{};
-  if (f.has_cell && invert3(f.cell, inv)) {
+  if (f.has_cell && cell_invert(f.cell.data(), inv.data())) {
     for (int k = 0; k < 3; ++k) {
       if (!f.pbc[k]) continue;
       const double bk =

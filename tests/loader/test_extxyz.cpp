@@ -493,6 +493,10 @@ TEST(ExtxyzErrors, DegenerateOrUnperiodicCell) {
   EXPECT_THAT(e.what, HasSubstr("volume -8"));
   e = read_error("1\nenergy=0 pbc=\"T T T\"\nH 0 0 0\n");
   EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":2: "), HasSubstr("no Lattice")));
+  // A cell far too thin (a unit error: nm or bohr for Å, or a typo) would need millions of images.
+  e = read_error("1\nLattice=\"3 0 0 0 0.001 0 0 0 3\" energy=0\nH 0 0 0\n");
+  EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":2: "),
+                            HasSubstr("0.001 Å thick along lattice vector b")));
   // Not periodic: a degenerate cell is allowed.
   EXPECT_THAT(read_error("1\nLattice=\"0 0 0 0 0 0 0 0 0\" pbc=\"F F F\" energy=0\nH 0 0 0\n").what,
               "no error thrown");

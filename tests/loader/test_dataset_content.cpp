@@ -1,0 +1,286 @@
+// A dataset whose checksums are valid but whose content is wrong (a buggy or foreign writer, a
+// crafted file): every value the reader hands on is checked, each bad one a DataError that names
+// the file, the array, the graph and the value, never a crash, an HDF5 call or a source path.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "../common/h5_edit.h"
+#include "../common/temp_dir.h"
+#include "core/error.h"
+#include "loader/dataset.h"
+
+namespace ddgnn {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::TempDir;
+
+// Eight periodic Cu/H structures of 4 atoms, with stress, written by the real writer.
+std::string write_good(const TempDir& dir) {
+  const std::string path = dir.file("d.h5");
+  DatasetWriter w(path, {});
+  for (int g = 0; g < 8; ++g) {
+    Frame f;
+    for (int i = 0; i < 4; ++i) {
+      f.z.push_back(i == 0 ? 1 : 29);
+      for (int d = 0; d < 3; ++d) {
+        f.pos.push_back(1.0 + i + 0.3 * d + 0.01 * g);
+        f.forces.push_back(0.1 * (i - d));
+      }
+    }
+    f.has_energy = true;
+    f.energy = -10.0 - g;
+    f.has_cell = true;
+    f.cell = {8.0, 0, 0, 0, 8.0, 0, 0, 0, 8.0};
+    f.pbc = {true, true, true};
+    f.has_stress = true;
+    f.stress.fill(0.001);
+    f.config_type = g < 4 ? "bulk" : "hot";
+    w.add(f, "t:" + std::to_string(g));
+  }
+  w.commit();
+  return path;
+}
+
+// The DataError of reading every graph of `path` (opening included); fails the test without one.
+DataError read_error(const std::string& path) {
+  try {
+    Dataset ds(path);
+    ds.verify_all();
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_THAT(what, Not(HasSubstr("HDF5 call")));
+    EXPECT_THAT(what, Not(HasSubstr(".cpp")));
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << path;
+  return DataError("none");
+}
+
+TEST(DatasetContent, GoodFileReads) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  Dataset ds(path);
+  EXPECT_NO_THROW(ds.verify_all());
+  EXPECT_EQ(ds.config_types(), (std::vector<std::string>{"bulk", "hot"}));
+}
+
+TEST(DatasetContent, AtomicNumberOutOfRangeOrNotInSpeciesIsNamed) {
+  for (uint8_t z : {uint8_t(200), uint8_t(0), uint8_t(8)}) {
+    TempDir dir;
+    const std::string path = write_good(dir);
+    testing::overwrite_checksummed(path, "atoms/z", 13, 0, H5T_NATIVE_UINT8, z);  // graph 3
+    const DataError e = read_error(path);
+    EXPECT_THAT(e.what(), HasSubstr(path + ": array 'atoms/z', graph 3: atomic number " +
+                                    std::to_string(z) + " of atom 1 of the graph"));
+    EXPECT_THAT(e.hint(), HasSubstr("ddgnn convert"));
+  }
+}
+
+TEST(DatasetContent, SpeciesTableWithoutAPresentElementIsCaught) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  testing::overwrite_value(path, "species", 1, 0, H5T_NATIVE_UINT8, uint8_t(30));  // Cu -> Zn
+  testing::repair_metadata_checksum(path);
+  EXPECT_THAT(read_error(path).what(), HasSubstr("atomic number 29 of atom 1 of the graph is "
+                                                 "not in the species table"));
+}
+
+TEST(DatasetContent, BadSpeciesTableIsNamedWithItsRow) {
+  for (uint8_t z : {uint8_t(255), uint8_t(0), uint8_t(1)}) {  // 1: not increasing (1, 1)
+    TempDir dir;
+    const std::string path = write_good(dir);
+    testing::overwrite_value(path, "species", 1, 0, H5T_NATIVE_UINT8, z);
+    testing::repair_metadata_checksum(path);
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'species', row 1: atomic number " + std::to_string(z)));
+  }
+}
+
+TEST(DatasetContent, FlippedBitInSpeciesOrConfigTypesFailsTheMetadataChecksum) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  testing::overwrite_value(path, "species", 0, 0, H5T_NATIVE_UINT8, uint8_t(1 ^ 4));
+  EXPECT_THAT(read_error(path).what(), HasSubstr("checksum mismatch in the metadata"));
+
+  TempDir dir2;
+  const std::string path2 = write_good(dir2);
+  hid_t f = H5Fopen(path2.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "config_types", H5P_DEFAULT);
+  hid_t type = H5Dget_type(d);
+  std::vector<char> buf(2 * H5Tget_size(type));
+  H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+  buf[0] ^= 0x02;  // "bulk" -> "`ulk"
+  H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+  H5Tclose(type);
+  H5Dclose(d);
+  H5Fclose(f);
+  EXPECT_THAT(read_error(path2).what(), HasSubstr("checksum mismatch in the metadata"));
+}
+
+TEST(DatasetContent, ChangedAttributeFailsTheMetadataChecksum) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t a = H5Aopen(f, "has_forces", H5P_DEFAULT);
+  const int64_t zero = 0;
+  H5Awrite(a, H5T_NATIVE_INT64, &zero);
+  H5Aclose(a);
+  H5Fclose(f);
+  EXPECT_THAT(read_error(path).what(), HasSubstr("checksum mismatch in the metadata"));
+}
+
+TEST(DatasetContent, MissingAttributeIsNamedWithoutHdf5Internals) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(f, "n_atoms");
+  H5Fclose(f);
+  const DataError e = read_error(path);
+  EXPECT_THAT(e.what(), HasSubstr(path + ": attribute 'n_atoms' is missing"));
+  EXPECT_THAT(e.hint(), HasSubstr("convert"));
+}
+
+TEST(DatasetContent, ImpossibleCountsAreRefused) {
+  for (int64_t n_graphs : {int64_t(0), int64_t(-5), int64_t(1000)}) {  // 1000 > 32 atoms
+    TempDir dir;
+    const std::string path = write_good(dir);
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, "n_graphs", H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &n_graphs);
+    H5Aclose(a);
+    H5Fclose(f);
+    testing::repair_metadata_checksum(path);
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("attributes n_graphs = " + std::to_string(n_graphs)));
+  }
+}
+
+TEST(DatasetContent, TinyOrDegenerateCellIsNamed) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  testing::overwrite_checksummed(path, "graphs/cell", 5, 4, H5T_NATIVE_DOUBLE, 0.001);
+  EXPECT_THAT(read_error(path).what(),
+              HasSubstr("array 'graphs/cell', graph 5: the periodic cell is 0.001 Å thick along "
+                        "lattice vector b"));
+  TempDir dir2;
+  const std::string path2 = write_good(dir2);
+  testing::overwrite_checksummed(path2, "graphs/cell", 2, 8, H5T_NATIVE_DOUBLE, 0.0);
+  EXPECT_THAT(read_error(path2).what(), HasSubstr("graph 2: the periodic cell has volume 0 Å^3"));
+}
+
+TEST(DatasetContent, NonFiniteValuesAreNamed) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    const char* array;
+    hsize_t row, col;
+    double value;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"graphs/energy", 6, 0, nan, "graph 6: energy nan eV is not finite"},
+                        Case{"atoms/pos", 9, 2, inf, "graph 2: position inf of atom 1"},
+                        Case{"atoms/forces", 31, 0, nan, "graph 7: force nan of atom 3"},
+                        Case{"graphs/stress", 4, 3, nan, "graph 4: stress component 3 is nan"},
+                        Case{"graphs/cell", 1, 0, inf, "graph 1: the cell has a non-finite"}}) {
+    TempDir dir;
+    const std::string path = write_good(dir);
+    testing::overwrite_checksummed(path, c.array, c.row, c.col, H5T_NATIVE_DOUBLE, c.value);
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr(std::string("array '") + c.array + "', " + c.expect));
+  }
+}
+
+TEST(DatasetContent, FlagsAndIndicesOutOfRangeAreNamed) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  testing::overwrite_checksummed(path, "graphs/pbc", 3, 1, H5T_NATIVE_UINT8, uint8_t(7));
+  EXPECT_THAT(read_error(path).what(), HasSubstr("graph 3: periodic flag 7 is not 0 or 1"));
+  TempDir dir2;
+  const std::string path2 = write_good(dir2);
+  testing::overwrite_checksummed(path2, "graphs/config_type", 7, 0, H5T_NATIVE_INT32, int32_t(5));
+  EXPECT_THAT(read_error(path2).what(), HasSubstr("graph 7: config type index 5 is not in 0..1"));
+  EXPECT_THROW(Dataset(path2).graph_config_types(), DataError);
+}
+
+TEST(DatasetContent, VariableLengthNamesAreRefusedInTheCurrentVersionAndReadInVersionOne) {
+  // A file as format version 1 wrote it: variable-length config type names, no metadata CRC.
+  TempDir dir;
+  const std::string path = write_good(dir);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Ldelete(f, "config_types", H5P_DEFAULT);
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  hsize_t dims[1] = {2};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t d = H5Dcreate2(f, "config_types", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const char* names[2] = {"bulk", "hot"};
+  H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, names);
+  H5Dclose(d);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Fclose(f);
+  testing::repair_metadata_checksum(path);
+  EXPECT_THAT(read_error(path).what(), HasSubstr("holds variable-length strings"));
+
+  f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(f, "metadata_crc32");
+  hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+  const int64_t one = 1;
+  H5Awrite(a, H5T_NATIVE_INT64, &one);
+  H5Aclose(a);
+  H5Fclose(f);
+  Dataset ds(path);
+  EXPECT_EQ(ds.format_version(), 1);
+  EXPECT_EQ(ds.config_types(), (std::vector<std::string>{"bulk", "hot"}));
+  EXPECT_NO_THROW(ds.verify_all());
+}
+
+TEST(DatasetContent, AppendOntoABadFileIsRefusedAndLeavesItUntouched) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  testing::overwrite_checksummed(path, "atoms/z", 2, 0, H5T_NATIVE_UINT8, uint8_t(200));
+  const auto size = std::filesystem::file_size(path);
+  WriterOptions opt;
+  opt.append = true;
+  try {
+    DatasetWriter w(path, opt);
+    ADD_FAILURE() << "append onto a bad file was accepted";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("atomic number 200"));
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 1) << "a temporary file was left next to the dataset";
+}
+
+TEST(DatasetContent, WriterRefusesATinyPeriodicCell) {
+  TempDir dir;
+  DatasetWriter w(dir.file("d.h5"), {});
+  Frame f;
+  f.z = {29};
+  f.pos = {0, 0, 0};
+  f.has_energy = true;
+  f.has_cell = true;
+  f.cell = {0.001, 0, 0, 0, 0.001, 0, 0, 0, 0.001};
+  f.pbc = {true, true, true};
+  try {
+    w.add(f, "in.xyz:1");
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("in.xyz:1: the periodic cell is 0.001 Å thick"));
+  }
+}
+
+}  // namespace
+}  // namespace ddgnn
