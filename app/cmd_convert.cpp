@@ -46,6 +46,7 @@ int run_convert(const ConvertArgs& a) {
   keys.extra_columns = a.extra_columns;
   WriterOptions wopt;
   wopt.append = a.append;
+  wopt.must_not_exist = !a.append && !a.overwrite;  // checked again under the writer's lock
   wopt.extra_columns = a.extra_columns;
   wopt.energy_key = keys.energy;
   wopt.forces_key = keys.forces;

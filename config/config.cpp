@@ -104,6 +104,13 @@ json parse_json_text(const std::string& text, const std::string& source) {
   };
   try {
     return json::parse(text, callback);
+  } catch (const json::out_of_range& e) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    std::string message = e.what();
+    const auto close = message.find("] ");
+    if (close != std::string::npos) message = message.substr(close + 2);
+    throw ConfigError(source + ": " + message + " (beyond the range of a double, ±1.8e308)",
+                      "write the number in the range of a 64-bit float");
   } catch (const json::parse_error& e) {
     const auto [line, col] = line_col(text, e.byte);
     std::string message = e.what();
@@ -141,6 +148,10 @@ Override parse_override(const std::string& text) {
     out.value = json::parse(value);
   } catch (const json::parse_error&) {
     out.value = value;  // not JSON: a plain string such as rma or data/cu.h5
+  } catch (const json::out_of_range&) {
+    throw ConfigError(
+        "--set '" + text + "': " + value + " is beyond the range of a double (±1.8e308)",
+        "write the number in the range of a 64-bit float");
   }
   // A key that takes a string gets the text as written: --set Output.run_dir=2024 is "2024".
   if (const KeySpec* spec = find_key_spec(out.key)) {

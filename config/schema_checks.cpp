@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "config/config_schema.h"
@@ -197,6 +198,11 @@ void check_scalar(const KeySpec& spec, KeyType scalar_type, const json& value,
       return;
     case T::kInt:
       if (!value.is_number_integer()) wrong_type(spec, value, where, "an int");
+      if (value.is_number_unsigned() &&
+          value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        throw ConfigError(where + ": " + value.dump() + " is too large for an int (at most " +
+                              std::to_string(std::numeric_limits<int64_t>::max()) + ")",
+                          "see `ddgnn config --list-keys` for the allowed range");
       break;
     case T::kNumber:
       if (!value.is_number()) wrong_type(spec, value, where, "a number");

@@ -17,4 +17,21 @@ void commit_file(const std::string& tmp, const std::string& path);
 // Writes `content` to `path` atomically (temporary_name, then commit_file). Creates the folder.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// Removes the files "<name>.tmp.<pid>" in `dir` (those whose name starts with `prefix`) that a
+// process no longer running left behind (killed during a write); returns how many.
+int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");
+
+// An exclusive lock on a folder (flock), held for the object's life: writers of one output wait
+// for each other instead of losing each other's work. Logs that it waits when the lock is busy.
+class FolderLock {
+ public:
+  FolderLock(const std::string& dir, const std::string& what);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int m_fd = -1;
+};
+
 }  // namespace ddgnn

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 extern "C" void openblas_set_num_threads(int n) __attribute__((weak));
 
 namespace ddgnn {
@@ -21,6 +23,14 @@ int cores_available() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int cap_threads(int64_t requested, int cores, const char* key) {
+  const int limit = std::max(1, cores);
+  if (requested <= limit) return int(std::max<int64_t>(1, requested));
+  spdlog::warn("{} = {} is more than the {} core(s) this process may use: using {} thread(s)", key,
+               requested, limit, limit);
+  return limit;
 }
 
 int threads_per_rank(int cores, int node_ranks) {

@@ -3,6 +3,8 @@
 // in sched_yield next to a rank's compute thread (~15% of a one-core SchNet step).
 #pragma once
 
+#include <cstdint>
+
 namespace ddgnn {
 
 // Sets OpenBLAS's thread count to n (>= 1) when the process links OpenBLAS; returns false (and
@@ -17,5 +19,9 @@ int cores_available();
 // may use the same cores (`node_ranks`, 1 when alone), at least 1. E.g. 4 ranks unbound on 2
 // cores: 1 each; one rank bound to 1 core: 1; one unbound rank on 16 cores: 16.
 int threads_per_rank(int cores, int node_ranks);
+
+// `requested` compute threads capped at `cores` (more threads than cores only wait for each other,
+// and thousands of them exhaust the process): a warning naming `key` when it caps.
+int cap_threads(int64_t requested, int cores, const char* key);
 
 }  // namespace ddgnn

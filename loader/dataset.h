@@ -90,6 +90,7 @@ class Dataset {
 // Options of `ddgnn convert`.
 struct WriterOptions {
   bool append = false;                     // add to an existing dataset instead of creating one
+  bool must_not_exist = false;             // refuse (under the lock) an output that exists
   std::vector<std::string> extra_columns;  // per-atom columns to keep (must be in every frame)
   std::string energy_key = "energy";       // recorded as provenance
   std::string forces_key = "forces";
@@ -98,6 +99,9 @@ struct WriterOptions {
 // Writes a dataset to a temporary file next to `path`; commit() renames it into place. If the
 // writer is destroyed without commit() (an exception), the temporary file is removed, so a failed
 // conversion never leaves a file that looks valid. With append, the existing file is copied first.
+// A writer holds an exclusive lock on the output's folder from construction to destruction, so
+// two writers of one output (two appends, two conversions) run one after the other and neither
+// is lost; it removes temporaries of `path` that killed writers left.
 class DatasetWriter {
  public:
   DatasetWriter(const std::string& path, const WriterOptions& options);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/units.h"
 #include "core/version.h"
 #include "loader/cell.h"
@@ -94,6 +96,7 @@ void fsync_path(const std::string& path) {
 
 struct DatasetWriter::Impl {
   std::string path, tmp_path;
+  std::unique_ptr<FolderLock> lock;
   WriterOptions options;
   h5::Handle file;
   std::vector<ArrayWriter> arrays;  // empty until the layout is known
@@ -258,6 +261,15 @@ DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& optio
   m_impl->path = path;
   m_impl->tmp_path = path + ".tmp." + std::to_string(::getpid());
   m_impl->options = options;
+  const std::string folder = fs::path(path).parent_path().string();
+  m_impl->lock = std::make_unique<FolderLock>(folder, path);
+  const int stale = remove_stale_temporaries(folder.empty() ? "." : folder,
+                                             fs::path(path).filename().string() + ".tmp.");
+  if (stale > 0)
+    spdlog::info("{}: removed {} temporary file(s) of interrupted writes", path, stale);
+  if (options.must_not_exist && fs::exists(path))
+    throw ConfigError("convert: output '" + path + "' already exists",
+                      "pass --append to add to it, or --overwrite to replace it");
   if (options.append) {
     if (!fs::exists(path))
       throw DataError(path + ": cannot append, the file does not exist",

@@ -9,9 +9,13 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <regex>
@@ -256,6 +260,13 @@ void keep_latest_checkpoints(const std::string& dir, int64_t keep) {
 }
 
 void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
+  namespace fs = std::filesystem;
+  const std::string hint = "set Output.run_dir to a folder of its own, e.g. runs/my_run";
+  if (run_dir.empty()) throw ConfigError("Output.run_dir is empty", hint);
+  std::error_code ec;
+  const fs::path absolute = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  if (!ec && absolute == absolute.root_path())
+    throw ConfigError("Output.run_dir is the root of the file system ('" + run_dir + "')", hint);
   const std::string ckdir = run_dir + "/checkpoints";
   if (!resume && !epoch_checkpoints(ckdir).empty()) {
     if (!overwrite)
@@ -268,7 +279,23 @@ void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
     for (const char* f : {"metrics.csv", "events.jsonl", "trace.json"})
       std::filesystem::remove(run_dir + "/" + f);
   }
-  std::filesystem::create_directories(ckdir);
+  fs::create_directories(ckdir, ec);
+  if (ec)
+    throw ConfigError("Output.run_dir: cannot create " + ckdir + " (" + ec.message() + ")",
+                      "choose an Output.run_dir where you may write, or fix the permissions");
+  // Writable now, not at the end of the first epoch.
+  const std::string probe = temporary_name(ckdir + "/.write_probe");
+  if (FILE* f = std::fopen(probe.c_str(), "w")) {
+    std::fclose(f);
+    std::remove(probe.c_str());
+  } else {
+    throw ConfigError(
+        "Output.run_dir: cannot write in " + ckdir + " (" + std::strerror(errno) + ")",
+        "choose an Output.run_dir where you may write, or fix the permissions");
+  }
+  const int stale = remove_stale_temporaries(run_dir) + remove_stale_temporaries(ckdir);
+  if (stale > 0)
+    spdlog::info("{}: removed {} temporary file(s) that interrupted writes left", run_dir, stale);
 }
 
 std::string resolve_startfrom(const std::string& run_dir, const std::string& startfrom) {

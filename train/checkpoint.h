@@ -86,7 +86,9 @@ std::string checkpoint_name(int64_t epoch);
 // Removes the oldest epoch checkpoints of `dir` until `keep` are left.
 void keep_latest_checkpoints(const std::string& dir, int64_t keep);
 // Makes <run_dir>/checkpoints. A run directory that holds a run is a ConfigError unless the run
-// resumes it, or `overwrite` (then its checkpoints, metrics.csv, events.jsonl and trace.json go).
+// resumes it, or `overwrite` (then its checkpoints, metrics.csv, events.jsonl and trace.json go);
+// so is an empty run_dir, the file system's root, and one where this process cannot write.
+// Removes the temporaries of killed writers (files "*.tmp.<pid>" of no running process).
 void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite);
 // The checkpoint Training.startfrom names: "existing_model" (or empty) = the latest of
 // <run_dir>/checkpoints; else a path as given, or a name in <run_dir>/checkpoints (".pt"

@@ -71,14 +71,16 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const std::string ckpt = find_checkpoint(o);
   const nlohmann::json record = read_checkpoint_record(ckpt);
   const ModelSetup setup = model_setup_from_json(record.at("model"));
-  int threads = o.threads;
+  int64_t threads = o.threads;
+  const char* key = "--threads";
   if (threads <= 0) {
     const nlohmann::json& config = record.at("config");
-    threads = int(config.value("/Runtime/intra_op_threads"_json_pointer, int64_t(0)));
+    threads = config.value("/Runtime/intra_op_threads"_json_pointer, int64_t(0));
+    key = "Runtime.intra_op_threads";
   }
-  if (threads <= 0) threads = cores_available();
-  at::set_num_threads(threads);
-  set_blas_threads(threads);
+  threads = threads <= 0 ? cores_available() : cap_threads(threads, cores_available(), key);
+  at::set_num_threads(int(threads));
+  set_blas_threads(int(threads));
   Gnn gnn(setup.spec);
   gnn.to(to_dtype(setup.precision));
   gnn.set_bf16_autocast(setup.precision == Precision::kBFloat16);
@@ -305,7 +307,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
 
   std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld); %d thread(s)\n",
               split_name.c_str(), ids.size(), (long long)n_atoms_total, ckpt.c_str(),
-              (long long)record.value("epoch", int64_t(0)), threads);
+              (long long)record.value("epoch", int64_t(0)), int(threads));
   std::printf("%-8s %14s %14s\n", "", "MAE", "RMSE");
   if (m.n_graphs > 0)
     std::printf("%-8s %9.4g meV/atom %9.4g meV/atom\n", "energy", m.energy_mae_mev_per_atom,

@@ -229,8 +229,9 @@ int Trainer::set_up_threads() {
   // ranks >= cores). Waiting OpenMP threads must sleep when ranks share cores; OMP_WAIT_POLICY is
   // read when the runtime loads, so the launcher's environment has to set it.
   const int node_ranks = ranks_on_node(m_comm.get());
-  const int threads =
-      m_s.threads > 0 ? int(m_s.threads) : threads_per_rank(cores_available(), node_ranks);
+  const int threads = m_s.threads > 0
+                          ? cap_threads(m_s.threads, cores_available(), "Runtime.intra_op_threads")
+                          : threads_per_rank(cores_available(), node_ranks);
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   if (m_root && node_ranks > 1 && threads > 1 && !(policy && std::string(policy) == "PASSIVE"))
     spdlog::warn(

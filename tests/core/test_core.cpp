@@ -67,6 +67,13 @@ TEST(Threads, RanksShareTheCoresTheyMayUse) {
   }
 }
 
+TEST(Threads, RequestsAboveTheCoresAreCapped) {
+  EXPECT_EQ(cap_threads(3, 8, "Runtime.intra_op_threads"), 3);
+  EXPECT_EQ(cap_threads(8, 8, "Runtime.intra_op_threads"), 8);
+  EXPECT_EQ(cap_threads(100000, 2, "Runtime.intra_op_threads"), 2);
+  EXPECT_EQ(cap_threads(int64_t(1) << 40, 1, "--threads"), 1);
+}
+
 TEST(Backend, OneSpellingRoundTrips) {
   ASSERT_EQ(backend_names().size(), 6u);
   for (const std::string& name : backend_names()) EXPECT_EQ(to_string(parse_backend(name)), name);

@@ -1,0 +1,141 @@
+// The binary against hostile input and concurrent use: datasets whose checksums are valid but
+// whose content is wrong, two conversions of one output at once, temporaries of killed writes,
+// numbers no config can mean. Each a one-line error (or a clean success), never a crash.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/h5_edit.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+
+namespace ddgnn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Result;
+using testing::run;
+using testing::TempDir;
+
+// n periodic Cu4 cells.
+void write_cu(const std::string& path, int n) {
+  std::ofstream f(path);
+  for (int k = 0; k < n; ++k)
+    f << "4\nLattice=\"3.615 0.0 0.0 0.0 3.615 0.0 0.0 0.0 3.615\" "
+         "Properties=species:S:1:pos:R:3:forces:R:3 energy="
+      << -14.0 - 0.001 * k
+      << " pbc=\"T T T\"\n"
+         "Cu 0.0 0.0 0.0 0.01 0.0 0.0\nCu 1.8075 1.8075 0.0 -0.01 0.0 0.0\n"
+         "Cu 1.8075 0.0 1.8075 0.0 0.02 0.0\nCu 0.0 1.8075 1.8075 0.0 -0.02 0.0\n";
+}
+
+// Runs `commands` (full shell lines) at the same time; returns their exit codes.
+std::vector<int> run_together(const std::vector<std::string>& commands) {
+  std::vector<pid_t> pids;
+  for (const auto& c : commands) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", c.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  return codes;
+}
+
+int64_t graphs_in(const std::string& h5) {
+  const Result i = run("info --json " + h5);
+  EXPECT_EQ(i.code, 0) << i.out;
+  return nlohmann::json::parse(i.out).at("graphs").get<int64_t>();
+}
+
+TEST(Hostile, InfoOnAnAtomicNumberOutsideTheSpeciesTable) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 6);
+  ASSERT_EQ(run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5")).code, 0);
+  testing::overwrite_checksummed(dir.file("d.h5"), "atoms/z", 9, 0, H5T_NATIVE_UINT8, uint8_t(200));
+  const Result i = run("info " + dir.file("d.h5"));
+  EXPECT_EQ(i.code, 1) << i.out;
+  EXPECT_NE(i.out.find("ddgnn: data error: " + dir.file("d.h5") +
+                       ": array 'atoms/z', graph 2: atomic number 200 of atom 1"),
+            std::string::npos)
+      << i.out;
+  EXPECT_EQ(i.out.find("internal error"), std::string::npos) << i.out;
+}
+
+TEST(Hostile, TwoAppendsAtOnceKeepBoth) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 3000);  // long enough for the two to overlap
+  ASSERT_EQ(run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5")).code, 0);
+  const std::string cmd = std::string(DDGNN_BINARY) + " convert --append " + dir.file("in.xyz") +
+                          " " + dir.file("d.h5") + " >/dev/null 2>&1";
+  const auto codes = run_together({cmd, cmd});
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+  EXPECT_EQ(graphs_in(dir.file("d.h5")), 9000) << "an append was lost";
+}
+
+TEST(Hostile, TwoConversionsToOneNewOutputLeaveOneAndRefuseTheOther) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 3000);
+  const std::string cmd = std::string(DDGNN_BINARY) + " convert " + dir.file("in.xyz") + " " +
+                          dir.file("d.h5") + " >>" + dir.file("log") + " 2>&1";
+  auto codes = run_together({cmd, cmd});
+  std::sort(codes.begin(), codes.end());
+  EXPECT_EQ(codes, (std::vector<int>{0, 1}));
+  EXPECT_NE(testing::read_text(dir.file("log")).find("already exists"), std::string::npos);
+  EXPECT_EQ(graphs_in(dir.file("d.h5")), 3000);
+}
+
+TEST(Hostile, TemporaryOfAKilledConversionIsRemovedByTheNext) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 4);
+  const pid_t dead = fork();  // a pid that surely belongs to no running process
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = dir.file("d.h5.tmp." + std::to_string(dead));
+  std::ofstream(stale) << "half a file";
+  const std::string alive = dir.file("d.h5.tmp." + std::to_string(getpid()));  // still running
+  std::ofstream(alive) << "another writer's";
+  const Result c = run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("removed 1 temporary file"), std::string::npos) << c.out;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(alive));
+}
+
+TEST(Hostile, NumbersNoConfigCanMean) {
+  TempDir dir;
+  const std::string base = std::string(DDGNN_SOURCE_DIR) + "/configs/ethanol_schnet.json";
+  Result r = run("config --config " + base + " --set Training.batch_size=9223372036854775808");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("9223372036854775808 is too large for an int"), std::string::npos) << r.out;
+  r = run("config --config " + base + " --set Training.Optimizer.learning_rate=1e400");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("1e400 is beyond the range of a double"), std::string::npos) << r.out;
+  std::string text = testing::read_text(base);
+  const auto at = text.find("\"batch_size\"");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, "\"epoch_seconds\": 1e400, ");
+  std::ofstream(dir.file("c.json")) << text;
+  r = run("config --config " + dir.file("c.json"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("config error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("number overflow parsing '1e400'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ddgnn
