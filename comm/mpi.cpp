@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "comm/communicator.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -110,6 +111,24 @@ void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local) {
   if (local) std::rethrow_exception(local);
   throw CommError("rank " + std::to_string(first) + " failed: " + message,
                   "see that rank's error; this rank stopped with it");
+}
+
+TextAgreement compare_with_root(MPI_Comm comm, const std::string& text) {
+  const int size = comm_size(comm);
+  const uint64_t mine[2] = {crc32(text.data(), text.size()), uint64_t(text.size())};
+  std::vector<uint64_t> all(2 * size_t(size));
+  MPI_CHECK(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm));
+  TextAgreement out;
+  for (int r = 1; r < size; ++r)
+    if (all[2 * size_t(r)] != all[0] || all[2 * size_t(r) + 1] != all[1])
+      out.differing.push_back(r);
+  if (out.differing.empty()) return out;
+  const int rank = comm_rank(comm), first = out.differing[0];
+  out.root_text = rank == 0 ? text : std::string(size_t(all[1]), '\0');
+  MPI_CHECK(MPI_Bcast(out.root_text.data(), int(all[1]), MPI_CHAR, 0, comm));
+  out.first_text = rank == first ? text : std::string(size_t(all[2 * size_t(first) + 1]), '\0');
+  MPI_CHECK(MPI_Bcast(out.first_text.data(), int(out.first_text.size()), MPI_CHAR, first, comm));
+  return out;
 }
 
 }  // namespace ddgnn

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ddgnn {
 
@@ -59,5 +60,14 @@ void abort_job(int code);
 // failing ranks their own, the others a CommError quoting the lowest failing rank's message —
 // so that no rank goes on into a collective that a failed rank will never join.
 void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local);
+
+// Collective: compares every rank's `text` with rank 0's (CRC-32 and length; when any differs,
+// rank 0's text and the first differing rank's are sent to all, so that every rank can say the
+// same thing). `differing` lists the ranks whose text is not rank 0's.
+struct TextAgreement {
+  std::vector<int> differing;
+  std::string root_text, first_text;  // rank 0's and differing[0]'s, when any differs
+};
+TextAgreement compare_with_root(MPI_Comm comm, const std::string& text);
 
 }  // namespace ddgnn

@@ -117,6 +117,46 @@ class Trainer {
   double m_elapsed_before = 0.0;  // training seconds of the run before a resume
 };
 
+namespace {
+
+// Every rank must run rank 0's config: ranks that disagree on a batch size or an epoch count wait
+// for each other forever, on a dataset or seed they train on mixed data without a word.
+void check_ranks_run_one_config(MPI_Comm comm, const Config& config) {
+  TextAgreement a;
+  {
+    Waiting waiting("config check");
+    a = compare_with_root(comm, config.resolved.dump());
+  }
+  if (a.differing.empty()) return;
+  const nlohmann::json root = nlohmann::json::parse(a.root_text).flatten();
+  const nlohmann::json other = nlohmann::json::parse(a.first_text).flatten();
+  std::string keys;
+  int shown = 0;
+  auto note = [&](const std::string& pointer, const nlohmann::json& here,
+                  const nlohmann::json& r0) {
+    if (shown++ < 4) {
+      std::string key = pointer.substr(1);
+      std::replace(key.begin(), key.end(), '/', '.');
+      keys += (keys.empty() ? "" : "; ") + key + " = " +
+              (here.is_null() ? "(absent)" : here.dump()) + " there, " +
+              (r0.is_null() ? "(absent)" : r0.dump()) + " on rank 0";
+    }
+  };
+  for (auto it = other.begin(); it != other.end(); ++it)
+    if (!root.contains(it.key()) || root.at(it.key()) != it.value())
+      note(it.key(), it.value(), root.value(it.key(), nlohmann::json()));
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (!other.contains(it.key())) note(it.key(), nlohmann::json(), it.value());
+  std::string ranks;
+  for (int r : a.differing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  throw ConfigError("rank(s) " + ranks + " run another config than rank 0; rank " +
+                        std::to_string(a.differing[0]) + ": " + keys,
+                    "start every rank with the same config file and --set options (one srun / "
+                    "mpiexec command line), and the same Dataset.path");
+}
+
+}  // namespace
+
 nlohmann::json train(const Config& config, const TrainOptions& options) {
   Trainer t(config, options);
   return t.run();
@@ -142,6 +182,7 @@ nlohmann::json Trainer::run_impl() {
   if (m_s.log_level || m_s.log_all_ranks)
     set_log_options(m_s.log_level.value_or(current_log_level()), m_s.log_all_ranks);
   m_watchdog = std::make_unique<Watchdog>(m_comm.get(), m_s.timeout_s);
+  if (m_world > 1) check_ranks_run_one_config(m_comm.get(), m_config);
   const int threads = set_up_threads();
   m_place = place_rank(m_s, m_comm.get());
 

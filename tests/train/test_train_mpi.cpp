@@ -324,6 +324,25 @@ TEST(TrainMpi, ARankThatStopsIsNamedByTheWatchdogAndTheJobEnds) {
       << "a rank is left";
 }
 
+// Ranks started with different configs (here a batch size; the same for a dataset or a seed)
+// would wait for each other forever or train on mixed data: the start refuses, naming the rank
+// and the key, on every rank, before any data moves.
+TEST(TrainMpi, ARankWithAnotherConfigIsRefusedAtStart) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  // MPMD: rank 0 and rank 1 from one command line, rank 1 with another batch size.
+  const Result r = failing_mpirun(1, "train -c " + cfg + " : -n 1 " + DDGNN_BINARY + " train -c " +
+                                         cfg + " --set Training.batch_size=3");
+  EXPECT_NE(r.out.find("rank(s) 1 run another config than rank 0; rank 1: "
+                       "NeuralNetwork.Training.batch_size = 3 there, 2 on rank 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("same config file"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r") + "/checkpoints")) << "the run started";
+}
+
 TEST(TrainMpi, CorruptedPartitionIsReportedByItsOwner) {
   TempDir dir;
   LjOptions o;
