@@ -2,6 +2,7 @@
 // atomically (temporary name, then rename), optionally appending to an existing one.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "loader/dataset.h"
 #include "loader/extxyz.h"
+#include "loader/outliers.h"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +20,7 @@ namespace {
 
 struct ConvertArgs {
   std::vector<std::string> files;  // inputs..., output
-  bool append = false, overwrite = false, require_forces = false;
+  bool append = false, overwrite = false, require_forces = false, strict = false;
   ExtxyzKeys keys;
   std::vector<std::string> extra_columns;
 };
@@ -55,12 +57,17 @@ int run_convert(const ConvertArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t total_bytes = 0;
   Frame frame;
+  // Where each new graph came from, for the outlier report: (first graph, file) and a line each.
+  std::vector<std::pair<int64_t, std::string>> file_starts;
+  std::vector<long long> lines;
   for (const auto& in : inputs) {
+    file_starts.emplace_back(graphs_before + int64_t(lines.size()), in);
     const auto t_file = std::chrono::steady_clock::now();
     ExtxyzReader reader(in, keys);
     int64_t n = 0;
     while (reader.next(frame)) {
       writer.add(frame, at(in, frame.line));
+      lines.push_back(frame.line);
       ++n;
     }
     writer.note_source(in, n);
@@ -71,6 +78,25 @@ int run_convert(const ConvertArgs& a) {
                  reader.bytes_read() / 1e6, s, reader.bytes_read() / 1e6 / std::max(s, 1e-9));
   }
   const int64_t n_graphs = writer.n_graphs(), n_atoms = writer.n_atoms();
+  std::vector<Outlier> outliers = writer.outliers();
+  for (auto& o : outliers) {
+    if (o.graph < graphs_before) continue;  // already in the file before this append
+    auto f = std::upper_bound(file_starts.begin(), file_starts.end(), o.graph,
+                              [](int64_t g, const auto& s) { return g < s.first; });
+    o.what = at(std::prev(f)->second, lines[size_t(o.graph - graphs_before)]) + ": " + o.what;
+  }
+  if (!outliers.empty()) {
+    const std::string what = output + ": " + std::to_string(outliers.size()) +
+                             " outlier frame(s) (robust energy per composition, force above "
+                             "100 eV/Å, atoms closer than 0.1 Å):\n" +
+                             outlier_lines(outliers, 10);
+    if (a.strict)
+      throw DataError(what.substr(0, what.size() - 1),
+                      "fix or drop these frames and convert again, or leave out --strict: "
+                      "train then refuses them unless Dataset.allow_outliers is true");
+    spdlog::warn("{}(stored in the dataset; train refuses them unless Dataset.allow_outliers)",
+                 what);
+  }
   writer.commit();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("wrote {}: {} graphs ({} new), {} atoms, {:.1f} MB of extxyz in {:.2f} s", output,
@@ -98,6 +124,9 @@ Command add_convert_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--config-type-key", args->keys.config_type, "info key of the config type")
       ->capture_default_str();
+  sub->add_flag("--strict", args->strict,
+                "refuse outlier frames (energy far from its composition's, force above 100 eV/Å, "
+                "atoms closer than 0.1 Å) instead of storing them with a warning");
   sub->add_flag("--require-forces", args->require_forces,
                 "fail on a structure without forces (default: all or none)");
   sub->add_option("--extra-columns", args->extra_columns,

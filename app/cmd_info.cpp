@@ -51,6 +51,8 @@ nlohmann::json to_json(const Dataset& ds, const DatasetStats& st) {
     j["forces_eV_per_A"] = {{"mean_norm", st.force_norm_mean},
                             {"rms_component", st.force_rms},
                             {"max_norm", st.force_max}};
+  j["outliers"] = nlohmann::json::array();
+  for (const auto& o : st.outliers) j["outliers"].push_back({{"graph", o.graph}, {"what", o.what}});
   j["neighbours"] = {{"radius_A", st.radius},
                      {"mean", st.neighbours_mean},
                      {"min", st.neighbours_min},
@@ -100,6 +102,11 @@ void print_report(const Dataset& ds, const DatasetStats& st, double seconds) {
       "sampled graphs\n",
       st.radius, st.neighbours_mean, static_cast<long long>(st.neighbours_min),
       static_cast<long long>(st.neighbours_max), static_cast<long long>(st.neighbour_graphs));
+  std::printf("outliers       %zu", st.outliers.size());
+  if (st.energy_unjudged > 0)
+    std::printf(" (energies of %lld graphs not judged: fewer than 5 graphs of their composition)",
+                static_cast<long long>(st.energy_unjudged));
+  std::printf("\n%s", outlier_lines(st.outliers, 20).c_str());
   std::printf("checksums      every block verified (whole pass %.2f s)\n", seconds);
 }
 

@@ -358,6 +358,11 @@ std::vector<KeySpec> build_schema() {
           "element of the train split needs one")
           .def(nlohmann::json::object())
           .ddgnn_only());
+  add(key("Dataset.allow_outliers", T::kBool,
+          "train on frames that `ddgnn convert` flagged as outliers (energy far from its "
+          "composition's, force above 100 eV/Å, atoms closer than 0.1 Å) instead of refusing")
+          .def(false)
+          .ddgnn_only());
   add(key("Dataset.format", T::kEnum, "format of Dataset.path")
           .def("ddgnn")
           .one_of({"ddgnn"})

@@ -59,6 +59,7 @@ struct TrainSettings {
   int64_t split_block = 100;           // Dataset.split_block
   // Dataset.e0s: element (symbol or atomic number, as written) -> eV; empty: fitted.
   std::map<std::string, double> e0s;
+  bool allow_outliers = false;  // Dataset.allow_outliers
 
   OptimizerType optimizer = OptimizerType::kAdamW;
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;

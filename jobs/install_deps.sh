@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake git pkg-config python3 clang-format zlib1g-dev
+  clang libclang-rt-dev
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libhdf5-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev

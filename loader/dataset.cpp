@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/checksum.h"
 #include "core/error.h"
@@ -23,6 +24,7 @@ struct Dataset::Impl {
   h5::Handle file;
   int64_t n_graphs = 0, n_atoms = 0, version = 0;
   std::string producer, sources;
+  std::optional<std::vector<Outlier>> outliers;
   bool has_forces = false;
   std::vector<uint8_t> species;
   std::vector<std::string> config_types;
@@ -207,6 +209,16 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
                           "or 'config_types')",
                       corrupted);
   }
+  if (h5::has_attr(m.file, "outliers")) {
+    m.outliers.emplace();
+    try {
+      for (const auto& o : nlohmann::json::parse(h5::read_attr_string(m.file, "outliers", path)))
+        m.outliers->push_back({o.at("graph").get<int64_t>(), o.at("what").get<std::string>()});
+    } catch (const nlohmann::json::exception&) {
+      throw DataError(path + ": attribute 'outliers' is not the JSON list convert writes",
+                      corrupted);
+    }
+  }
   // Extra per-atom columns: whatever lies under atoms/extra.
   if (h5::exists(m.file, "atoms/extra")) {
     h5::Handle g(H5_CHECK(H5Gopen2(m.file, "atoms/extra", H5P_DEFAULT), path));
@@ -272,6 +284,9 @@ const std::vector<ColumnInfo>& Dataset::extra_columns() const {
 }
 const std::string& Dataset::sources() const {
   return m_impl->sources;
+}
+const std::optional<std::vector<Outlier>>& Dataset::outliers() const {
+  return m_impl->outliers;
 }
 
 std::vector<int32_t> Dataset::graph_config_types() const {

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loader/frame.h"
+#include "loader/outliers.h"
 
 namespace ddgnn {
 
@@ -72,6 +74,9 @@ class Dataset {
   const std::vector<std::string>& config_types() const;  // names, index = GraphBlock::config_type
   const std::vector<ColumnInfo>& extra_columns() const;
   const std::string& sources() const;  // JSON list of the input files and their frame counts
+  // The outlier frames `convert` found (loader/outliers.h); nullopt for a file written before
+  // convert looked for them (format version 1).
+  const std::optional<std::vector<Outlier>>& outliers() const;
 
   // Every graph's index into config_types() (4 bytes a graph; checksums verified).
   std::vector<int32_t> graph_config_types() const;
@@ -116,6 +121,9 @@ class DatasetWriter {
   // Flushes, writes checksums and metadata, closes, fsyncs and renames into place.
   void commit();
 
+  // Outlier frames among all the file's graphs so far (existing ones too when appending); commit()
+  // stores them in the file.
+  std::vector<Outlier> outliers() const;
   int64_t n_graphs() const;  // graphs in the file so far (existing ones too when appending)
   int64_t n_atoms() const;
 

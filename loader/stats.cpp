@@ -124,6 +124,7 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
   long double w_ee = 0;
   std::vector<long double> w_ec(ns, 0.0L), w_cc(ns * ns, 0.0L);
   Frame frame;
+  OutlierScan scan;
   constexpr int64_t kStep = 16384;
   for (int64_t g0 = 0; g0 < st.n_graphs; g0 += kStep) {
     const GraphBlock b = ds.read(g0, std::min(kStep, st.n_graphs - g0));
@@ -166,8 +167,9 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
           st.force_max = std::max(st.force_max, std::sqrt(n2));
         }
       const int64_t g = g0 + int64_t(i);
+      b.frame(i, frame);
+      scan.add(frame);
       if (stride > 0 && g % stride == 0 && st.neighbour_graphs < max_neighbour_graphs) {
-        b.frame(i, frame);
         for (int c : count_neighbours(frame, radius)) {
           nb_sum += c;
           ++nb_atoms;
@@ -178,6 +180,8 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
       }
     }
   }
+  st.outliers = scan.finish();
+  st.energy_unjudged = scan.energy_unjudged();
   const long double ng = st.n_graphs;
   st.atoms_mean = double(st.n_atoms / ng);
   st.energy_mean = double(e_sum / ng);

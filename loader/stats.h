@@ -9,6 +9,7 @@
 
 #include "loader/dataset.h"
 #include "loader/frame.h"
+#include "loader/outliers.h"
 
 namespace ddgnn {
 
@@ -33,6 +34,10 @@ struct DatasetStats {
   // Mean neighbours per atom within `radius`, over `neighbour_graphs` sampled graphs.
   double radius = 0, neighbours_mean = 0;
   int64_t neighbours_min = 0, neighbours_max = 0, neighbour_graphs = 0;
+  // Outlier frames (loader/outliers.h, default thresholds), and the frames whose energy was not
+  // judged (too few frames of their composition).
+  std::vector<Outlier> outliers;
+  int64_t energy_unjudged = 0;
 };
 
 // One pass over the dataset (in blocks); neighbours are counted on up to `max_neighbour_graphs`

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <regex>
 
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "model/optim.h"
@@ -39,6 +40,35 @@ std::string dtype_name(c10::ScalarType t) {
   return t == c10::kFloat ? "float32" : t == c10::kDouble ? "float64" : c10::toString(t);
 }
 
+// The bytes of an archive, serialised in memory (a failed write is then our own checked write, not
+// an exception from the destructor of LibTorch's file writer, which ends in std::terminate).
+std::string archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, size_t n) {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  return bytes;
+}
+
+// Writes `bytes` to `path` through a temporary (core/files.h); every write checked.
+void write_bytes_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = temporary_name(path);
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  bool ok = f != nullptr;
+  if (ok) ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (ok) ok = std::fflush(f) == 0;
+  const int err = errno;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write the checkpoint (" + std::strerror(err ? err : errno) + ")",
+                "the disk may be full or the run directory not writable; the previous checkpoint "
+                "is intact: free space, then resume with --set Training.continue=1");
+  }
+  commit_file(tmp, path);
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Gnn& gnn,
@@ -46,8 +76,9 @@ void save_checkpoint(const std::string& path, const Gnn& gnn,
                      const std::vector<at::Tensor>* train_weights) {
   record["format"] = kCheckpointFormat;
   record["format_version"] = kCheckpointVersion;
+  // The tensors go into an inner archive whose bytes the record's CRC-32 covers; LibTorch's own
+  // reader does not check the zip CRCs, so a flipped bit would otherwise load silently.
   torch::serialize::OutputArchive archive;
-  archive.write("record", c10::IValue(record.dump()));
   torch::serialize::OutputArchive model;
   for (const auto& p : gnn.named_parameters(true))
     model.write(archive_key("p.", p.key()), p.value());
@@ -65,35 +96,66 @@ void save_checkpoint(const std::string& path, const Gnn& gnn,
     save_optimizer(*optimizer, opt);
     archive.write("optimizer", opt);
   }
+  const std::string payload = archive_bytes(archive);
+  record["payload_crc32"] = crc32(payload.data(), payload.size());
+  record["payload_bytes"] = payload.size();
+  torch::serialize::OutputArchive outer;
+  outer.write("record", c10::IValue(record.dump()));
+  outer.write("payload", c10::IValue(payload));
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  const std::string tmp = temporary_name(path);
-  try {
-    archive.save_to(tmp);
-  } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot write the checkpoint: " + e.what(),
-                "check that the run directory is writable and has free space");
-  }
-  commit_file(tmp, path);
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec)
+    throw Error(path + ": cannot write the checkpoint: cannot create " + parent.string() + " (" +
+                    ec.message() + ")",
+                "choose an Output.run_dir where you may write");
+  write_bytes_atomic(path, archive_bytes(outer));
 }
 
 namespace {
 
 // Tensors are read onto `device`: the CPU, whence they are copied into the model; the optimizer's
 // state straight onto its parameters' device.
-torch::serialize::InputArchive open_archive(const std::string& path,
-                                            c10::Device device = c10::Device(c10::kCPU)) {
+std::string first_line(const std::string& text) {
+  return text.substr(0, std::min<size_t>(text.find('\n'), 160));
+}
+
+torch::serialize::InputArchive open_outer(const std::string& path) {
   if (!std::filesystem::exists(path))
     throw DataError(path + ": no such checkpoint",
                     "check the path (checkpoints are in <run_dir>/checkpoints)");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path, device);
+    archive.load_from(path, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
-    throw DataError(
-        path + ": not a checkpoint archive (" + std::string(e.what()).substr(0, 120) + ")",
-        "give a file written by ddgnn train (<run_dir>/checkpoints/*.pt)");
+    throw DataError(path + ": not a checkpoint archive (" + first_line(e.what()) + ")",
+                    "give a file written by ddgnn train (<run_dir>/checkpoints/*.pt)");
+  }
+  return archive;
+}
+
+nlohmann::json read_record(torch::serialize::InputArchive& archive, const std::string& path);
+
+// The archive of the tensors, its CRC-32 checked against the record.
+torch::serialize::InputArchive open_archive(const std::string& path,
+                                            c10::Device device = c10::Device(c10::kCPU)) {
+  torch::serialize::InputArchive outer = open_outer(path);
+  const nlohmann::json record = read_record(outer, path);
+  c10::IValue payload;
+  if (!outer.try_read("payload", payload) || !payload.isString())
+    throw DataError(path + ": the checkpoint has no payload", "give a file written by ddgnn train");
+  const std::string& bytes = payload.toStringRef();
+  if (bytes.size() != record.value("payload_bytes", uint64_t(0)) ||
+      crc32(bytes.data(), bytes.size()) != record.value("payload_crc32", uint64_t(0)))
+    throw DataError(path + ": checksum mismatch in the checkpoint's tensors",
+                    "the file is damaged; use an earlier checkpoint of the run directory "
+                    "(<run_dir>/checkpoints), or train again");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(bytes.data(), bytes.size(), device);
+  } catch (const std::exception& e) {
+    throw DataError(path + ": damaged checkpoint (" + first_line(e.what()) + ")",
+                    "use an earlier checkpoint of the run directory, or train again");
   }
   return archive;
 }
@@ -101,7 +163,13 @@ torch::serialize::InputArchive open_archive(const std::string& path,
 }  // namespace
 
 nlohmann::json read_checkpoint_record(const std::string& path) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_outer(path);
+  return read_record(archive, path);
+}
+
+namespace {
+
+nlohmann::json read_record(torch::serialize::InputArchive& archive, const std::string& path) {
   c10::IValue value;
   if (!archive.try_read("record", value) || !value.isString())
     throw DataError(path + ": not a ddgnn checkpoint (no record)",
@@ -121,6 +189,8 @@ nlohmann::json read_checkpoint_record(const std::string& path) {
                     "use the ddgnn version that wrote it");
   return record;
 }
+
+}  // namespace
 
 void load_checkpoint_model(const std::string& path, Gnn& gnn) {
   torch::serialize::InputArchive archive = open_archive(path);
@@ -200,6 +270,7 @@ void save_run_checkpoint(const std::string& path, const TrainedObjects& o, const
                                 : nlohmann::json();
   r["best_epoch"] = state.best_epoch;
   r["best_row"] = state.best_row;
+  r["row"] = state.last_row;
   r["elapsed_s"] = state.elapsed_s;
   r["rng"] = generator_state();
   // With a weight average the model saved is the average (what evaluate uses), and the trained
@@ -226,6 +297,7 @@ RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r
   if (!r["best_validate_loss"].is_null()) state.best_validate_loss = r["best_validate_loss"];
   state.best_epoch = r.value("best_epoch", int64_t(0));
   state.best_row = r.value("best_row", nlohmann::json());
+  state.last_row = r.value("row", nlohmann::json());
   state.step = r.value("step", int64_t(0));
   state.elapsed_s = r.value("elapsed_s", 0.0);
   state.epoch = r.at("epoch").get<int64_t>();

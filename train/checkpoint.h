@@ -22,7 +22,7 @@ class Optimizer;
 namespace ddgnn {
 
 constexpr const char* kCheckpointFormat = "ddgnn-checkpoint";
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
 
 // Writes `gnn` (and `optimizer` when not null) with `record` (format and version are added) to
 // `path` atomically. With a weight average (Training.ema_decay) `gnn` holds the average, the
@@ -55,6 +55,7 @@ struct RunState {
   double best_validate_loss = INFINITY;
   int64_t best_epoch = 0;
   nlohmann::json best_row;  // the metrics row of the best epoch
+  nlohmann::json last_row;  // the metrics row of `epoch` (written again on resume if it was lost)
   double elapsed_s = 0.0;   // training seconds so far
 };
 

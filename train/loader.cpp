@@ -7,6 +7,7 @@
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "core/signals.h"
 #include "loader/sampler.h"
 
 namespace ddgnn {
@@ -94,14 +95,17 @@ StepBatch Loader::build(int split, const std::vector<int64_t>& positions, const 
   }
   b.t_fetched = std::chrono::steady_clock::now();
   b.fetch_s = std::chrono::duration<double>(b.t_fetched - b.t_fetch).count();
-  int64_t counts[2] = {int64_t(block.n_graphs()), 0};
+  // The step's graphs and atoms over the ranks, and whether any rank was asked to stop (a signal
+  // reaches the ranks at different moments; this sum makes them stop at the same step).
+  int64_t counts[3] = {int64_t(block.n_graphs()), 0, stop_signal() != 0 ? 1 : 0};
   for (int32_t n : block.n_atoms) counts[1] += n;
   if (training) {
     Waiting waiting("sum of the step's graphs and atoms");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT64_T, MPI_SUM, m_count_comm.get()));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT64_T, MPI_SUM, m_count_comm.get()));
   }
   b.graphs_all = counts[0];
   b.atoms_all = counts[1];
+  b.stop = counts[2] > 0;
   b.empty = block.n_graphs() == 0;
   if (!b.empty) {
     std::vector<int64_t> ids(block.n_graphs());

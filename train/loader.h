@@ -32,7 +32,8 @@ struct StepBatch {
   int64_t graphs_all = 0, atoms_all = 0;
   double fetch_s = 0.0;  // moving the records (the backend's part of loading)
   std::chrono::steady_clock::time_point t_fetch, t_fetched, t_built;  // for the trace
-  SwitchNote note;  // the backend switcher's explorations and decisions (training, auto)
+  SwitchNote note;    // the backend switcher's explorations and decisions (training, auto)
+  bool stop = false;  // a rank was asked to stop by a signal: every rank stops at this step
 };
 
 using Batches = Prefetcher<StepBatch>;

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -47,9 +49,10 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns, bool truncate,
-                       int64_t keep_epochs)
+                       int64_t keep_epochs, const nlohmann::json& last_row)
     : m_path(path), m_columns(std::move(columns)) {
   std::string kept;
+  bool has_last = false;
   if (!truncate && std::filesystem::exists(path)) {
     std::ifstream in(path);
     std::string header;
@@ -61,23 +64,33 @@ MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
       const auto cells = split_csv_line(line);
-      if (!cells.empty() && std::atoll(cells[0].c_str()) <= keep_epochs) kept += line + "\n";
+      const int64_t epoch = cells.empty() ? -1 : std::atoll(cells[0].c_str());
+      if (epoch <= keep_epochs) kept += line + "\n";
+      has_last = has_last || epoch == keep_epochs;
     }
+    if (!has_last && last_row.is_object()) kept += row_text(last_row) + "\n";
   }
   write_file_atomic(path, join(m_columns) + "\n" + kept);
   m_out.open(path, std::ios::app);
   if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
 }
 
-void MetricsCsv::write(const nlohmann::json& row) {
+std::string MetricsCsv::row_text(const nlohmann::json& row) const {
   std::vector<std::string> cells;
   for (const auto& c : m_columns) cells.push_back(row.contains(c) ? csv_cell(row[c]) : "");
-  m_out << join(cells) << "\n";
+  return join(cells);
+}
+
+void MetricsCsv::write(const nlohmann::json& row) {
+  m_out << row_text(row) << "\n";
   m_out.flush();
+  if (!m_out)
+    throw Error(m_path + ": cannot append the epoch's row (" + std::strerror(errno) + ")",
+                "the disk may be full: free space, then resume with --set Training.continue=1");
 }
 
 EventLog::EventLog(const std::string& path, bool truncate)
-    : m_start(std::chrono::steady_clock::now()) {
+    : m_path(path), m_start(std::chrono::steady_clock::now()) {
   m_out.open(path, truncate ? std::ios::trunc : std::ios::app);
   if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
 }
@@ -94,6 +107,9 @@ void EventLog::write(const std::string& event, nlohmann::json fields) {
   for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
   m_out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   m_out.flush();
+  if (!m_out)
+    throw Error(m_path + ": cannot append the event '" + event + "' (" + std::strerror(errno) + ")",
+                "the disk may be full: free space, then resume with --set Training.continue=1");
 }
 
 ChromeTrace::ChromeTrace(std::string path, int64_t max_steps)
@@ -180,8 +196,10 @@ void ProgressLine::clear() {
 }
 
 void RunLog::open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
-                  int64_t resumed_epoch, int64_t trace_steps, bool progress) {
-  m_csv = std::make_unique<MetricsCsv>(run_dir + "/metrics.csv", columns, !resume, resumed_epoch);
+                  int64_t resumed_epoch, const nlohmann::json& resumed_row, int64_t trace_steps,
+                  bool progress) {
+  m_csv = std::make_unique<MetricsCsv>(run_dir + "/metrics.csv", columns, !resume, resumed_epoch,
+                                       resumed_row);
   m_events = std::make_unique<EventLog>(run_dir + "/events.jsonl", !resume);
   if (trace_steps > 0)
     m_trace = std::make_unique<ChromeTrace>(run_dir + "/trace.json", trace_steps);

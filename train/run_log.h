@@ -25,12 +25,15 @@ class MetricsCsv {
  public:
   // Creates (truncate = true) or reopens `path`. On reopen the header must be `columns`, else an
   // Error (the run directory belongs to a run with other heads); rows with epoch > keep_epochs
-  // are removed.
+  // are removed, and `last_row` (the checkpoint's row of epoch keep_epochs, may be null) is
+  // appended when the file lacks that epoch.
   MetricsCsv(const std::string& path, std::vector<std::string> columns, bool truncate,
-             int64_t keep_epochs);
-  // One row; values by column name (missing ones are empty). Flushed.
+             int64_t keep_epochs, const nlohmann::json& last_row = nlohmann::json());
+  // One row; values by column name (missing ones are empty). Flushed; a failed write (a full
+  // disk) is an Error.
   void write(const nlohmann::json& row);
   const std::vector<std::string>& columns() const { return m_columns; }
+  std::string row_text(const nlohmann::json& row) const;  // one CSV line, no newline
 
  private:
   std::string m_path;
@@ -42,9 +45,11 @@ class MetricsCsv {
 class EventLog {
  public:
   EventLog(const std::string& path, bool truncate);
+  // One event, flushed; a failed write (a full disk) is an Error.
   void write(const std::string& event, nlohmann::json fields = nlohmann::json::object());
 
  private:
+  std::string m_path;
   std::ofstream m_out;
   std::chrono::steady_clock::time_point m_start;
 };
@@ -97,10 +102,12 @@ class RunLog {
  public:
   RunLog(bool root, bool all_ranks) : m_root(root), m_all_ranks(all_ranks) {}
   // Creates (resume: reopens) metrics.csv with `columns`, events.jsonl, trace.json (trace_steps
-  // > 0) in `run_dir`; on resume, metrics rows after `resumed_epoch` are dropped. `progress`:
+  // > 0) in `run_dir`; on resume, metrics rows after `resumed_epoch` are dropped and that
+  // epoch's row written from `resumed_row` (the checkpoint's) when it was lost. `progress`:
   // draw the progress line (on stderr).
   void open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
-            int64_t resumed_epoch, int64_t trace_steps, bool progress);
+            int64_t resumed_epoch, const nlohmann::json& resumed_row, int64_t trace_steps,
+            bool progress);
   // One info line of the log on rank 0, or on every rank with Output.log_all_ranks (the progress
   // line cleared), also before open().
   void line(const std::string& text);

@@ -17,12 +17,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <set>
 
 #include "comm/communicator.h"
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "core/threads.h"
 #include "core/version.h"
 #include "model/optim.h"
@@ -75,6 +78,9 @@ class Trainer {
   void log_start(int threads, const std::string& resume_path);
   void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
   SplitMetrics evaluate_split(int split);
+  // After a step where a rank was asked to stop: interrupted.pt on rank 0, then an Error on every
+  // rank (the process exits non-zero).
+  [[noreturn]] void stop_on_signal();
   // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
   bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                  Clock::time_point t0);
@@ -108,8 +114,9 @@ class Trainer {
   std::unique_ptr<TrainStep> m_step_fn;
   RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
   bool m_forces = false;                    // the model predicts forces and the data has them
-  bool m_cut_reported = false;              // max_neighbours cut some atom's neighbours (warned)
-  RunState m_state;  // step, best epoch so far (epoch: set when a checkpoint is written)
+  std::optional<std::pair<int64_t, int64_t>> m_interrupted_at;  // (epoch, steps done) on a signal
+  bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
+  RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
   int64_t m_start_epoch = 1;
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
@@ -155,6 +162,33 @@ void check_ranks_run_one_config(MPI_Comm comm, const Config& config) {
                     "mpiexec command line), and the same Dataset.path");
 }
 
+// Frames that `convert` flagged as outliers: refused unless Dataset.allow_outliers.
+void check_outliers(const TrainData& data, bool allow, bool root) {
+  std::set<std::string> seen;
+  for (int k : {kTrain, kValidate, kTest}) {
+    const Dataset& ds = data.dataset(k);
+    if (!seen.insert(ds.path()).second) continue;
+    const auto& outliers = ds.outliers();
+    if (!outliers) {
+      if (root)
+        spdlog::warn(
+            "{}: converted before ddgnn looked for outlier frames; `ddgnn info {}` "
+            "lists them, and converting it again stores them",
+            ds.path(), ds.path());
+      continue;
+    }
+    if (outliers->empty()) continue;
+    const std::string what = ds.path() + ": " + std::to_string(outliers->size()) +
+                             " outlier frame(s), flagged by convert:\n" +
+                             outlier_lines(*outliers, 5);
+    if (!allow)
+      throw DataError(what.substr(0, what.size() - 1),
+                      "fix or drop these frames and convert again, or set "
+                      "Dataset.allow_outliers true to train on them");
+    if (root) spdlog::warn("{}  (trained on: Dataset.allow_outliers is true)", what);
+  }
+}
+
 }  // namespace
 
 nlohmann::json train(const Config& config, const TrainOptions& options) {
@@ -181,6 +215,7 @@ nlohmann::json Trainer::run() {
 nlohmann::json Trainer::run_impl() {
   if (m_s.log_level || m_s.log_all_ranks)
     set_log_options(m_s.log_level.value_or(current_log_level()), m_s.log_all_ranks);
+  install_stop_handlers();
   m_watchdog = std::make_unique<Watchdog>(m_comm.get(), m_s.timeout_s);
   if (m_world > 1) check_ranks_run_one_config(m_comm.get(), m_config);
   const int threads = set_up_threads();
@@ -188,6 +223,7 @@ nlohmann::json Trainer::run_impl() {
 
   m_loader = std::make_unique<Loader>(m_s, m_comm.get());
   const TrainData& data = m_loader->data();
+  check_outliers(data, m_s.allow_outliers, m_root);
   for (int k : {kTrain, kValidate, kTest}) bind_targets(m_s, data.dataset(k));
   const std::string one_volume = bind_stress(m_s, data);
   if (!one_volume.empty() && m_root) spdlog::warn("{}", one_volume);
@@ -215,7 +251,7 @@ nlohmann::json Trainer::run_impl() {
   if (m_root) {  // the run directory is rank 0's
     write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
     m_log.open(m_s.run_dir, metric_columns(m_setup, m_forces), m_s.resume, m_start_epoch - 1,
-               m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
+               m_state.last_row, m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
   }
   log_start(threads, resume_path);
   const nlohmann::json baseline =
@@ -232,6 +268,7 @@ nlohmann::json Trainer::run_impl() {
     row.update(baseline);
     SplitMetrics train_m(m_setup.targets.heads.size());
     train_epoch(epoch, row, train_m);
+    if (m_interrupted_at) stop_on_signal();
     const auto t_eval = Clock::now();
     SplitMetrics val_m, test_m;
     {
@@ -371,6 +408,11 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
                             std::to_string(m_state.step + 1));
     const auto t0 = Clock::now();
     const StepBatch sb = batches.next();
+    if (sb.stop) {  // every rank sees it at this step
+      m_interrupted_at = {epoch, int64_t(i)};
+      read_pending();
+      break;
+    }
     place.step = m_state.step + 1;
     const StepResult r = m_step_fn->run(sb, place);
     ++m_state.step;
@@ -413,6 +455,8 @@ SplitMetrics Trainer::evaluate_split(int split) {
   // and atoms, so that it depends neither on the batching nor on the number of ranks.
   const int64_t split_graphs = m_loader->data().size(split);
   const double split_atoms = double(m_loader->split_atoms(split));
+  std::vector<at::Tensor> losses;  // per batch, read once at the end: a non-finite one is named
+  std::vector<std::vector<int64_t>> ids;
   m_loader->for_each_eval_batch(split, m_setup, [&](const PreparedBatch& b) {
     const Prediction p = predict(*m_gnn, m_setup.targets, b.batch, /*create_graph=*/false);
     const StepShare share{double(b.batch.n_graphs) / double(split_graphs),
@@ -421,8 +465,27 @@ SplitMetrics Trainer::evaluate_split(int split) {
     const at::Tensor loss =
         total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
     m.add(p, b, m_setup, loss, split_graphs);
+    losses.push_back(loss.detach());
+    ids.push_back(b.ids);
   });
   m_gnn->train();
+  std::exception_ptr bad;
+  if (!losses.empty() && !at::stack(losses).isfinite().all().item<bool>()) {
+    const at::Tensor finite = at::stack(losses).isfinite().cpu();
+    std::string graphs;
+    int shown = 0;
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (!finite[int64_t(k)].item<bool>())
+        for (int64_t g : ids[k])
+          if (shown++ < 12) graphs += (graphs.empty() ? "" : ", ") + std::to_string(g);
+    bad = std::make_exception_ptr(DataError(
+        "rank " + std::to_string(m_rank) + ": the " + split_name(split) +
+            " loss is not finite after epoch " + std::to_string(m_state.epoch + 1) +
+            ", in batches of graphs " + graphs + (shown > 12 ? ", ..." : ""),
+        "the model diverged on these graphs: lower the learning rate or set Training.grad_clip, "
+        "and look at them (`ddgnn info` lists outlier frames)"));
+  }
+  throw_if_any_failed(m_comm.get(), bad);
   Waiting waiting("evaluation metrics all-reduce");
   m.reduce(m_comm.get());
   return m;
@@ -456,6 +519,9 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   // Checkpoints: on schedule after the warm-up, and always after the last epoch.
   const auto t_ck = Clock::now();
   if (improved) m_state.best_row = row;
+  // The row goes into the checkpoint too: a kill between the checkpoint's rename and the row's
+  // append below must not lose the epoch's row (resuming writes it from the checkpoint).
+  m_state.last_row = row;
   if (m_s.checkpoint && m_root) {
     const std::string dir = m_s.run_dir + "/checkpoints";
     if (improved && epoch > m_s.checkpoint_warmup) write_checkpoint(dir + "/best.pt", false);
@@ -492,6 +558,31 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
     return true;
   }
   return false;
+}
+
+void Trainer::stop_on_signal() {
+  const auto [epoch, done] = *m_interrupted_at;
+  const int signal = stop_signal();
+  const std::string by = signal ? signal_name(signal) : "a signal to another rank";
+  const std::string ckdir = m_s.run_dir + "/checkpoints";
+  if (m_root) {
+    write_checkpoint(ckdir + "/interrupted.pt", true);
+    m_log.event("interrupted",
+                {{"signal", by}, {"epoch", epoch}, {"steps_done", done}, {"step", m_state.step}});
+  }
+  {
+    Waiting waiting("the checkpoint of the interrupted step");
+    MPI_CHECK(MPI_Barrier(m_comm.get()));  // no rank leaves (and aborts) before it is written
+  }
+  const auto last = epoch_checkpoints(ckdir);
+  throw Error(
+      "stopped by " + by + " in epoch " + std::to_string(epoch) + " after " + std::to_string(done) +
+          " step(s): the weights and optimizer of that step are in " + ckdir + "/interrupted.pt" +
+          (last.empty() ? std::string("; no whole epoch was checkpointed")
+                        : "; the last whole epoch in " + last.back()),
+      "resume from the last whole epoch with --set Training.continue=1, or from the "
+      "interrupted step with --set Training.continue=1 --set Training.startfrom="
+      "interrupted.pt");
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {

@@ -24,16 +24,17 @@ using testing::Result;
 using testing::run;
 using testing::TempDir;
 
-// n periodic Cu4 cells.
-void write_cu(const std::string& path, int n) {
+// n periodic Cu4 cells; frame `bad_force` (if any) has a force of 1e30 eV/Å on atom 2.
+void write_cu(const std::string& path, int n, int bad_force = -1) {
   std::ofstream f(path);
   for (int k = 0; k < n; ++k)
     f << "4\nLattice=\"3.615 0.0 0.0 0.0 3.615 0.0 0.0 0.0 3.615\" "
          "Properties=species:S:1:pos:R:3:forces:R:3 energy="
-      << -14.0 - 0.001 * k
+      << -14.0 - 0.001 * (k % 7)
       << " pbc=\"T T T\"\n"
          "Cu 0.0 0.0 0.0 0.01 0.0 0.0\nCu 1.8075 1.8075 0.0 -0.01 0.0 0.0\n"
-         "Cu 1.8075 0.0 1.8075 0.0 0.02 0.0\nCu 0.0 1.8075 1.8075 0.0 -0.02 0.0\n";
+         "Cu 1.8075 0.0 1.8075 0.0 "
+      << (k == bad_force ? "1e30" : "0.02") << " 0.0\nCu 0.0 1.8075 1.8075 0.0 -0.02 0.0\n";
 }
 
 // Runs `commands` (full shell lines) at the same time; returns their exit codes.
@@ -135,6 +136,57 @@ TEST(Hostile, NumbersNoConfigCanMean) {
   EXPECT_NE(r.out.find("config error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("number overflow parsing '1e400'"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+}
+
+TEST(Hostile, OutliersAreReportedStoredRefusedAndAllowed) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 24, /*bad_force=*/9);  // frame 9 starts at line 9 * 6 + 1
+  // --strict: refused, with the input line, and no output left.
+  Result c = run("convert --strict " + dir.file("in.xyz") + " " + dir.file("d.h5"));
+  EXPECT_EQ(c.code, 1) << c.out;
+  EXPECT_NE(c.out.find("1 outlier frame(s)"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("graph 9: " + dir.file("in.xyz") + ":55: largest force 1e+30 eV/Å (atom 2)"),
+            std::string::npos)
+      << c.out;
+  EXPECT_FALSE(fs::exists(dir.file("d.h5")));
+  // Without: stored with a warning; info lists it.
+  c = run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("warning"), std::string::npos) << c.out;
+  const Result i = run("info " + dir.file("d.h5"));
+  EXPECT_NE(i.out.find("outliers       1"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("graph 9: largest force 1e+30"), std::string::npos) << i.out;
+  // train refuses it, unless told to take it.
+  const std::string cfg = testing::write_config(
+      dir, "c.json", testing::small_config(dir.file("d.h5"), dir.file("run")));
+  Result t = run("train -c " + cfg);
+  EXPECT_EQ(t.code, 1) << t.out;
+  EXPECT_NE(t.out.find("1 outlier frame(s), flagged by convert"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("Dataset.allow_outliers"), std::string::npos) << t.out;
+  t = run("train -c " + cfg + " --set Dataset.allow_outliers=true --set Training.num_epoch=1 " +
+          "--set Training.Checkpoint=false");
+  EXPECT_NE(t.out.find("trained on: Dataset.allow_outliers is true"), std::string::npos) << t.out;
+}
+
+TEST(Hostile, ANonFiniteValidationLossIsAnErrorNamingItsGraphs) {
+  TempDir dir;
+  write_cu(dir.file("clean.xyz"), 16);
+  write_cu(dir.file("val.xyz"), 16, /*bad_force=*/9);  // 1e30 eV/Å: its squared error is inf
+  ASSERT_EQ(run("convert " + dir.file("clean.xyz") + " " + dir.file("clean.h5")).code, 0);
+  ASSERT_EQ(run("convert " + dir.file("val.xyz") + " " + dir.file("val.h5")).code, 0);
+  nlohmann::json c = testing::small_config("", dir.file("run"));
+  c["Dataset"]["path"] = {{"train", dir.file("clean.h5")},
+                          {"validate", dir.file("val.h5")},
+                          {"test", dir.file("clean.h5")}};
+  c["Dataset"]["allow_outliers"] = true;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result t = run("train -c " + testing::write_config(dir, "c.json", c));
+  EXPECT_EQ(t.code, 1) << t.out;
+  EXPECT_NE(t.out.find("the validate loss is not finite after epoch 1, in batches of graphs"),
+            std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find(" 9"), std::string::npos) << t.out;
+  EXPECT_FALSE(fs::exists(dir.file("run") + "/checkpoints/best.pt"));
 }
 
 }  // namespace

@@ -1,0 +1,199 @@
+// libFuzzer target: the dataset reader on files whose HDF5 structure is sound but whose content is
+// not. A seed file is written once by the real writer (periodic and molecular graphs, stress,
+// an extra column); each input is a list of edits, 12 bytes each (array or attribute, row,
+// column, 8 value bytes, whether to repair the checksums), applied through HDF5 to a copy. The
+// reader must then read it or refuse it with a DataError: opening, every block, the statistics.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/checksum.h"
+#include "fuzz/fuzz_util.h"
+#include "loader/dataset.h"
+#include "loader/dataset_layout.h"
+#include "loader/h5.h"
+#include "loader/stats.h"
+
+namespace {
+
+using namespace ddgnn;
+
+std::string g_dir, g_seed_path, g_work_path;
+std::string g_seed;  // the seed file's bytes
+
+void write_seed() {
+  DatasetWriter w(g_seed_path, [] {
+    WriterOptions o;
+    o.extra_columns = {"charges"};
+    return o;
+  }());
+  for (int g = 0; g < 12; ++g) {
+    Frame f;
+    const int n = 2 + g % 5;
+    for (int i = 0; i < n; ++i) {
+      f.z.push_back(uint8_t(i % 2 ? 8 : 1));
+      for (int d = 0; d < 3; ++d) {
+        f.pos.push_back(0.9 * i + 0.3 * d + 0.05 * g);
+        f.forces.push_back(0.1 * (i - d));
+      }
+    }
+    f.has_energy = true;
+    f.energy = -3.0 * n - 0.01 * g;
+    if (g % 2 == 0) {
+      f.has_cell = true;
+      f.cell = {6.0, 0, 0, 0.5, 6.0, 0, 0, 0, 6.0};
+      f.pbc = {true, true, g % 4 == 0};
+      f.has_stress = true;
+      f.stress.fill(0.002);
+    }
+    f.config_type = g % 3 ? "md" : "relax";
+    f.extra.push_back({"charges", 1, std::vector<double>(size_t(n), 0.1)});
+    w.add(f, "seed:" + std::to_string(g));
+  }
+  w.note_source("seed", 12);
+  w.commit();
+  std::ifstream in(g_seed_path, std::ios::binary);
+  g_seed.assign(std::istreambuf_iterator<char>(in), {});
+}
+
+// The things an edit can change: arrays (with their element type) and root attributes.
+struct Target {
+  const char* path;
+  hid_t type;
+  bool attribute;
+};
+const Target kTargets[] = {
+    {"graphs/atom_start", H5T_NATIVE_INT64, false},
+    {"graphs/n_atoms", H5T_NATIVE_INT32, false},
+    {"graphs/energy", H5T_NATIVE_DOUBLE, false},
+    {"graphs/cell", H5T_NATIVE_DOUBLE, false},
+    {"graphs/pbc", H5T_NATIVE_UINT8, false},
+    {"graphs/stress", H5T_NATIVE_DOUBLE, false},
+    {"graphs/config_type", H5T_NATIVE_INT32, false},
+    {"atoms/z", H5T_NATIVE_UINT8, false},
+    {"atoms/pos", H5T_NATIVE_DOUBLE, false},
+    {"atoms/forces", H5T_NATIVE_DOUBLE, false},
+    {"atoms/extra/charges", H5T_NATIVE_DOUBLE, false},
+    {"species", H5T_NATIVE_UINT8, false},
+    {"checksums/atoms.z", H5T_NATIVE_UINT32, false},
+    {"n_graphs", H5T_NATIVE_INT64, true},
+    {"n_atoms", H5T_NATIVE_INT64, true},
+    {"has_forces", H5T_NATIVE_INT64, true},
+    {"format_version", H5T_NATIVE_INT64, true},
+    {"metadata_crc32", H5T_NATIVE_INT64, true},
+};
+
+// Writes the value bytes at (row, col) of an array, rows and columns taken modulo its shape.
+bool edit_array(hid_t file, const Target& t, uint32_t row, uint32_t col, const uint8_t* value) {
+  h5::Handle d(H5Dopen2(file, t.path, H5P_DEFAULT));
+  if (!d.valid()) return false;
+  h5::Handle space(H5Dget_space(d));
+  hsize_t dims[2] = {0, 1};
+  const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (rank < 1 || dims[0] == 0) return false;
+  hsize_t start[2] = {row % dims[0], rank == 2 ? col % dims[1] : 0}, count[2] = {1, 1};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  h5::Handle mem(H5Screate_simple(rank, count, nullptr));
+  uint8_t buf[8];
+  std::memcpy(buf, value, 8);
+  H5Dwrite(d, t.type, mem, space, H5P_DEFAULT, buf);
+  return true;
+}
+
+// Recomputes the CRC-32 of every block of `path` (as the writer would).
+void repair_checksums(hid_t file, const char* path) {
+  h5::Handle d(H5Dopen2(file, path, H5P_DEFAULT));
+  const std::string crc_path = layout::checksum_path(path);
+  h5::Handle c(H5Dopen2(file, crc_path.c_str(), H5P_DEFAULT));
+  if (!d.valid() || !c.valid()) return;
+  h5::Handle space(H5Dget_space(d));
+  hsize_t dims[2] = {0, 1};
+  const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+  h5::Handle type(H5Dget_type(d));
+  const size_t row_bytes = H5Tget_size(type) * (rank == 2 ? dims[1] : 1);
+  std::vector<char> all(dims[0] * row_bytes);
+  H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data());
+  const hsize_t block =
+      std::string(path).rfind("atoms/", 0) == 0 ? layout::kAtomChunkRows : layout::kGraphChunkRows;
+  std::vector<uint32_t> crcs;
+  for (hsize_t r = 0; r < dims[0]; r += block)
+    crcs.push_back(crc32(all.data() + r * row_bytes, std::min(block, dims[0] - r) * row_bytes));
+  h5::Handle cs(H5Dget_space(c));
+  hsize_t cdims[1] = {0};
+  H5Sget_simple_extent_dims(cs, cdims, nullptr);
+  if (cdims[0] == crcs.size())
+    H5Dwrite(c, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, crcs.data());
+}
+
+void repair_metadata(hid_t file) {
+  try {
+    h5::Handle sp(H5Dopen2(file, "species", H5P_DEFAULT));
+    std::vector<uint8_t> species(h5::n_rows(sp));
+    h5::read_rows(sp, H5T_NATIVE_UINT8, 0, species.size(), species.data(), "species");
+    const auto names = h5::read_strings(file, "config_types", 1000, false, "fuzz");
+    const int64_t crc = layout::metadata_checksum(file, species, names, "fuzz");
+    h5::Handle a(H5Aopen(file, "metadata_crc32", H5P_DEFAULT));
+    H5Awrite(a, H5T_NATIVE_INT64, &crc);
+  } catch (const Error&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  h5::silence_errors();
+  char dir[] = "/tmp/ddgnn-fuzz-dataset-XXXXXX";
+  if (!mkdtemp(dir)) std::abort();
+  g_dir = dir;
+  g_seed_path = g_dir + "/seed.h5";
+  g_work_path = g_dir + "/work.h5";
+  write_seed();
+  std::atexit([] {
+    std::remove(g_seed_path.c_str());
+    std::remove(g_work_path.c_str());
+    ::rmdir(g_dir.c_str());
+  });
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ddgnn;
+  {
+    std::ofstream out(g_work_path, std::ios::binary | std::ios::trunc);
+    out.write(g_seed.data(), std::streamsize(g_seed.size()));
+  }
+  {
+    h5::Handle file(H5Fopen(g_work_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    if (!file.valid()) std::abort();
+    bool repair_meta = false;
+    for (size_t at = 0; at + 12 <= size && at < 12 * 16; at += 12) {
+      const uint8_t* e = data + at;
+      const Target& t = kTargets[e[0] % (sizeof kTargets / sizeof kTargets[0])];
+      const uint32_t row = uint32_t(e[2]) | uint32_t(e[3]) << 8;
+      if (t.attribute) {
+        int64_t v;
+        std::memcpy(&v, e + 4, 8);
+        h5::Handle a(H5Aopen(file, t.path, H5P_DEFAULT));
+        if (a.valid()) H5Awrite(a, H5T_NATIVE_INT64, &v);
+      } else if (edit_array(file, t, row, e[1] >> 2, e + 4) && (e[1] & 1)) {
+        repair_checksums(file, t.path);
+      }
+      repair_meta = repair_meta || (e[1] & 2);
+    }
+    if (repair_meta) repair_metadata(file);
+  }
+  fuzz::expect_clean([&] {
+    Dataset ds(g_work_path);
+    ds.verify_all();
+    ds.graph_config_types();
+    compute_stats(ds, 3.0, 4);
+  });
+  return 0;
+}

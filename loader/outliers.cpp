@@ -1,0 +1,219 @@
+// Outlier frames (loader/outliers.h): robust energy statistics per composition, force bound, and
+// close atoms by a hash grid of the outlier distance with periodic images of the atoms near a face.
+#include "loader/outliers.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include "loader/cell.h"
+#include "loader/elements.h"
+
+namespace ddgnn {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string number(double v, const char* format = "%.6g") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  const size_t m = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + long(m), v.end());
+  double hi = v[m];
+  if (v.size() % 2 == 1) return hi;
+  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + long(m)));
+}
+
+}  // namespace
+
+ClosePair closest_pair_below(const Frame& f, double limit) {
+  ClosePair best{kInf, -1, -1};
+  const size_t n = f.n_atoms();
+  if (n < 2 || !(limit > 0.0)) return best;
+  // Atoms wrapped into the cell along periodic axes; copies of those within `limit` of a face,
+  // shifted by the lattice vector, so that a pair across the boundary meets in one grid.
+  struct Point {
+    std::array<double, 3> x;
+    int32_t atom;
+  };
+  std::vector<Point> points;
+  points.reserve(n);
+  double inv[9];
+  const bool periodic = f.pbc[0] || f.pbc[1] || f.pbc[2];
+  const bool wrap = periodic && f.has_cell && cell_invert(f.cell.data(), inv);
+  double margin[3] = {0, 0, 0};  // fractional width of `limit` along each axis
+  if (wrap)
+    for (int k = 0; k < 3; ++k)
+      if (f.pbc[k]) margin[k] = limit / std::max(cell_height(f.cell.data(), k), limit);
+  for (size_t i = 0; i < n; ++i) {
+    const double* r = &f.pos[3 * i];
+    if (!wrap) {
+      points.push_back({{r[0], r[1], r[2]}, int32_t(i)});
+      continue;
+    }
+    double s[3];
+    for (int k = 0; k < 3; ++k) {
+      s[k] = r[0] * inv[0 + k] + r[1] * inv[3 + k] + r[2] * inv[6 + k];
+      if (f.pbc[k]) s[k] -= std::floor(s[k]);
+    }
+    // This atom and its images across the faces it is near: shifts in {-1, 0, 1} per axis.
+    int lo[3], hi[3];
+    for (int k = 0; k < 3; ++k) {
+      lo[k] = f.pbc[k] && s[k] > 1.0 - margin[k] ? -1 : 0;
+      hi[k] = f.pbc[k] && s[k] < margin[k] ? 1 : 0;
+    }
+    for (int a = lo[0]; a <= hi[0]; ++a)
+      for (int b = lo[1]; b <= hi[1]; ++b)
+        for (int c = lo[2]; c <= hi[2]; ++c) {
+          const double t[3] = {s[0] + a, s[1] + b, s[2] + c};
+          Point p{{0, 0, 0}, int32_t(i)};
+          for (int d = 0; d < 3; ++d)
+            p.x[d] = t[0] * f.cell[0 + d] + t[1] * f.cell[3 + d] + t[2] * f.cell[6 + d];
+          points.push_back(p);
+        }
+  }
+  // Hash grid of cell size `limit`: a pair closer than limit lies in neighbouring bins.
+  // Bins clamped to +-2^50 (positions of 1e300 Å are finite, and their bin must still be an int).
+  auto bin = [&](const Point& p) {
+    std::array<int64_t, 3> b;
+    for (int d = 0; d < 3; ++d)
+      b[size_t(d)] = int64_t(std::clamp(std::floor(p.x[size_t(d)] / limit), -0x1p50, 0x1p50));
+    return b;
+  };
+  std::map<std::array<int64_t, 3>, std::vector<int32_t>> grid;
+  for (size_t k = 0; k < points.size(); ++k) grid[bin(points[k])].push_back(int32_t(k));
+  for (size_t k = 0; k < points.size(); ++k) {
+    const auto b = bin(points[k]);
+    for (int dx = -1; dx <= 1; ++dx)
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dz = -1; dz <= 1; ++dz) {
+          auto it = grid.find({b[0] + dx, b[1] + dy, b[2] + dz});
+          if (it == grid.end()) continue;
+          for (int32_t m : it->second) {
+            if (size_t(m) <= k || points[size_t(m)].atom == points[k].atom) continue;
+            double d2 = 0;
+            for (int d = 0; d < 3; ++d) {
+              const double e = points[size_t(m)].x[d] - points[k].x[d];
+              d2 += e * e;
+            }
+            const double dist = std::sqrt(d2);
+            if (dist < limit && dist < best.distance) {
+              best = {dist, std::min(points[k].atom, points[size_t(m)].atom),
+                      std::max(points[k].atom, points[size_t(m)].atom)};
+            }
+          }
+        }
+  }
+  return best;
+}
+
+OutlierScan::OutlierScan(OutlierOptions options) : m_options(options) {}
+
+void OutlierScan::add(const Frame& f) {
+  Summary s;
+  const size_t n = f.n_atoms();
+  std::array<int32_t, 119> count{};
+  for (uint8_t z : f.z) count[z < count.size() ? z : 0] += 1;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over (Z, count) of the present elements
+  for (size_t z = 0; z < count.size(); ++z) {
+    if (!count[z]) continue;
+    for (uint64_t v : {uint64_t(z), uint64_t(count[z])}) {
+      h ^= v;
+      h *= 1099511628211ull;
+    }
+  }
+  s.composition = h;
+  if (!m_formula.count(h)) {
+    std::string formula;
+    for (size_t z = 1; z < count.size(); ++z)
+      if (count[z])
+        formula += element_symbol(int(z)) + (count[z] > 1 ? std::to_string(count[z]) : "");
+    m_formula[h] = formula;
+  }
+  s.energy_per_atom = n ? f.energy / double(n) : 0.0;
+  for (size_t i = 0; i < f.forces.size() / 3; ++i) {
+    const double* F = &f.forces[3 * i];
+    const double norm = std::sqrt(F[0] * F[0] + F[1] * F[1] + F[2] * F[2]);
+    if (norm > s.max_force) {
+      s.max_force = norm;
+      s.force_atom = int32_t(i);
+    }
+  }
+  const ClosePair close = closest_pair_below(f, m_options.min_distance);
+  s.min_distance = close.distance;
+  s.close_a = close.a;
+  s.close_b = close.b;
+  m_frames.push_back(s);
+}
+
+int64_t OutlierScan::energy_unjudged() const {
+  std::unordered_map<uint64_t, int64_t> frames;
+  for (const auto& s : m_frames) frames[s.composition] += 1;
+  int64_t out = 0;
+  for (const auto& [c, k] : frames)
+    if (k < m_options.min_composition) out += k;
+  return out;
+}
+
+std::vector<Outlier> OutlierScan::finish() const {
+  std::vector<Outlier> out;
+  std::unordered_map<uint64_t, std::vector<double>> energies;
+  for (const auto& s : m_frames) energies[s.composition].push_back(s.energy_per_atom);
+  struct Stats {
+    double median, mad;
+  };
+  std::unordered_map<uint64_t, Stats> stats;
+  for (const auto& [c, e] : energies) {
+    if (int64_t(e.size()) < m_options.min_composition) continue;
+    const double m = median(e);
+    std::vector<double> dev(e.size());
+    for (size_t k = 0; k < e.size(); ++k) dev[k] = std::abs(e[k] - m);
+    stats[c] = {m, median(dev)};
+  }
+  for (size_t g = 0; g < m_frames.size(); ++g) {
+    const Summary& s = m_frames[g];
+    auto it = stats.find(s.composition);
+    if (it != stats.end()) {
+      const double dev = std::abs(s.energy_per_atom - it->second.median);
+      const double limit = std::max(m_options.energy_mads * it->second.mad, m_options.energy_floor);
+      if (dev > limit)
+        out.push_back(
+            {int64_t(g), "energy " + number(s.energy_per_atom) + " eV/atom lies " +
+                             (it->second.mad > 0 ? number(dev / it->second.mad, "%.3g") + " MADs"
+                                                 : number(dev * 1000, "%.3g") + " meV/atom") +
+                             " from the median " + number(it->second.median) + " of its " +
+                             m_formula.at(s.composition) + " frames (MAD " +
+                             number(it->second.mad * 1000, "%.3g") + " meV/atom)"});
+    }
+    if (s.max_force > m_options.max_force)
+      out.push_back({int64_t(g), "largest force " + number(s.max_force) + " eV/Å (atom " +
+                                     std::to_string(s.force_atom) + ") is above " +
+                                     number(m_options.max_force) + " eV/Å"});
+    if (s.close_a >= 0)
+      out.push_back({int64_t(g), "atoms " + std::to_string(s.close_a) + " and " +
+                                     std::to_string(s.close_b) + " are " +
+                                     number(s.min_distance, "%.3g") + " Å apart (below " +
+                                     number(m_options.min_distance) + " Å)"});
+  }
+  return out;
+}
+
+std::string outlier_lines(const std::vector<Outlier>& outliers, size_t max_lines,
+                          const std::string& indent) {
+  std::string out;
+  for (size_t k = 0; k < outliers.size() && k < max_lines; ++k)
+    out += indent + "graph " + std::to_string(outliers[k].graph) + ": " + outliers[k].what + "\n";
+  if (outliers.size() > max_lines)
+    out += indent + "... and " + std::to_string(outliers.size() - max_lines) + " more\n";
+  return out;
+}
+
+}  // namespace ddgnn

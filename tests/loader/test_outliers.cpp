@@ -1,0 +1,105 @@
+// Outlier frames: an energy per atom far from its composition's median (in MADs), a force beyond
+// 100 eV/Å, two atoms closer than 0.1 Å (across a periodic face too); ordinary MD-like data gives
+// none.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "loader/outliers.h"
+
+namespace ddgnn {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A periodic Cu4 cell (a = 3.6 Å) with thermal noise, energy -3.5 eV/atom + noise.
+Frame cu4(std::mt19937& rng) {
+  std::normal_distribution<double> noise(0.0, 0.05), de(0.0, 0.005);
+  Frame f;
+  const double base[4][3] = {{0, 0, 0}, {1.8, 1.8, 0}, {1.8, 0, 1.8}, {0, 1.8, 1.8}};
+  for (const auto& b : base) {
+    f.z.push_back(29);
+    for (int d = 0; d < 3; ++d) {
+      f.pos.push_back(b[d] + noise(rng));
+      f.forces.push_back(10 * noise(rng));
+    }
+  }
+  f.has_energy = true;
+  f.energy = 4 * (-3.5 + de(rng));
+  f.has_cell = true;
+  f.cell = {3.6, 0, 0, 0, 3.6, 0, 0, 0, 3.6};
+  f.pbc = {true, true, true};
+  return f;
+}
+
+TEST(Outliers, OrdinaryDataHasNone) {
+  std::mt19937 rng(7);
+  OutlierScan scan;
+  for (int k = 0; k < 500; ++k) scan.add(cu4(rng));
+  EXPECT_TRUE(scan.finish().empty());
+  EXPECT_EQ(scan.energy_unjudged(), 0);
+}
+
+TEST(Outliers, EachKindIsNamedWithItsFrameAndValue) {
+  std::mt19937 rng(7);
+  OutlierScan scan;
+  for (int k = 0; k < 40; ++k) {
+    Frame f = cu4(rng);
+    if (k == 7) f.energy = 1e10;              // a unit error, or a broken calculation
+    if (k == 11) f.forces[7] = 1e30;          // atom 2
+    if (k == 13) f.pos[3] = f.pos[0] + 0.01;  // atom 1 onto atom 0
+    if (k == 13) f.pos[4] = f.pos[1];
+    if (k == 13) f.pos[5] = f.pos[2];
+    scan.add(f);
+  }
+  const auto out = scan.finish();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].graph, 7);
+  EXPECT_THAT(out[0].what, HasSubstr("energy 2.5e+09 eV/atom lies"));
+  EXPECT_THAT(out[0].what, HasSubstr("MADs from the median -3.49"));
+  EXPECT_THAT(out[0].what, HasSubstr("of its Cu4 frames"));
+  EXPECT_EQ(out[1].graph, 11);
+  EXPECT_THAT(out[1].what, HasSubstr("largest force 1e+30 eV/Å (atom 2) is above 100 eV/Å"));
+  EXPECT_EQ(out[2].graph, 13);
+  EXPECT_THAT(out[2].what, HasSubstr("atoms 0 and 1 are 0.01 Å apart"));
+  EXPECT_THAT(outlier_lines(out, 2), HasSubstr("graph 7: energy"));
+  EXPECT_THAT(outlier_lines(out, 2), HasSubstr("... and 1 more"));
+}
+
+TEST(Outliers, CloseAtomsAcrossAPeriodicFaceAreFoundAndNotWithoutThePeriodicity) {
+  Frame f;
+  f.z = {1, 1};
+  f.pos = {0.01, 1.0, 1.0, 4.98, 1.0, 1.0};  // 0.03 Å apart through the face x = 0 | 5
+  f.has_energy = true;
+  f.has_cell = true;
+  f.cell = {5, 0, 0, 0, 5, 0, 0, 0, 5};
+  f.pbc = {true, false, false};
+  ClosePair p = closest_pair_below(f, 0.1);
+  EXPECT_NEAR(p.distance, 0.03, 1e-12);
+  EXPECT_EQ(p.a, 0);
+  EXPECT_EQ(p.b, 1);
+  f.pbc = {false, true, true};  // periodic along y and z only: 4.97 Å apart
+  EXPECT_EQ(closest_pair_below(f, 0.1).a, -1);
+  // A skewed cell: the image lies along the tilted lattice vector.
+  f.cell = {5, 0, 0, 2, 5, 0, 0, 0, 5};
+  f.pbc = {true, true, true};
+  f.pos = {1.0, 0.02, 1.0, 3.0, 4.99, 1.0};  // (1, 0.02) + b - (3, 4.99) = (0, 0.03)
+  p = closest_pair_below(f, 0.1);
+  EXPECT_NEAR(p.distance, 0.03, 1e-12);
+}
+
+TEST(Outliers, SmallCompositionsAreNotJudgedOnEnergy) {
+  std::mt19937 rng(3);
+  OutlierScan scan;
+  for (int k = 0; k < 30; ++k) scan.add(cu4(rng));
+  Frame odd = cu4(rng);
+  odd.z[0] = 28;       // NiCu3: one frame of its kind
+  odd.energy = -50.0;  // far from Cu4's, but nothing to compare with
+  scan.add(odd);
+  EXPECT_TRUE(scan.finish().empty());
+  EXPECT_EQ(scan.energy_unjudged(), 1);
+}
+
+}  // namespace
+}  // namespace ddgnn

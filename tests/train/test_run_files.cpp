@@ -1,0 +1,147 @@
+// The files of a run: the run directory (refused when empty, the file system's root or not
+// writable; temporaries of killed writers removed, those of a live process kept), checkpoints that
+// say when their bytes were damaged or could not be written, metrics.csv that gets back an epoch's
+// row a kill took, and appends that fail loudly on a full disk.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../common/small_spec.h"
+#include "../common/temp_dir.h"
+#include "../common/train_run.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/run_log.h"
+
+namespace ddgnn {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+std::string config_error(const std::string& run_dir) {
+  try {
+    prepare_run_dir(run_dir, false, false);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(RunDir, EmptyOrRootIsRefused) {
+  EXPECT_THAT(config_error(""), HasSubstr("Output.run_dir is empty"));
+  EXPECT_THAT(config_error("/"), HasSubstr("Output.run_dir is the root of the file system"));
+  EXPECT_THAT(config_error("/tmp/.."), HasSubstr("root of the file system"));
+}
+
+TEST(RunDir, UnwritableIsRefusedAtStart) {
+  if (geteuid() == 0) {
+    // root writes anywhere: a folder under a regular file cannot be created by anyone.
+    TempDir dir;
+    std::ofstream(dir.file("file")) << "x";
+    EXPECT_THAT(config_error(dir.file("file") + "/run"), HasSubstr("cannot create"));
+    return;
+  }
+  TempDir dir;
+  fs::create_directories(dir.file("ro"));
+  chmod(dir.file("ro").c_str(), 0555);
+  EXPECT_THAT(config_error(dir.file("ro") + "/run"), HasSubstr("cannot create"));
+  chmod(dir.file("ro").c_str(), 0755);
+}
+
+TEST(RunDir, TemporariesOfDeadWritersAreRemoved) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  fs::create_directories(run + "/checkpoints");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale1 = run + "/checkpoints/epoch_00003.pt.tmp." + std::to_string(dead);
+  const std::string stale2 = run + "/metrics.csv.tmp." + std::to_string(dead);
+  const std::string live = run + "/checkpoints/best.pt.tmp." + std::to_string(getpid());
+  for (const auto& p : {stale1, stale2, live}) std::ofstream(p) << "partial";
+  prepare_run_dir(run, /*resume=*/true, false);
+  EXPECT_FALSE(fs::exists(stale1));
+  EXPECT_FALSE(fs::exists(stale2));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+std::string write_small_checkpoint(const TempDir& dir) {
+  Gnn gnn(testing::small_spec("SchNet", 4.0));
+  const std::string path = dir.file("ck.pt");
+  save_checkpoint(path, gnn, nullptr, {{"model", {{"note", "test"}}}});
+  return path;
+}
+
+TEST(Checkpoint, AFlippedByteIsCaughtNotLoaded) {
+  TempDir dir;
+  const std::string path = write_small_checkpoint(dir);
+  Gnn fresh(testing::small_spec("SchNet", 4.0));
+  ASSERT_NO_THROW(load_checkpoint_model(path, fresh));
+  std::string bytes = testing::read_text(path);
+  // Flip bits at several places in the middle of the file (the tensors' bytes are most of it).
+  for (size_t at : {bytes.size() / 3, bytes.size() / 2, 2 * bytes.size() / 3}) {
+    std::string damaged = bytes;
+    damaged[at] = char(damaged[at] ^ 0x10);
+    std::ofstream(dir.file("bad.pt"), std::ios::binary) << damaged;
+    try {
+      load_checkpoint_model(dir.file("bad.pt"), fresh);
+      ADD_FAILURE() << "a checkpoint with a flipped bit at byte " << at << " loaded";
+    } catch (const DataError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(dir.file("bad.pt")));
+      EXPECT_THAT(e.hint(), HasSubstr("checkpoint"));
+    }
+  }
+}
+
+TEST(Checkpoint, AFailedWriteIsAnErrorAndLeavesThePreviousFile) {
+  TempDir dir;
+  const std::string path = write_small_checkpoint(dir);
+  const auto before = testing::read_text(path);
+  std::ofstream(dir.file("file")) << "x";
+  Gnn gnn(testing::small_spec("SchNet", 4.0));
+  try {
+    save_checkpoint(dir.file("file") + "/ck.pt", gnn, nullptr, {{"model", {}}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot"));
+  }
+  EXPECT_EQ(testing::read_text(path), before);
+}
+
+TEST(MetricsCsv, TheCheckpointsRowComesBackWhenAKillTookIt) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.csv");
+  const std::vector<std::string> columns = {"epoch", "loss"};
+  {
+    MetricsCsv csv(path, columns, /*truncate=*/true, 0);
+    csv.write({{"epoch", 1}, {"loss", 0.5}});
+    csv.write({{"epoch", 2}, {"loss", 0.25}});
+  }
+  // Killed after epoch 3's checkpoint, before its row: resuming from epoch 3 writes it.
+  { MetricsCsv csv(path, columns, false, 3, {{"epoch", 3}, {"loss", 0.125}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,loss\n1,0.5\n2,0.25\n3,0.125\n");
+  // Resuming from epoch 2, whose row is there: nothing doubled; rows after it dropped.
+  { MetricsCsv csv(path, columns, false, 2, {{"epoch", 2}, {"loss", 0.25}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,loss\n1,0.5\n2,0.25\n");
+}
+
+TEST(EventLog, AFullDiskIsAnError) {
+  EventLog log("/dev/full", /*truncate=*/false);
+  try {
+    log.write("epoch", {{"epoch", 1}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/dev/full: cannot append the event 'epoch'"));
+    EXPECT_THAT(e.hint(), HasSubstr("disk may be full"));
+  }
+}
+
+}  // namespace
+}  // namespace ddgnn
