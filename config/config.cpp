@@ -132,10 +132,34 @@ struct Override {
   json value;
 };
 
+// Byte offset of the first byte of `s` that is not valid UTF-8, or npos.
+size_t invalid_utf8_at(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80           ? 1
+                       : (c >> 5) == 0x6  ? 2
+                       : (c >> 4) == 0xE  ? 3
+                       : (c >> 3) == 0x1E ? 4
+                                          : 0;
+    if (len == 0 || (len == 2 && c < 0xC2) || i + len > s.size()) return i;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 Override parse_override(const std::string& text) {
   const auto eq = text.find('=');
   const std::string form_hint =
       "use --set KEY=VALUE, e.g. --set Training.batch_size=32 or --set Loader.backend=rma";
+  if (const size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+    throw ConfigError("--set: the text is not valid UTF-8 (byte " + std::string(byte) +
+                          " at position " + std::to_string(bad) + ")",
+                      "write the key and value as UTF-8 text; " + form_hint);
+  }
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set '" + text + "': expected KEY=VALUE", form_hint);
   Override out;

@@ -55,8 +55,8 @@ for t in "${targets[@]}"; do
     -rss_limit_mb=2048 -artifact_prefix="$crashes/" "$corpus" "fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  execs=$(grep 'stat::number_of_executed_units:' "$log" | awk '{print $2}' | tail -1)
+  rate=$(grep 'stat::average_exec_per_sec:' "$log" | awk '{print $2}' | tail -1)
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' "$log" | tail -1)
   n_crash=$(find "$crashes" -type f | wc -l)
   printf '%-8s %12s %10s %8s %9s %7s %8s\n' "$t" "${execs:-?}" "${rate:-?}" \

@@ -1,5 +1,5 @@
 // Outlier frames (loader/outliers.h): robust energy statistics per composition, force bound, and
-// close atoms by a hash grid of the outlier distance with periodic images of the atoms near a face.
+// close atoms by a sweep along one direction, with periodic images of the atoms near a face.
 #include "loader/outliers.h"
 
 #include <algorithm>
@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <map>
 
 #include "loader/cell.h"
 #include "loader/elements.h"
@@ -80,37 +79,28 @@ ClosePair closest_pair_below(const Frame& f, double limit) {
           points.push_back(p);
         }
   }
-  // Hash grid of cell size `limit`: a pair closer than limit lies in neighbouring bins.
-  // Bins clamped to +-2^50 (positions of 1e300 Å are finite, and their bin must still be an int).
-  auto bin = [&](const Point& p) {
-    std::array<int64_t, 3> b;
-    for (int d = 0; d < 3; ++d)
-      b[size_t(d)] = int64_t(std::clamp(std::floor(p.x[size_t(d)] / limit), -0x1p50, 0x1p50));
-    return b;
-  };
-  std::map<std::array<int64_t, 3>, std::vector<int32_t>> grid;
-  for (size_t k = 0; k < points.size(); ++k) grid[bin(points[k])].push_back(int32_t(k));
-  for (size_t k = 0; k < points.size(); ++k) {
-    const auto b = bin(points[k]);
-    for (int dx = -1; dx <= 1; ++dx)
-      for (int dy = -1; dy <= 1; ++dy)
-        for (int dz = -1; dz <= 1; ++dz) {
-          auto it = grid.find({b[0] + dx, b[1] + dy, b[2] + dz});
-          if (it == grid.end()) continue;
-          for (int32_t m : it->second) {
-            if (size_t(m) <= k || points[size_t(m)].atom == points[k].atom) continue;
-            double d2 = 0;
-            for (int d = 0; d < 3; ++d) {
-              const double e = points[size_t(m)].x[d] - points[k].x[d];
-              d2 += e * e;
-            }
-            const double dist = std::sqrt(d2);
-            if (dist < limit && dist < best.distance) {
-              best = {dist, std::min(points[k].atom, points[size_t(m)].atom),
-                      std::max(points[k].atom, points[size_t(m)].atom)};
-            }
-          }
-        }
+  // Sweep along a direction no lattice plane is perpendicular to (irrational components): a pair
+  // closer than `limit` is closer than `limit` in projection, and projections of a crystal's atoms
+  // spread out, so each atom meets few candidates. O(n log n).
+  const double u[3] = {1.0 / std::sqrt(6.0), std::sqrt(2.0 / 6.0), std::sqrt(3.0 / 6.0)};
+  std::vector<std::pair<double, int32_t>> order(points.size());
+  for (size_t k = 0; k < points.size(); ++k)
+    order[k] = {points[k].x[0] * u[0] + points[k].x[1] * u[1] + points[k].x[2] * u[2], int32_t(k)};
+  std::sort(order.begin(), order.end());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Point& p = points[size_t(order[k].second)];
+    for (size_t m = k + 1; m < order.size() && order[m].first - order[k].first < limit; ++m) {
+      const Point& q = points[size_t(order[m].second)];
+      if (q.atom == p.atom) continue;
+      double d2 = 0;
+      for (int d = 0; d < 3; ++d) {
+        const double e = q.x[size_t(d)] - p.x[size_t(d)];
+        d2 += e * e;
+      }
+      const double dist = std::sqrt(d2);
+      if (dist < limit && dist < best.distance)
+        best = {dist, std::min(p.atom, q.atom), std::max(p.atom, q.atom)};
+    }
   }
   return best;
 }

@@ -45,6 +45,8 @@ forbid(config "#include \"model/" "config/ includes model/spec.h only" "model/sp
 forbid(train "#include \"app/" "nothing includes app/")
 forbid(tests "#include \"app/" "tests include app/commands.h only" "app/commands\\.h")
 forbid(bench "#include \"app/" "nothing includes app/")
+forbid(fuzz "${torch}" "fuzz/ targets are torch-free (they build without LibTorch)")
+forbid(fuzz "#include \"(model|train|app)/" "fuzz/ reaches core/, loader/, config/ only")
 forbid(jobs "#include \"app/" "nothing includes app/")
 
 # model/spec.h is read by config/: it must stay free of torch.

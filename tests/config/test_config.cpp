@@ -236,6 +236,20 @@ TEST(Config, NotImplementedKeyWithAnInertValueIsAccepted) {
   EXPECT_FALSE(c.get<bool>("NeuralNetwork.Profile.enable"));
 }
 
+// Found by fuzz/fuzz_config.cpp: a --set value that is not UTF-8 (here 0xC1) reached the JSON
+// library's writer, which threw "invalid UTF-8 byte" as an internal error.
+TEST(Config, OverrideThatIsNotUtf8IsAConfigError) {
+  for (const std::string bad :
+       {std::string("Training.batch_size=\xC1"), std::string("Loader.backend=rm\xE2\x82"),
+        std::string("Train\xFFing.batch_size=3")}) {
+    const std::string e = error_of([&] { resolve(minimal(), {bad}); });
+    EXPECT_HAS(e, "--set: the text is not valid UTF-8 (byte 0x");
+    EXPECT_HAS(e, "write the key and value as UTF-8 text");
+  }
+  EXPECT_EQ(error_of([&] { resolve(minimal(), {"Dataset.name=Kupfer \xC3\xBC \xE2\x82\xAC"}); }),
+            "");
+}
+
 TEST(Config, JsonSyntaxErrorGivesFileLineAndColumn) {
   TempDir dir;
   const std::string path = dir.write("bad.json", "{\n  \"Verbosity\": {\"level\": 2},\n  ]\n}\n");

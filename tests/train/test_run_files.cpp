@@ -10,7 +10,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
+#include "../common/lj_dataset.h"
 #include "../common/small_spec.h"
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
@@ -130,6 +132,37 @@ TEST(MetricsCsv, TheCheckpointsRowComesBackWhenAKillTookIt) {
   // Resuming from epoch 2, whose row is there: nothing doubled; rows after it dropped.
   { MetricsCsv csv(path, columns, false, 2, {{"epoch", 2}, {"loss", 0.25}}); }
   EXPECT_EQ(testing::read_text(path), "epoch,loss\n1,0.5\n2,0.25\n");
+}
+
+// SIGKILL at moments spread over a run that checkpoints every epoch (so some kills land inside a
+// checkpoint write): whatever the moment, every checkpoint left under its real name loads, and a
+// temporary is all a kill can leave beside them (the next start removes it).
+TEST(Checkpoint, SigkillAtAnyMomentLeavesOnlyCheckpointsThatLoad) {
+  TempDir dir;
+  testing::write_lj_dataset(dir.file("lj.h5"), testing::LjOptions{});
+  nlohmann::json c = testing::small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 100000;
+  const std::string cfg = testing::write_config(dir, "c.json", c);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> delay_ms(0, 3000);
+  int checked = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    // Start (or resume), wait for a first checkpoint, then SIGKILL at a random moment.
+    const std::string ckdir = dir.file("r") + "/checkpoints";
+    const std::string cmd = std::string(DDGNN_BINARY) + " train -c " + cfg +
+                            (trial == 0 ? "" : " --set Training.continue=1") +
+                            " >/dev/null 2>&1 & pid=$!; for i in $(seq 600); do ls " + ckdir +
+                            "/epoch_*.pt >/dev/null 2>&1 && break; sleep 0.1; done; sleep " +
+                            std::to_string(delay_ms(rng) / 1000.0) + "; kill -KILL $pid; wait $pid";
+    std::system(("sh -c '" + cmd + "'").c_str());
+    for (const auto& e : fs::directory_iterator(dir.file("r") + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".tmp.") != std::string::npos) continue;  // a killed write's temporary
+      EXPECT_NO_THROW(testing::checkpoint_parameters(e.path().string())) << name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no checkpoint was written in any trial";
 }
 
 TEST(EventLog, AFullDiskIsAnError) {
