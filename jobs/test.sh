@@ -2,8 +2,9 @@
 # The README's test command: installs what is missing, builds, runs the whole test suite; then the
 # suite's torch-free part (core, comm, loader, tuner, config, their MPI tests, the data tests with
 # convert and info) again under AddressSanitizer + UndefinedBehaviorSanitizer (clang,
-# ./build-sanitize), and each libFuzzer target for 30 s (jobs/fuzz.sh). Any failure, sanitizer
-# report or fuzz crash fails it.
+# ./build-sanitize), each libFuzzer target for 30 s (jobs/fuzz.sh), and ddgnn's own threads (the
+# prefetch pipeline, the hang watchdog on 1-4 ranks) under ThreadSanitizer (./build-tsan). Any
+# failure, sanitizer report or fuzz crash fails it.
 #   jobs/test.sh              all of it (what CI runs)
 #   jobs/test.sh --sanitize   only the sanitizer build, its tests and the fuzz runs
 set -euo pipefail
@@ -24,7 +25,15 @@ cmake --build build-sanitize -j"$(nproc)"
 export LSAN_OPTIONS="suppressions=$PWD/jobs/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS=print_stacktrace=1
 (cd build-sanitize && ctest --output-on-failure -j"$(nproc)" --timeout 600 \
-  -L '^(core|loader|tuner|config|data)$')
+  -L '^(core|loader|tuner|config|data|threads)$')
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$(nproc)" \
   --timeout 600 -L '^(comm|mpi)$')
 bash jobs/fuzz.sh --seconds 30
+
+# ThreadSanitizer: Open MPI is not instrumented; jobs/tsan.supp names its internals, one by one.
+CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDDGNN_SANITIZE=thread -DDDGNN_WITH_TORCH=OFF -DDDGNN_WITH_CUDA=OFF -DDDGNN_BUILD_BENCH=OFF \
+  >/dev/null
+cmake --build build-tsan -j"$(nproc)" --target test_threads test_mpi_watchdog watchdog_stop_main
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../jobs/tsan.supp" \
+  ctest --output-on-failure -j"$(nproc)" --timeout 600 -R '^(threads\.|mpi\.watchdog)')
