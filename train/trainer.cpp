@@ -149,6 +149,14 @@ nlohmann::json Trainer::run_impl() {
   if (m_s.log_level || m_s.log_all_ranks)
     set_log_options(m_s.log_level.value_or(current_log_level()), m_s.log_all_ranks);
   install_stop_handlers();
+  // DDGNN_DEBUG_FILE_SIZE_LIMIT=B: from here on no file this process writes may exceed B bytes
+  // (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG as on a full disk), set after
+  // MPI started so that only the run's own files feel it (tests of a disk that fills).
+  if (const char* limit = std::getenv("DDGNN_DEBUG_FILE_SIZE_LIMIT")) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit r{rlim_t(std::atoll(limit)), rlim_t(std::atoll(limit))};
+    setrlimit(RLIMIT_FSIZE, &r);
+  }
   m_watchdog = std::make_unique<Watchdog>(m_comm.get(), m_s.timeout_s);
   if (m_world > 1) check_ranks_run_one_config(m_comm.get(), m_config);
   const int threads = set_up_threads();

@@ -165,6 +165,32 @@ TEST(Checkpoint, SigkillAtAnyMomentLeavesOnlyCheckpointsThatLoad) {
   EXPECT_GT(checked, 0) << "no checkpoint was written in any trial";
 }
 
+// A disk that fills during a checkpoint, with real processes: the run resumes from epoch 1 with a
+// file-size limit (DDGNN_DEBUG_FILE_SIZE_LIMIT: writes past it fail with EFBIG as on a full disk)
+// that the logs fit in and a checkpoint does not. It stops with a clear error, leaves no temporary,
+// and epoch 1's checkpoint still loads.
+TEST(Checkpoint, ADiskThatFillsDuringACheckpointStopsTheRunCleanly) {
+  TempDir dir;
+  testing::write_lj_dataset(dir.file("lj.h5"), testing::LjOptions{});
+  nlohmann::json c = testing::small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const std::string cfg = testing::write_config(dir, "c.json", c);
+  ASSERT_EQ(testing::run("train -c " + cfg).code, 0);
+  const std::string first = dir.file("r") + "/checkpoints/epoch_00001.pt";
+  ASSERT_GT(fs::file_size(first), 16u * 1024)
+      << "the limit below must be smaller than a checkpoint";
+  const testing::Result r =
+      testing::run("train -c " + cfg + " --set Training.continue=1 --set Training.num_epoch=3",
+                   "DDGNN_DEBUG_FILE_SIZE_LIMIT=16384");
+  const std::string& out = r.out;
+  EXPECT_EQ(r.code, 1) << out;
+  EXPECT_NE(out.find("cannot write the checkpoint (File too large)"), std::string::npos) << out;
+  EXPECT_NE(out.find("the previous checkpoint is intact"), std::string::npos) << out;
+  for (const auto& e : fs::directory_iterator(dir.file("r") + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_NO_THROW(testing::checkpoint_parameters(first));
+}
+
 TEST(EventLog, AFullDiskIsAnError) {
   EventLog log("/dev/full", /*truncate=*/false);
   try {
