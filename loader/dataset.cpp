@@ -36,6 +36,8 @@ struct Dataset::Impl {
   // Every value of a block that the rest of ddgnn trusts: a DataError names the array, the graph
   // (and atom) and the value.
   void check_block(const GraphBlock& b) const;
+  void check_config_type(int32_t index, int64_t graph) const;
+  [[noreturn]] void bad_value(const char* array, int64_t graph, const std::string& what) const;
 
   size_t index(const std::string& p) const {
     for (size_t i = 0; i < specs.size(); ++i)
@@ -89,22 +91,27 @@ std::string shown(double v) {
 
 }  // namespace
 
+void Dataset::Impl::bad_value(const char* array, int64_t graph, const std::string& what) const {
+  throw DataError(path + ": array '" + array + "', graph " + std::to_string(graph) + ": " + what,
+                  "the file is corrupted or was written by another tool; convert the extxyz "
+                  "input again with `ddgnn convert`");
+}
+
+void Dataset::Impl::check_config_type(int32_t index, int64_t graph) const {
+  if (index < 0 || size_t(index) >= config_types.size())
+    bad_value("graphs/config_type", graph,
+              "config type index " + std::to_string(index) + " is not in 0.." +
+                  std::to_string(int64_t(config_types.size()) - 1));
+}
+
 void Dataset::Impl::check_block(const GraphBlock& b) const {
-  const std::string hint =
-      "the file is corrupted or was written by another tool; convert the "
-      "extxyz input again with `ddgnn convert`";
   auto bad = [&](const char* array, size_t i, const std::string& what) {
-    throw DataError(
-        path + ": array '" + array + "', graph " + std::to_string(b.id_of(i)) + ": " + what, hint);
+    bad_value(array, b.id_of(i), what);
   };
-  const int32_t n_types = int32_t(config_types.size());
   for (size_t i = 0; i < b.n_graphs(); ++i) {
     if (!std::isfinite(b.energy[i]))
       bad("graphs/energy", i, "energy " + shown(b.energy[i]) + " eV is not finite");
-    if (b.config_type[i] < 0 || b.config_type[i] >= n_types)
-      bad("graphs/config_type", i,
-          "config type index " + std::to_string(b.config_type[i]) + " is not in 0.." +
-              std::to_string(n_types - 1));
+    check_config_type(b.config_type[i], b.id_of(i));
     bool pbc[3];
     for (int k = 0; k < 3; ++k) {
       const uint8_t p = b.pbc[3 * i + size_t(k)];
@@ -293,13 +300,7 @@ std::vector<int32_t> Dataset::graph_config_types() const {
   const Impl& m = *m_impl;
   std::vector<int32_t> out(size_t(m.n_graphs));
   m.read_array(m.index("graphs/config_type"), 0, size_t(m.n_graphs), out.data(), true);
-  for (size_t g = 0; g < out.size(); ++g)
-    if (out[g] < 0 || size_t(out[g]) >= m.config_types.size())
-      throw DataError(m.path + ": array 'graphs/config_type', graph " + std::to_string(g) +
-                          ": config type index " + std::to_string(out[g]) + " is not in 0.." +
-                          std::to_string(int64_t(m.config_types.size()) - 1),
-                      "the file is corrupted or was written by another tool; convert the extxyz "
-                      "input again with `ddgnn convert`");
+  for (size_t g = 0; g < out.size(); ++g) m.check_config_type(out[g], int64_t(g));
   return out;
 }
 

@@ -411,8 +411,9 @@ SplitMetrics Trainer::evaluate_split(int split) {
   });
   m_gnn->train();
   std::exception_ptr bad;
-  if (!losses.empty() && !at::stack(losses).isfinite().all().item<bool>()) {
-    const at::Tensor finite = at::stack(losses).isfinite().cpu();
+  // One read of every batch's flag; the graphs are named only when one is not finite.
+  const at::Tensor finite = losses.empty() ? at::Tensor() : at::stack(losses).isfinite().cpu();
+  if (finite.defined() && !finite.all().item<bool>()) {
     std::string graphs;
     int shown = 0;
     for (size_t k = 0; k < ids.size(); ++k)
