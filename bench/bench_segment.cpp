@@ -140,8 +140,12 @@ void run_generic(const char* tag, const Shape& shape) {
   compare(tag, "schnet_filter, double backward", repeats, [&] {
     const bool fused = ddgnn::fused_kernels(d);
     const ddgnn::FilterBasis basis{
-        mu, coeff, cutoff,
-        fused ? ddgnn::cosine_cutoff_values(d, cutoff) : std::array<at::Tensor, 3>{}};
+        mu,
+        coeff,
+        cutoff,
+        fused ? ddgnn::envelope_values(d, cutoff, ddgnn::Envelope()) : std::array<at::Tensor, 3>{},
+        at::Tensor(),
+        ddgnn::Envelope()};
     const at::Tensor wf =
         ddgnn::schnet_filter(d, fused ? gauss : at::Tensor(), basis, a1, b1, a2, b2);
     double_backward(wf, d, {d, a1, b1, a2, b2});

@@ -61,6 +61,27 @@ std::vector<KeySpec> build_schema() {
           "at most this many neighbours per atom (the nearest are kept)")
           .def(64)
           .ge(1));
+  add(key(arch + "radial_envelope", T::kEnum,
+          "the function that takes SchNet's and PAINN's filters to zero at the radius: cosine "
+          "0.5 (cos(pi d/radius) + 1), as PyG and HydraGNN, which already falls from d = 0 "
+          "(to 0.5 at half the radius); polynomial, DimeNet's of order envelope_exponent, as "
+          "NequIP and MACE, which stays near 1 to about a third of the radius and falls near it")
+          .def("cosine")
+          .one_of({"cosine", "polynomial"})
+          .ddgnn_only());
+  add(key(arch + "envelope_exponent", T::kInt,
+          "order p of the polynomial radial envelope (HydraGNN's DimeNet key; MACE 5, NequIP "
+          "6); higher keeps it flat longer. Read by SchNet and PAINN with radial_envelope "
+          "polynomial")
+          .def(5)
+          .ge(1));
+  add(key(arch + "smooth_neighbour_cap", T::kBool,
+          "when max_neighbours cuts an atom's neighbours, keep one more and end the radial "
+          "envelope at that farthest one instead of at radius, so that the energy stays "
+          "continuous as neighbours change rank (SchNet and PAINN, whose filters carry the "
+          "envelope); false cuts at the max_neighbours nearest, as HydraGNN does")
+          .def(false)
+          .ddgnn_only());
   add(key(arch + "periodic_boundary_conditions", T::kBool,
           "build edges across the periodic cell (the dataset must have cells)")
           .def(false));
@@ -149,8 +170,8 @@ std::vector<KeySpec> build_schema() {
   add(key(arch + "pna_deg", T::kAny, "ignored: ddgnn counts the degrees of the training set")
           .derived());
   add(key(arch + "avg_num_neighbors", T::kAny, "ignored (MACE)").derived());
-  for (const char* name : {"envelope_exponent", "num_before_skip", "num_after_skip", "int_emb_size",
-                           "basis_emb_size", "out_emb_size", "num_spherical"})
+  for (const char* name : {"num_before_skip", "num_after_skip", "int_emb_size", "basis_emb_size",
+                           "out_emb_size", "num_spherical"})
     add(key(arch + name, T::kInt, dimenet).not_implemented_any_value());
   for (const char* name : {"max_ell", "node_max_ell"})
     add(key(arch + name, T::kInt, mace).not_implemented_any_value());

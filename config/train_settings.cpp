@@ -79,6 +79,17 @@ TrainSettings train_settings(const Config& c) {
   s.periodic = c.get<bool>(kArch + "periodic_boundary_conditions");
   s.graph.radius = g.layer.radius;
   s.graph.max_neighbours = c.get<int64_t>(kArch + "max_neighbours");
+  s.graph.smooth_cap = c.get<bool>(kArch + "smooth_neighbour_cap");
+  g.layer.envelope.kind = parse_envelope(c.get<std::string>(kArch + "radial_envelope"));
+  g.layer.envelope.p = c.get<int64_t>(kArch + "envelope_exponent");
+  const bool has_envelope = g.mpnn_type == "SchNet" || g.mpnn_type == "PAINN";
+  if (s.graph.smooth_cap && !has_envelope)
+    throw ConfigError(kArch + "smooth_neighbour_cap: " + g.mpnn_type +
+                          " has no radial envelope to end at the farthest kept neighbour",
+                      "use it with mpnn_type SchNet or PAINN, or set it false");
+  if (g.layer.envelope.kind != Envelope::kCosine && !has_envelope)
+    throw ConfigError(kArch + "radial_envelope: " + g.mpnn_type + " has no radial envelope",
+                      "use it with mpnn_type SchNet or PAINN, or leave it cosine");
 
   // Heads.
   const auto names = c.get<std::vector<std::string>>(kVars + "output_names");

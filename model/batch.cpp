@@ -204,6 +204,16 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   b.receivers = std::make_shared<SegmentIndex>(make_segment_index(b.edge_index[1], n_atoms));
   b.senders = std::make_shared<SegmentIndex>(make_segment_index(b.edge_index[0], n_atoms));
   b.graphs = std::make_shared<SegmentIndex>(make_segment_index(b.graph_of_atom, n_graphs));
+  if (graph_options.smooth_cap && graph_options.max_neighbours > 0 && b.cut_atoms > 0) {
+    // Edges are sorted by receiver, so a receiver's edges are [ptr[i], ptr[i + 1]); one with
+    // max_neighbours + 1 of them was capped, and its last (farthest) is the boundary edge.
+    const at::Tensor& ptr = b.receivers->ptr;
+    const at::Tensor count = ptr.slice(0, 1) - ptr.slice(0, 0, n_atoms);
+    const at::Tensor& dst = b.receivers->index;
+    b.cap_boundary =
+        at::where(count.gt(graph_options.max_neighbours).index_select(0, dst),
+                  (ptr.slice(0, 1) - 1).index_select(0, dst), at::full({}, -1, dst.options()));
+  }
   auto target = [&](const double* values, at::IntArrayRef shape) {
     const at::Tensor host = at::from_blob(const_cast<double*>(values), shape, f64);
     return to_device(host.to(dtype, /*non_blocking=*/false, /*copy=*/true), device);
@@ -230,8 +240,9 @@ at::Tensor gaussians_generic(const at::Tensor& d, const at::Tensor& mu, double c
 
 }  // namespace
 
-EdgeGeometry::EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff)
-    : m_cutoff(cutoff) {
+EdgeGeometry::EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff,
+                           const Envelope& envelope)
+    : m_cutoff(cutoff), m_envelope(envelope) {
   // pos[j] - pos[i] + shift, as edge_vectors() computes it, without index_select (whose double
   // backward is LibTorch's slow index_add_).
   if (pos.dim() != 2 || pos.size(0) != batch.n_atoms() || pos.size(1) != 3 ||
@@ -240,6 +251,11 @@ EdgeGeometry::EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, doubl
   m_vec = edge_difference(pos, *batch.senders, *batch.receivers) + batch.edge_shift;
   m_len = edge_lengths(m_vec);
   m_unit = m_vec / m_len.unsqueeze(1);
+  if (batch.cap_boundary.defined()) {
+    const at::Tensor& b = batch.cap_boundary;
+    m_edge_cutoff = at::where(b.ge(0), m_len.index_select(0, b.clamp_min(0)),
+                              at::full({}, cutoff, m_len.options()));
+  }
 }
 
 std::pair<at::Tensor, double> EdgeGeometry::gaussian_basis(int64_t n) const {
@@ -270,38 +286,80 @@ const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
                                              : gaussians_generic(m_len.detach(), mu, coeff);
 }
 
-std::array<at::Tensor, 3> cosine_cutoff_values(const at::Tensor& d_in, double cutoff) {
-  const double k = M_PI / cutoff;
-  if (!fused_kernels(d_in)) {
-    const at::Tensor kd = d_in.detach() * k;
-    const at::Tensor cs = at::cos(kd);
-    return {0.5 * (cs + 1.0), (-0.5 * k) * at::sin(kd), (-0.5 * k * k) * cs};
+namespace {
+
+// DimeNet's polynomial envelope of order p and its first two derivatives in x:
+// u = 1 - a x^p + b x^(p+1) - c x^(p+2), a = (p+1)(p+2)/2, b = p(p+2), c = p(p+1)/2.
+struct Polynomial {
+  double p, a, b, c;
+  explicit Polynomial(int64_t order)
+      : p(double(order)), a((p + 1) * (p + 2) / 2), b(p * (p + 2)), c(p * (p + 1) / 2) {
+    if (order < 1)
+      throw ConfigError("envelope_exponent: the polynomial envelope's order must be >= 1, got " +
+                        std::to_string(order));
   }
+  at::Tensor u(const at::Tensor& x) const { return 1.0 + at::pow(x, p) * ((b - c * x) * x - a); }
+  at::Tensor du(const at::Tensor& x) const {
+    return at::pow(x, p - 1) * ((b * (p + 1) - c * (p + 2) * x) * x - a * p);
+  }
+  at::Tensor d2u(const at::Tensor& x) const {
+    return at::pow(x, p - 2) *
+           ((b * (p + 1) * p - c * (p + 2) * (p + 1) * x) * x - a * p * (p - 1));
+  }
+};
+
+}  // namespace
+
+at::Tensor envelope_of(const at::Tensor& x, const Envelope& e) {
+  if (e.kind == Envelope::kCosine) return 0.5 * (at::cos(x * M_PI) + 1.0);
+  return Polynomial(e.p).u(x);
+}
+
+std::array<at::Tensor, 3> envelope_terms(const at::Tensor& d, double rc, const Envelope& e) {
+  if (e.kind == Envelope::kCosine) {
+    const double k = M_PI / rc;
+    const at::Tensor kd = d * k;
+    return {0.5 * (at::cos(kd) + 1.0), (-0.5 * k) * at::sin(kd), (-0.5 * k * k) * at::cos(kd)};
+  }
+  const Polynomial poly(e.p);
+  const at::Tensor x = d / rc;
+  return {poly.u(x), poly.du(x) / rc, poly.d2u(x) / (rc * rc)};
+}
+
+std::array<at::Tensor, 3> envelope_values(const at::Tensor& d_in, double rc, const Envelope& e) {
+  if (e.kind != Envelope::kCosine || !fused_kernels(d_in))
+    return envelope_terms(d_in.detach(), rc, e);
+  const double k = M_PI / rc;
   const at::Tensor d = d_in.detach().contiguous();
   at::Tensor c = at::empty_like(d), c1 = at::empty_like(d), c2 = at::empty_like(d);
-  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "cosine_cutoff_values", [&] {
+  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "envelope_values", [&] {
     const scalar_t* dp = d.data_ptr<scalar_t>();
     scalar_t *cp = c.data_ptr<scalar_t>(), *c1p = c1.data_ptr<scalar_t>(),
              *c2p = c2.data_ptr<scalar_t>();
-    for (int64_t e = 0; e < d.numel(); ++e) {
-      const double cs = std::cos(k * double(dp[e])), sn = std::sin(k * double(dp[e]));
-      cp[e] = scalar_t(0.5 * (cs + 1.0));
-      c1p[e] = scalar_t(-0.5 * k * sn);
-      c2p[e] = scalar_t(-0.5 * k * k * cs);
+    for (int64_t i = 0; i < d.numel(); ++i) {
+      const double cs = std::cos(k * double(dp[i])), sn = std::sin(k * double(dp[i]));
+      cp[i] = scalar_t(0.5 * (cs + 1.0));
+      c1p[i] = scalar_t(-0.5 * k * sn);
+      c2p[i] = scalar_t(-0.5 * k * k * cs);
     }
   });
   return {c, c1, c2};
 }
 
 const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
-  if (!m_cutoff_values[0].defined()) m_cutoff_values = cosine_cutoff_values(m_len, m_cutoff);
+  if (m_edge_cutoff.defined())
+    throw Error(
+        "EdgeGeometry::cutoff_values: the cutoff of a smoothly capped batch depends on "
+        "other edges' lengths; differentiate envelope() instead");
+  if (!m_cutoff_values[0].defined()) m_cutoff_values = envelope_values(m_len, m_cutoff, m_envelope);
   return m_cutoff_values;
 }
 
-const at::Tensor& EdgeGeometry::cosine_cutoff() const {
-  auto it = m_cache.find("cosine_cutoff");
+const at::Tensor& EdgeGeometry::envelope() const {
+  auto it = m_cache.find("envelope");
   if (it != m_cache.end()) return it->second;
-  return m_cache["cosine_cutoff"] = 0.5 * (at::cos(m_len * (M_PI / m_cutoff)) + 1.0);
+  return m_cache["envelope"] = envelope_of(
+             m_edge_cutoff.defined() ? m_len / m_edge_cutoff : m_len / m_cutoff, m_envelope);
 }
 
 const at::Tensor& EdgeGeometry::bessel(int64_t n) const {
@@ -317,7 +375,7 @@ const at::Tensor& EdgeGeometry::bessel_cutoff(int64_t n) const {
   const std::string key = "bessel_cutoff/" + std::to_string(n);
   auto it = m_cache.find(key);
   if (it != m_cache.end()) return it->second;
-  const at::Tensor cut = cosine_cutoff().unsqueeze(1);  // [n_edges, 1]
+  const at::Tensor cut = envelope().unsqueeze(1);  // [n_edges, 1]
   return m_cache[key] = at::cat({bessel(n) * cut, cut}, 1);
 }
 

@@ -43,6 +43,10 @@ struct GraphBatch {
   // Atoms whose neighbour list max_neighbours cut, and the most neighbours an atom had within the
   // radius (model/radius_graph.h).
   int64_t cut_atoms = 0, most_neighbours = 0;
+  // [n_edges] int64, only when RadiusGraphOptions::smooth_cap capped some receiver in this batch:
+  // for each edge of a capped receiver the index of that receiver's boundary edge (its
+  // (max_neighbours + 1)-th nearest, its last), -1 for the edges of the others.
+  at::Tensor cap_boundary;
 
   int64_t n_atoms() const { return z.size(0); }
   int64_t n_edges() const { return edge_index.size(1); }
@@ -68,21 +72,31 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
                       c10::Device device = c10::Device(c10::kCPU),
                       GraphBuild build = GraphBuild::kAuto);
 
-// The cosine cutoff 0.5 (cos(pi d / cutoff) + 1) of lengths d [E] and its first and second
-// derivatives in d, as values without autograd ([E] each, d's dtype).
-std::array<at::Tensor, 3> cosine_cutoff_values(const at::Tensor& d, double cutoff);
+// The envelope `e` (model/spec.h) at x = d / rc [E] (x in [0, 1]); differentiable ATen ops.
+at::Tensor envelope_of(const at::Tensor& x, const Envelope& e);
+// The envelope of lengths d [E] for the radius rc and its first and second derivatives in d:
+// envelope_terms from differentiable ATen ops of d, envelope_values as values without autograd
+// ([E] each, d's dtype).
+std::array<at::Tensor, 3> envelope_terms(const at::Tensor& d, double rc, const Envelope& e);
+std::array<at::Tensor, 3> envelope_values(const at::Tensor& d, double rc, const Envelope& e);
 
 // Edge geometry of one step, from the batch and the positions it is differentiated against.
 // Radial expansions are memoised by name, so several layers share one computation per step.
 class EdgeGeometry {
  public:
   // pos [n_atoms, 3] Å (usually batch.pos with requires_grad for conservative forces).
-  EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff);
+  EdgeGeometry(const GraphBatch& batch, const at::Tensor& pos, double cutoff,
+               const Envelope& envelope = Envelope());
 
   const at::Tensor& vec() const { return m_vec; }    // [n_edges, 3] r_ij, Å
   const at::Tensor& len() const { return m_len; }    // [n_edges] |r_ij|, Å
   const at::Tensor& unit() const { return m_unit; }  // [n_edges, 3] r_ij / |r_ij|
   double cutoff() const { return m_cutoff; }
+  const Envelope& envelope_kind() const { return m_envelope; }
+  // [n_edges] Å, differentiable: the radius of each edge's envelope when the batch was capped
+  // smoothly (GraphBatch::cap_boundary): the length of its receiver's boundary edge for a capped
+  // receiver, cutoff() for the others. Undefined otherwise (every envelope ends at cutoff()).
+  const at::Tensor& edge_cutoff() const { return m_edge_cutoff; }
 
   // [n_edges, n] Gaussians exp(-(d - mu_k)^2 / (2 sigma^2)), mu evenly spaced on [0, cutoff],
   // sigma = spacing (SchNet's expansion); exponents clamped so exp never underflows.
@@ -92,20 +106,22 @@ class EdgeGeometry {
   // gaussians(n) as a value, without autograd (for functions that differentiate through len()
   // themselves, as schnet_filter does); memoised.
   const at::Tensor& gaussian_values(int64_t n) const;
-  // [n_edges] cosine cutoff 0.5 (cos(pi d / cutoff) + 1), zero at the cutoff.
-  const at::Tensor& cosine_cutoff() const;
-  // The cosine cutoff and its first and second derivatives in d, as values without autograd
-  // ([n_edges] each; for schnet_filter); memoised.
+  // [n_edges] the envelope at d / rc, zero at rc: rc = edge_cutoff() when defined, else cutoff().
+  const at::Tensor& envelope() const;
+  // The envelope and its first and second derivatives in d, as values without autograd
+  // ([n_edges] each; for schnet_filter); memoised. Not for a smoothly capped batch (an Error):
+  // there rc depends on the positions too.
   const std::array<at::Tensor, 3>& cutoff_values() const;
   // [n_edges, n] sin(k pi d / cutoff) / d, k = 1..n (DimeNet/PaiNN radial basis).
   const at::Tensor& bessel(int64_t n) const;
-  // [n_edges, n + 1]: bessel(n) * cosine_cutoff() in the first n columns, cosine_cutoff() in the
+  // [n_edges, n + 1]: bessel(n) * envelope() in the first n columns, envelope() in the
   // last, so that (Linear(bessel) * cutoff) is one matmul with [weight | bias] (PaiNN's filter).
   const at::Tensor& bessel_cutoff(int64_t n) const;
 
  private:
-  at::Tensor m_vec, m_len, m_unit;
+  at::Tensor m_vec, m_len, m_unit, m_edge_cutoff;
   double m_cutoff;
+  Envelope m_envelope;
   mutable std::map<std::string, at::Tensor> m_cache;
   mutable std::array<at::Tensor, 3> m_cutoff_values;
 };

@@ -164,7 +164,8 @@ ChunkEdges chunk_edges(const BatchTables& t, const Chunk& chunk,
   if (options.max_neighbours > 0) {
     out.cut = count.gt(options.max_neighbours).sum();
     const at::Tensor rank = at::arange(dst.size(0), i64) - ptr.index_select(0, dst - chunk.first);
-    const at::Tensor keep = at::nonzero(rank.lt(options.max_neighbours)).squeeze(1);
+    const at::Tensor keep =
+        at::nonzero(rank.lt(options.max_neighbours + (options.smooth_cap ? 1 : 0))).squeeze(1);
     out.dst = out.dst.index_select(0, keep);
     out.src = out.src.index_select(0, keep);
     out.shift = out.shift.index_select(0, keep);

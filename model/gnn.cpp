@@ -136,7 +136,7 @@ at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
 }
 
 std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
-  const EdgeGeometry geometry(batch, pos, m_spec.layer.radius);
+  const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
   std::vector<at::Tensor> out;
   Bf16Autocast autocast(pos.device().type(), m_bf16);
   const at::Tensor h = trunk(batch, geometry);

@@ -387,7 +387,7 @@ void build_one(const double* pos, int64_t n, const double* cell, const uint8_t* 
     size_t keep = cands.size();
     out.most_neighbours = std::max(out.most_neighbours, static_cast<int64_t>(keep));
     if (options.max_neighbours > 0 && keep > static_cast<size_t>(options.max_neighbours)) {
-      keep = static_cast<size_t>(options.max_neighbours);
+      keep = static_cast<size_t>(options.max_neighbours + (options.smooth_cap ? 1 : 0));
       ++out.cut_atoms;
       std::partial_sort(cands.begin(), cands.begin() + keep, cands.end(), Nearer());
     } else {

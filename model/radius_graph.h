@@ -8,7 +8,8 @@
 // for the positions exactly as given (unwrapped positions are fine). Edges are SORTED by
 // receiver i, then by (|r_ij|, j, image): layers sum messages over contiguous receiver segments.
 // For each center i: every (j, image) with 0 < |r_ij| < radius (self-images at nonzero image
-// included), and with max_neighbours > 0 only the max_neighbours nearest of them.
+// included), and with max_neighbours > 0 only the max_neighbours nearest of them (one more with
+// smooth_cap: the boundary edge, model/spec.h).
 #pragma once
 
 #include <array>

@@ -210,6 +210,19 @@ variable_list grads_of(const variable_list& outputs, const variable_list& grad_o
   return out;
 }
 
+// The envelope as one integer for the autograd contexts: 0 cosine, p >= 1 the polynomial.
+int64_t envelope_code(const Envelope& e) {
+  return e.kind == Envelope::kCosine ? 0 : e.p;
+}
+Envelope envelope_of_code(int64_t code) {
+  Envelope e;
+  if (code > 0) {
+    e.kind = Envelope::kPolynomial;
+    e.p = code;
+  }
+  return e;
+}
+
 // W, U and P from plain differentiable ops (the reference and every fallback).
 std::array<at::Tensor, 3> reference_parts(const at::Tensor& d, const FilterBasis& basis,
                                           const at::Tensor& a1, const at::Tensor& b1,
@@ -218,7 +231,9 @@ std::array<at::Tensor, 3> reference_parts(const at::Tensor& d, const FilterBasis
   const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
   const at::Tensor p = at::addmm(b1, gauss, a1.t());
   const at::Tensor u = at::addmm(b2, apply_activation("ssp", p), a2.t());
-  const at::Tensor c = 0.5 * (at::cos(d * (M_PI / basis.cutoff)) + 1.0);
+  const at::Tensor c = basis.capped_envelope.defined()
+                           ? basis.capped_envelope
+                           : envelope_of(d / basis.cutoff, basis.envelope);
   return {u * c.unsqueeze(1), u, p};
 }
 
@@ -231,11 +246,12 @@ struct SchnetFilterGrad : public torch::autograd::Function<SchnetFilterGrad> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gw_in, const at::Tensor& d,
                             const at::Tensor& a1, const at::Tensor& a2, const at::Tensor& u,
                             const at::Tensor& p, c10::Dict<std::string, at::Tensor> fwd,
-                            double coeff, double cutoff) {
+                            double coeff, double cutoff, int64_t envelope) {
     ctx->save_for_backward({gw_in, d, a1, a2, u, p});
     for (const char* name : kSavedNames) put(ctx, name, fwd.at(name));
     ctx->saved_data["coeff"] = coeff;
     ctx->saved_data["cutoff"] = cutoff;
+    ctx->saved_data["envelope"] = envelope;
     const at::Tensor gw = gw_in.contiguous();
     auto [gu, r1] = grad_through_cutoff(gw, fwd.at("U"), fwd.at("c"));
     const at::Tensor gs = at::mm(gu, a2);
@@ -258,15 +274,15 @@ struct SchnetFilterGrad : public torch::autograd::Function<SchnetFilterGrad> {
                                                AutogradContext* ctx) {
     const at::Tensor &gw = in[0], &d = in[1], &a1 = in[2], &a2 = in[3], &u = in[4], &p = in[5];
     const double coeff = ctx->saved_data.at("coeff").toDouble();
-    const double k = M_PI / ctx->saved_data.at("cutoff").toDouble();
     const at::Tensor v = v_in.unsqueeze(1);
     const at::Tensor x = d.unsqueeze(1) - get(ctx, "mu").unsqueeze(0);
     const at::Tensor gauss = at::exp(at::clamp_min(coeff * x * x, -80.0));
     const at::Tensor dgauss = 2.0 * coeff * x * gauss;
     const at::Tensor ddgauss = (2.0 * coeff + 4.0 * coeff * coeff * x * x) * gauss;
-    const at::Tensor c = (0.5 * (at::cos(d * k) + 1.0)).unsqueeze(1);
-    const at::Tensor c1 = (-0.5 * k * at::sin(d * k)).unsqueeze(1);
-    const at::Tensor c2 = (-0.5 * k * k * at::cos(d * k)).unsqueeze(1);
+    const auto terms = envelope_terms(d, ctx->saved_data.at("cutoff").toDouble(),
+                                      envelope_of_code(ctx->saved_data.at("envelope").toInt()));
+    const at::Tensor c = terms[0].unsqueeze(1), c1 = terms[1].unsqueeze(1),
+                     c2 = terms[2].unsqueeze(1);
     const at::Tensor sig = at::sigmoid(p);
     const at::Tensor gu = gw * c, r1 = (gw * u).sum(1, true), gs = gu.mm(a2), gp = gs * sig;
     const at::Tensor gg = gp.mm(a1);
@@ -283,7 +299,7 @@ struct SchnetFilterGrad : public torch::autograd::Function<SchnetFilterGrad> {
     const variable_list in = ctx->get_saved_variables();  // gW, d, a1, a2, U, P
     std::vector<bool> need(6);
     for (size_t i = 0; i < 6; ++i) need[i] = ctx->needs_input_grad(i);
-    variable_list out(9);
+    variable_list out(10);
     if (!grad[0].defined()) return out;
     if (at::GradMode::is_enabled()) {  // third order: differentiable ops
       const variable_list g = backward_differentiable(in, grad[0], ctx);
@@ -322,7 +338,8 @@ struct SchnetFilter : public torch::autograd::Function<SchnetFilter> {
                                const at::Tensor& gauss_in, const at::Tensor& mu,
                                const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
                                const at::Tensor& b2, const at::Tensor& c, const at::Tensor& c1,
-                               const at::Tensor& c2, double coeff, double cutoff) {
+                               const at::Tensor& c2, double coeff, double cutoff,
+                               int64_t envelope) {
     const at::Tensor d = d_in.contiguous(), gauss = gauss_in.contiguous();
     const at::Tensor p = at::addmm(b1, gauss, a1.t());
     auto [s, sig] = ssp_and_sigmoid(p);
@@ -333,6 +350,7 @@ struct SchnetFilter : public torch::autograd::Function<SchnetFilter> {
     for (size_t i = 0; i < 8; ++i) put(ctx, kSavedNames[i], values[i]);
     ctx->saved_data["coeff"] = coeff;
     ctx->saved_data["cutoff"] = cutoff;
+    ctx->saved_data["envelope"] = envelope;
     // Outputs saved this way are held without a cycle (SavedVariable knows they are outputs).
     ctx->save_for_backward({d_in, a1, b1, a2, b2, u, p});
     // Unused outputs (U and P, except in the force loss's backward) get undefined gradients,
@@ -344,27 +362,30 @@ struct SchnetFilter : public torch::autograd::Function<SchnetFilter> {
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const variable_list in = ctx->get_saved_variables();  // d, a1, b1, a2, b2, U, P
     // Input slots: d, gauss, mu, a1, b1, a2, b2, c, c1, c2 (the tensors: needs_input_grad counts
-    // only these), coeff, cutoff.
+    // only these), coeff, cutoff, envelope.
     const bool need_d = ctx->needs_input_grad(0);
     const bool need_w[4] = {ctx->needs_input_grad(3), ctx->needs_input_grad(4),
                             ctx->needs_input_grad(5), ctx->needs_input_grad(6)};
     const bool need_weights = need_w[0] || need_w[1] || need_w[2] || need_w[3];
     const at::Tensor &gw = grad[0], &gu_extra = grad[1], &gp_extra = grad[2];
-    variable_list out(12);
+    variable_list out(13);
     if (!gw.defined() && !gu_extra.defined() && !gp_extra.defined()) return out;
     const double coeff = ctx->saved_data.at("coeff").toDouble();
     const double cutoff = ctx->saved_data.at("cutoff").toDouble();
+    const int64_t envelope = ctx->saved_data.at("envelope").toInt();
     if (at::GradMode::is_enabled()) {
       if (!need_weights && gw.defined() && !gu_extra.defined() && !gp_extra.defined()) {
         // The force pass: a function with a hand-written derivative.
         if (!need_d) return out;
         c10::Dict<std::string, at::Tensor> fwd;
         for (const char* name : kSavedNames) fwd.insert(name, get(ctx, name));
-        out[0] = SchnetFilterGrad::apply(gw, in[0], in[1], in[3], in[5], in[6], fwd, coeff, cutoff);
+        out[0] = SchnetFilterGrad::apply(gw, in[0], in[1], in[3], in[5], in[6], fwd, coeff, cutoff,
+                                         envelope);
         return out;
       }
       // Anything else with create_graph (not a training step's): differentiable ops.
-      const FilterBasis basis{get(ctx, "mu"), coeff, cutoff, {}};
+      const FilterBasis basis{
+          get(ctx, "mu"), coeff, cutoff, {}, at::Tensor(), envelope_of_code(envelope)};
       const auto parts = reference_parts(in[0], basis, in[1], in[2], in[3], in[4]);
       const variable_list g = grads_of({parts[0], parts[1], parts[2]}, {gw, gu_extra, gp_extra},
                                        {in[0], in[1], in[2], in[3], in[4]},
@@ -412,14 +433,15 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
                          const at::Tensor& b2) {
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
   // Off the CPU, with GenericKernels, or without the Gaussians: plain ATen ops (autograd).
-  if (!fused_kernels(d) || !gauss.defined() ||
+  if (!fused_kernels(d) || !gauss.defined() || basis.capped_envelope.defined() ||
       gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
     return schnet_filter_reference(d, basis, a1, b1, a2, b2);
   const std::array<at::Tensor, 3> cut = basis.cutoff_values[0].defined()
                                             ? basis.cutoff_values
-                                            : cosine_cutoff_values(d, basis.cutoff);
+                                            : envelope_values(d, basis.cutoff, basis.envelope);
   return SchnetFilter::apply(d, gauss.detach(), basis.mu, a1, b1, a2, b2, cut[0].detach(),
-                             cut[1].detach(), cut[2].detach(), basis.coeff, basis.cutoff)[0];
+                             cut[1].detach(), cut[2].detach(), basis.coeff, basis.cutoff,
+                             envelope_code(basis.envelope))[0];
 }
 
 at::Tensor schnet_filter_reference(const at::Tensor& d, const FilterBasis& basis,

@@ -11,10 +11,12 @@
 
 #include <array>
 
+#include "model/spec.h"
+
 namespace ddgnn {
 
 // The radial expansion and cutoff of the filter: G[e, k] = exp(max(coeff (d_e - mu_k)^2, -80)),
-// cutoff(d) = 0.5 (cos(pi d / cutoff) + 1).
+// cutoff(d) the envelope at d / cutoff (cosine 0.5 (cos(pi d / cutoff) + 1) by default).
 struct FilterBasis {
   at::Tensor mu;        // [ng] centres, Å
   double coeff = 0.0;   // < 0, 1/Å²
@@ -22,6 +24,11 @@ struct FilterBasis {
   // Optional: cutoff(d) and its first two derivatives, [E] values (EdgeGeometry::cutoff_values(),
   // shared by the layers); computed from d when undefined.
   std::array<at::Tensor, 3> cutoff_values;
+  // Optional: the envelope itself, [E] and differentiable (EdgeGeometry::envelope() of a
+  // smoothly capped batch, whose radius depends on other edges); when defined it replaces
+  // cutoff(d) and the filter runs as schnet_filter_reference.
+  at::Tensor capped_envelope;
+  Envelope envelope;  // the shape of cutoff(d) (model/spec.h)
 };
 
 // d [E] (differentiable), gauss [E, ng] = G(d) already computed (a value: d carries the

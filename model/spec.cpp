@@ -86,6 +86,15 @@ int TargetSpec::forces_head() const {
   return -1;
 }
 
+Envelope::Kind parse_envelope(const std::string& name) {
+  static const std::vector<std::string> names = {"cosine", "polynomial"};
+  return index_of(names, name, "radial_envelope") == 0 ? Envelope::kCosine : Envelope::kPolynomial;
+}
+
+std::string to_string(Envelope::Kind kind) {
+  return kind == Envelope::kCosine ? "cosine" : "polynomial";
+}
+
 nlohmann::json spec_to_json(const GnnSpec& s) {
   nlohmann::json heads = nlohmann::json::array();
   for (const auto& h : s.heads)
@@ -97,6 +106,8 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"num_gaussians", s.layer.num_gaussians},
           {"num_filters", s.layer.num_filters},
           {"num_radial", s.layer.num_radial},
+          {"radial_envelope", to_string(s.layer.envelope.kind)},
+          {"envelope_exponent", s.layer.envelope.p},
           {"equivariance", s.layer.equivariance},
           {"pna_deg", s.layer.pna_deg},
           {"num_conv_layers", s.num_conv_layers},
@@ -124,6 +135,8 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.layer.num_gaussians = j.at("num_gaussians");
     s.layer.num_filters = j.at("num_filters");
     s.layer.num_radial = j.at("num_radial");
+    s.layer.envelope.kind = parse_envelope(j.value("radial_envelope", "cosine"));
+    s.layer.envelope.p = j.value("envelope_exponent", int64_t(5));
     s.layer.equivariance = j.at("equivariance");
     s.layer.pna_deg = j.at("pna_deg").get<std::vector<int64_t>>();
     s.num_conv_layers = j.at("num_conv_layers");

@@ -29,9 +29,25 @@ const std::vector<std::string>& precision_names();
 struct RadiusGraphOptions {
   double radius = 5.0;         // Å, cutoff (strict: |r_ij| < radius); must be > 0
   int64_t max_neighbours = 0;  // per center, nearest kept; 0 = no limit
+  // With max_neighbours: a center with more neighbours keeps max_neighbours + 1, and the last
+  // of them (its boundary edge) is the radius of its envelope (EdgeGeometry, model/batch.h), so
+  // the energy stays continuous as neighbours change rank. Off: the nearest max_neighbours.
+  bool smooth_cap = false;
 };
 
 // ---- the trunk and heads ----
+
+// The radial envelope that takes an edge's terms to zero at the cutoff rc, in x = d / rc:
+// kCosine 0.5 (cos(pi x) + 1) (PyG's SchNet and PaiNN, as HydraGNN), which falls from x = 0;
+// kPolynomial DimeNet's of order p, 1 - (p+1)(p+2)/2 x^p + p(p+2) x^(p+1) - p(p+1)/2 x^(p+2)
+// (NequIP p = 6, MACE p = 5), flat near 0 and falling near rc. Both: value and slope 0 at rc.
+struct Envelope {
+  enum Kind { kCosine, kPolynomial };
+  Kind kind = kCosine;
+  int64_t p = 5;  // kPolynomial: order, >= 1
+};
+Envelope::Kind parse_envelope(const std::string& name);  // "cosine" | "polynomial"
+std::string to_string(Envelope::Kind kind);
 
 // What a message-passing layer is built from: the Architecture keys that layers use.
 struct LayerSpec {
@@ -41,6 +57,7 @@ struct LayerSpec {
   int64_t num_gaussians = 50;    // SchNet radial expansion
   int64_t num_filters = 128;     // SchNet filter width
   int64_t num_radial = 6;        // PaiNN / DimeNet radial basis size
+  Envelope envelope;             // SchNet and PaiNN filters
   bool equivariance = false;     // EGNN: update positions-like vectors
   std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
   int64_t layer_index = 0;       // position in the trunk (0-based)

@@ -70,6 +70,7 @@ nlohmann::json to_json(const ModelSetup& s) {
           {"stress", s.targets.stress},
           {"radius", s.graph.radius},
           {"max_neighbours", s.graph.max_neighbours},
+          {"smooth_neighbour_cap", s.graph.smooth_cap},
           {"periodic", s.periodic},
           {"dtype", to_string(s.precision)},
           {"normalizer",
@@ -91,6 +92,7 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
     s.targets.stress = j.value("stress", false);
     s.graph.radius = j.at("radius");
     s.graph.max_neighbours = j.at("max_neighbours");
+    s.graph.smooth_cap = j.value("smooth_neighbour_cap", false);
     s.periodic = j.at("periodic");
     s.precision = parse_precision(j.at("dtype"));
     const auto& n = j.at("normalizer");

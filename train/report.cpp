@@ -65,43 +65,24 @@ std::string start_line(const TrainSettings& s, const Loader& loader, int64_t n_p
 
 nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,
                                RunLog& log, bool report) {
-  long double epa[2] = {0, 0};  // sum of energy per atom, graphs
+  // One walk over the train split for the means the baselines predict: energy per atom, and
+  // the stress tensor of the graphs with a stress (GraphBlock::has_stress, as training uses them).
+  std::array<long double, 12> sums{};  // energy per atom, graphs; 9 stress sums, graphs
   data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
-      epa[0] += b.energy[size_t(id)] / double(b.n_atoms[size_t(id)]);
-      epa[1] += 1;
+      const size_t g = size_t(id);
+      sums[0] += b.energy[g] / double(b.n_atoms[g]);
+      sums[1] += 1;
+      if (setup.targets.stress && b.has_stress(g)) {
+        for (size_t k = 0; k < 9; ++k) sums[2 + k] += b.stress[9 * g + k];
+        sums[11] += 1;
+      }
     }
   });
-  data.sum_stats(epa, 2);
-  const double mean_epa = double(epa[0] / std::max(epa[1], 1.0L));
-  // Stress: the train split's mean tensor as the prediction (GraphBlock::has_stress, as
-  // training uses them).
-  std::array<long double, 10> stress_mean{};  // 9 sums, graphs
-  if (setup.targets.stress) {
-    data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
-      for (int64_t id : ids)
-        if (b.has_stress(size_t(id))) {
-          for (int k = 0; k < 9; ++k)
-            stress_mean[size_t(k)] += b.stress[9 * size_t(id) + size_t(k)];
-          stress_mean[9] += 1;
-        }
-    });
-    data.sum_stats(stress_mean.data(), 10);
-    for (int k = 0; k < 9; ++k) stress_mean[size_t(k)] /= std::max(stress_mean[9], 1.0L);
-  }
-  const auto stress_baseline = [&](int split) {  // MAE over the 9 components, meV/Å³
-    long double sums[2] = {0, 0};
-    data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
-      for (int64_t id : ids)
-        if (b.has_stress(size_t(id))) {
-          for (int k = 0; k < 9; ++k)
-            sums[0] += std::fabs(b.stress[9 * size_t(id) + size_t(k)] - stress_mean[size_t(k)]);
-          sums[1] += 9;
-        }
-    });
-    data.sum_stats(sums, 2);
-    return sums[1] > 0 ? double(1e3L * sums[0] / sums[1]) : 0.0;
-  };
+  data.sum_stats(sums.data(), int64_t(sums.size()));
+  const double mean_epa = double(sums[0] / std::max(sums[1], 1.0L));
+  std::array<double, 9> stress_mean{};
+  for (size_t k = 0; k < 9; ++k) stress_mean[k] = double(sums[2 + k] / std::max(sums[11], 1.0L));
   const BaselineEnergy per_element = [&](const GraphBlock& b, size_t g) {
     return setup.norm.energy_offset(b.z.data() + b.atom_start[g], b.n_atoms[g]);
   };
@@ -118,8 +99,10 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   if (setup.targets.stress) line.replace(line.size() - 2, 2, ", the train split's mean stress):");
   std::string mean_line;
   for (int split : {kTrain, kValidate, kTest}) {
-    const ErrorMetrics m = baseline_metrics(data, split, per_element, forces);
-    const ErrorMetrics m_mean = baseline_metrics(data, split, mean, false);
+    const Baselines b = baseline_metrics(data, split, {per_element, mean}, forces,
+                                         setup.targets.stress ? &stress_mean : nullptr);
+    const ErrorMetrics& m = b.energy[0];
+    const ErrorMetrics& m_mean = b.energy[1];
     const std::string name = split_name(split);
     ev[name] = {{"energy_mae_mev_atom", m.energy_mae_mev_per_atom},
                 {"energy_rmse_mev_atom", m.energy_rmse_mev_per_atom},
@@ -134,7 +117,7 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
       columns["baseline_" + name + "_force_mae_mev_a"] = m.force_mae_mev_per_a;
     }
     if (setup.targets.stress) {
-      const double stress = stress_baseline(split);
+      const double stress = b.stress_mae_mev_a3;
       ev[name]["stress_mae_mev_a3"] = stress;
       line += ", S " + fmt("%.3g", stress) + " meV/Å³";
       columns["baseline_" + name + "_stress_mae_mev_a3"] = stress;
@@ -161,17 +144,27 @@ bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
   if (cut == 0) return false;
   log.event("max_neighbours_cut", {{"epoch", epoch},
                                    {"max_neighbours", graph.max_neighbours},
+                                   {"smooth", graph.smooth_cap},
                                    {"radius", graph.radius},
                                    {"atoms_cut", cut},
                                    {"atoms", atoms},
                                    {"most_neighbours", most}});
-  log.warn("NeuralNetwork.Architecture.max_neighbours = " + std::to_string(graph.max_neighbours) +
-           " cut the neighbour lists of " + std::to_string(cut) + " of " + std::to_string(atoms) +
-           " atoms in epoch " + std::to_string(epoch) + " (train, validate and test; up to " +
-           std::to_string(most) + " neighbours within " + fmt("%g", graph.radius) +
-           " Å): the energy jumps where a neighbour enters or leaves the nearest " +
-           std::to_string(graph.max_neighbours) + "; raise max_neighbours to " +
-           std::to_string(most) + " or more, or lower the radius");
+  const std::string what =
+      "NeuralNetwork.Architecture.max_neighbours = " + std::to_string(graph.max_neighbours) +
+      " cut the neighbour lists of " + std::to_string(cut) + " of " + std::to_string(atoms) +
+      " atoms in epoch " + std::to_string(epoch) + " (train, validate and test; up to " +
+      std::to_string(most) + " neighbours within " + fmt("%g", graph.radius) + " Å)";
+  if (graph.smooth_cap) {
+    log.line(what + ", smoothly (smooth_neighbour_cap): the envelope of each ends at its " +
+             std::to_string(graph.max_neighbours + 1) +
+             " nearest neighbours' farthest, so the energy stays continuous but sees less than "
+             "the radius around them");
+  } else {
+    log.warn(what + ": the energy jumps where a neighbour enters or leaves the nearest " +
+             std::to_string(graph.max_neighbours) + "; raise max_neighbours to " +
+             std::to_string(most) +
+             " or more, lower the radius, or (SchNet, PAINN) set smooth_neighbour_cap true");
+  }
   return true;
 }
 

@@ -35,7 +35,8 @@ std::string start_line(const TrainSettings& settings, const Loader& loader, int6
 nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,
                                RunLog& log, bool report);
 // When max_neighbours cut any atom's neighbour list in the epoch's splits (reduced metrics), one
-// warning with the counts and a "max_neighbours_cut" event; returns whether it warned.
+// warning with the counts (an info line when the cap is smooth) and a "max_neighbours_cut"
+// event; returns whether it reported.
 bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
                            std::initializer_list<const SplitMetrics*> splits, RunLog& log);
 // "best epoch 12: test energy MAE 0.03 meV/atom, force MAE 2.8 meV/Å (per element: C 3.1, H 2.2)

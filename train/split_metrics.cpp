@@ -214,24 +214,49 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
   return c;
 }
 
-ErrorMetrics baseline_metrics(const TrainData& data, int split, const BaselineEnergy& energy,
-                              bool forces) {
-  MetricsAccumulator acc;
+Baselines baseline_metrics(const TrainData& data, int split,
+                           const std::vector<BaselineEnergy>& energies, bool forces,
+                           const std::array<double, 9>* stress_mean) {
+  std::vector<MetricsAccumulator> acc(energies.size());
+  long double stress[2] = {0, 0};  // sum of |σ - mean| (eV/Å³), components
+  std::vector<double> zero;
   data.visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
-      const int64_t n = b.n_atoms[size_t(id)];
-      const double pred = energy(b, size_t(id));
-      acc.add_energies(&pred, &b.energy[size_t(id)], &n, 1);
-      if (forces && !b.forces.empty()) {
-        const std::vector<double> zero(size_t(3 * n), 0.0);
-        acc.add_forces(zero.data(), b.forces.data() + 3 * b.atom_start[size_t(id)], n);
+      const size_t g = size_t(id);
+      const int64_t n = b.n_atoms[g];
+      for (size_t k = 0; k < energies.size(); ++k) {
+        const double pred = energies[k](b, g);
+        acc[k].add_energies(&pred, &b.energy[g], &n, 1);
+      }
+      if (forces && !acc.empty() && !b.forces.empty()) {
+        zero.assign(size_t(3 * n), 0.0);
+        acc[0].add_forces(zero.data(), b.forces.data() + 3 * b.atom_start[g], n);
+      }
+      if (stress_mean && b.has_stress(g)) {
+        for (size_t c = 0; c < 9; ++c)
+          stress[0] += std::fabs(b.stress[9 * g + c] - (*stress_mean)[c]);
+        stress[1] += 9;
       }
     }
   });
-  auto sums = acc.sums();
+  // Every sum in one reduction: the accumulators' in order, then the stress pair.
+  std::vector<long double> sums;
+  for (const auto& a : acc) {
+    const auto s = a.sums();
+    sums.insert(sums.end(), s.begin(), s.end());
+  }
+  sums.insert(sums.end(), {stress[0], stress[1]});
   data.sum_stats(sums.data(), int64_t(sums.size()));
-  acc.set_sums(sums);
-  return acc.result();
+  Baselines out;
+  for (size_t k = 0; k < acc.size(); ++k) {
+    std::array<long double, MetricsAccumulator::kSums> s{};
+    std::copy_n(sums.begin() + long(k * s.size()), s.size(), s.begin());
+    acc[k].set_sums(s);
+    out.energy.push_back(acc[k].result());
+  }
+  const long double abs = sums[sums.size() - 2], count = sums.back();
+  out.stress_mae_mev_a3 = count > 0 ? double(1e3L * abs / count) : 0.0;
+  return out;
 }
 
 }  // namespace ddgnn

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -65,10 +66,18 @@ class SplitMetrics {
 // force / column errors, then throughput and the time of each phase.
 std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces);
 
-// A model-free baseline of a split: energy(block, graph) for each graph's energy and zero forces,
-// over every rank's share (collective over the data's ranks).
+// Model-free baselines of a split, in one walk over its graphs on every rank's share (collective
+// over the data's ranks): for each of `energies` the errors of energy(block, graph) as each
+// graph's energy (for the first also those of zero forces, when `forces`), and, with
+// `stress_mean` [9] eV/Å³, the MAE over the 9 components of predicting it for every graph with a
+// stress.
 using BaselineEnergy = std::function<double(const GraphBlock& block, size_t graph)>;
-ErrorMetrics baseline_metrics(const TrainData& data, int split, const BaselineEnergy& energy,
-                              bool forces);
+struct Baselines {
+  std::vector<ErrorMetrics> energy;  // one per BaselineEnergy
+  double stress_mae_mev_a3 = 0.0;    // 0 without stress_mean or graphs with a stress
+};
+Baselines baseline_metrics(const TrainData& data, int split,
+                           const std::vector<BaselineEnergy>& energies, bool forces,
+                           const std::array<double, 9>* stress_mean);
 
 }  // namespace ddgnn

@@ -1,5 +1,5 @@
 // SchNet interaction block (Schütt et al. 2018) as PyG's InteractionBlock / CFConv: a continuous
-// filter W_ij = filter2(ssp(filter1(gaussians(d_ij)))) * cosine_cutoff(d_ij) modulates lin1(h_j);
+// filter W_ij = filter2(ssp(filter1(gaussians(d_ij)))) * envelope(d_ij) modulates lin1(h_j);
 // the sum over neighbours goes through lin2, the activation and lin3, added to h (residual).
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -37,15 +37,19 @@ class SchNet : public MessagePassing {
   NodeState forward(const NodeState& in, const GraphBatch& batch,
                     const EdgeGeometry& geometry) override {
     const at::Tensor& h = in.inv;
-    // filter2(ssp(filter1(gaussians))) * cosine_cutoff as one function ([n_edges, num_filters]).
+    // filter2(ssp(filter1(gaussians))) * envelope as one function ([n_edges, num_filters]).
     // The memoised Gaussians and cutoff values feed the fused CPU version only (the generic one
     // computes its own through autograd).
     const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
-    const bool fused = fused_kernels(geometry.len());
+    // A smoothly capped batch's envelope goes in as a tensor (its radius moves with the
+    // positions), through the generic version.
+    const bool capped = geometry.edge_cutoff().defined();
+    const bool fused = fused_kernels(geometry.len()) && !capped;
     const at::Tensor w = schnet_filter(
         geometry.len(), fused ? geometry.gaussian_values(m_num_gaussians) : at::Tensor(),
         FilterBasis{mu, coeff, geometry.cutoff(),
-                    fused ? geometry.cutoff_values() : std::array<at::Tensor, 3>{}},
+                    fused ? geometry.cutoff_values() : std::array<at::Tensor, 3>{},
+                    capped ? geometry.envelope() : at::Tensor(), geometry.envelope_kind()},
         m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
     // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
     const at::Tensor agg =

@@ -54,8 +54,8 @@ inline Structure methanol() {
 // One batch of the structures; energies and forces as targets when every structure has forces.
 inline GraphBatch batch_of(const std::vector<Structure>& ss, double radius,
                            c10::ScalarType dtype = c10::ScalarType::Double,
-                           c10::Device device = c10::Device(c10::kCPU),
-                           int64_t max_neighbours = 0) {
+                           c10::Device device = c10::Device(c10::kCPU), int64_t max_neighbours = 0,
+                           bool smooth_cap = false) {
   std::vector<uint8_t> z, pbc;
   std::vector<double> pos, cells, energy, forces;
   std::vector<int64_t> offsets = {0};
@@ -73,6 +73,7 @@ inline GraphBatch batch_of(const std::vector<Structure>& ss, double radius,
   RadiusGraphOptions opt;
   opt.radius = radius;
   opt.max_neighbours = max_neighbours;
+  opt.smooth_cap = smooth_cap;
   return make_batch(z.data(), pos.data(), offsets.data(), static_cast<int64_t>(ss.size()),
                     cells.data(), pbc.data(), targets ? energy.data() : nullptr,
                     targets ? forces.data() : nullptr, opt, dtype, device);

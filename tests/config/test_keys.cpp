@@ -52,6 +52,41 @@ TEST(ConfigKeys, EveryImplementedKeyIsReadByTheCode) {
   EXPECT_GT(implemented, 80);
 }
 
+TEST(ConfigKeys, SmoothNeighbourCapNeedsAModelWithAnEnvelope) {
+  const std::string on = "Architecture.smooth_neighbour_cap=true";
+  EXPECT_TRUE(
+      train_settings(load_config(kConfigs + "si_sw_painn.json", {on}, {})).graph.smooth_cap);
+  EXPECT_FALSE(train_settings(load_config(kConfigs + "si_sw_painn.json", {}, {})).graph.smooth_cap);
+  try {
+    train_settings(
+        load_config(kConfigs + "cu_eam_schnet.json", {on, "Architecture.mpnn_type=EGNN"}, {}));
+    ADD_FAILURE() << "EGNN with a smooth neighbour cap was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("smooth_neighbour_cap: EGNN has no radial envelope"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ConfigKeys, RadialEnvelopeReachesTheModelSpecAndNeedsAModelWithAnEnvelope) {
+  const TrainSettings poly = train_settings(load_config(
+      kConfigs + "si_sw_painn.json",
+      {"Architecture.radial_envelope=polynomial", "Architecture.envelope_exponent=5"}, {}));
+  EXPECT_EQ(poly.gnn.layer.envelope.kind, Envelope::kPolynomial);
+  EXPECT_EQ(poly.gnn.layer.envelope.p, 5);
+  EXPECT_EQ(
+      train_settings(load_config(kConfigs + "si_sw_painn.json", {}, {})).gnn.layer.envelope.kind,
+      Envelope::kCosine);
+  EXPECT_THROW(
+      train_settings(load_config(
+          kConfigs + "cu_eam_schnet.json",
+          {"Architecture.radial_envelope=polynomial", "Architecture.mpnn_type=CGCNN"}, {})),
+      ConfigError);
+  EXPECT_THROW(
+      load_config(kConfigs + "cu_eam_schnet.json", {"Architecture.envelope_exponent=0"}, {}),
+      ConfigError);
+}
+
 TEST(ConfigKeys, DerivedKeysSayWhatTheyDo) {
   for (const KeySpec& spec : config_schema()) {
     if (spec.status != KeyStatus::kDerived) continue;

@@ -60,7 +60,7 @@ TEST(Batch, GeometryIsDifferentiableAndExpansionsAreComputedOnce) {
   EXPECT_EQ(g.gaussians(20).data_ptr(), rbf.data_ptr());  // memoised
   EXPECT_LE(rbf.max().item<double>(), 1.0);
   EXPECT_TRUE(at::allclose(g.unit().norm(2, 1), at::ones({b.n_edges()}, at::kDouble)));
-  const at::Tensor grad = torch::autograd::grad({(g.cosine_cutoff() * g.len()).sum()}, {pos})[0];
+  const at::Tensor grad = torch::autograd::grad({(g.envelope() * g.len()).sum()}, {pos})[0];
   EXPECT_NEAR(grad.sum().item<double>(), 0.0, 1e-12);  // translation invariance
 }
 

@@ -214,6 +214,15 @@ TEST(DeviceGraph, MaxNeighboursKeepsTheSameNearest) {
   EXPECT_EQ(expect_same(fcc, {3.0, 4}), (32 + 108) * 4);
   EXPECT_EQ(expect_same(fcc, {5.0, 0}), (32 + 108) * 42);
   EXPECT_EQ(expect_same(fcc, {5.0, 20}), (32 + 108) * 20);
+  // A smooth cap keeps one more, the boundary edge, of every center it caps.
+  EXPECT_EQ(expect_same(fcc, {5.0, 20, true}), (32 + 108) * 21);
+  EXPECT_EQ(expect_same(fcc, {5.0, 42, true}), (32 + 108) * 42);
+  for (int64_t max_n : {1, 5, 12}) {
+    SCOPED_TRACE("smooth, max_neighbours " + std::to_string(max_n));
+    const Edges hard = radius_graph_batch(b.pos.data(), b.offsets.data(), b.n_graphs(),
+                                          b.cells.data(), b.pbc.data(), {5.0, max_n});
+    EXPECT_EQ(expect_same(b, {5.0, max_n, true}), hard.size() + hard.cut_atoms);
+  }
 }
 
 TEST(DeviceGraph, BatchesWithEmptyAndSingleAtomGraphs) {
@@ -313,7 +322,8 @@ void expect_same_batch(const GraphBatch& a, const GraphBatch& b) {
       {a.graph_of_atom, b.graph_of_atom},
       {a.atoms_per_graph, b.atoms_per_graph},
       {a.energy, b.energy},
-      {a.forces, b.forces}};
+      {a.forces, b.forces},
+      {a.cap_boundary, b.cap_boundary}};
   for (const auto& [x, y] : tensors) {
     ASSERT_EQ(x.defined(), y.defined());
     if (!x.defined()) continue;
@@ -346,8 +356,9 @@ TEST(DeviceGraph, MakeBatchBuildsTheSameBatchEitherWay) {
   for (size_t k = 0; k < forces.size(); ++k) forces[k] = 0.01 * static_cast<double>(k);
   const c10::Device cpu(c10::kCPU);
   for (const c10::ScalarType dtype : {at::kFloat, at::kDouble}) {
-    for (const int64_t max_n : {int64_t(0), int64_t(7)}) {
-      const RadiusGraphOptions opt{4.5, max_n};
+    for (const auto& [max_n, smooth] :
+         std::vector<std::pair<int64_t, bool>>{{0, false}, {7, false}, {7, true}}) {
+      const RadiusGraphOptions opt{4.5, max_n, smooth};
       auto batch = [&](GraphBuild build, bool targets) {
         return make_batch(z.data(), b.pos.data(), b.offsets.data(), b.n_graphs(), b.cells.data(),
                           b.pbc.data(), targets ? energy.data() : nullptr,
@@ -363,6 +374,7 @@ TEST(DeviceGraph, MakeBatchBuildsTheSameBatchEitherWay) {
       if (max_n > 0) {
         EXPECT_GT(cells.cut_atoms, 0);
       }
+      EXPECT_EQ(cells.cap_boundary.defined(), smooth);
     }
   }
 }

@@ -254,7 +254,7 @@ TEST(FastPath, EdgeGeometryMatchesPlainFormulas) {
   const Fn fast = [&](const std::vector<at::Tensor>& x) {
     const EdgeGeometry g(b, x[0], cutoff);
     return at::cat({g.vec(), g.unit(), g.len().unsqueeze(1), g.gaussians(7), g.bessel(4),
-                    g.cosine_cutoff().unsqueeze(1), g.bessel_cutoff(4)},
+                    g.envelope().unsqueeze(1), g.bessel_cutoff(4)},
                    1);
   };
   const Fn ref = [&](const std::vector<at::Tensor>& x) {

@@ -271,7 +271,7 @@ struct Filter {
   FilterBasis basis;
 };
 
-Filter random_filter(c10::ScalarType dtype) {
+Filter random_filter(c10::ScalarType dtype, const Envelope& envelope = Envelope()) {
   const int64_t e = 120, ng = 12, nf = 16;
   const auto opt = at::TensorOptions().dtype(dtype);
   Filter f;
@@ -281,7 +281,8 @@ Filter random_filter(c10::ScalarType dtype) {
   const double spacing = kRadius / double(ng - 1);
   f.basis.coeff = -0.5 / (spacing * spacing);
   f.basis.cutoff = kRadius;
-  f.basis.cutoff_values = cosine_cutoff_values(f.d, kRadius);
+  f.basis.envelope = envelope;
+  f.basis.cutoff_values = envelope_values(f.d, kRadius, envelope);
   const at::Tensor x = f.d.unsqueeze(1) - f.basis.mu.unsqueeze(0);
   f.gauss = at::exp(at::clamp_min(f.basis.coeff * x * x, -80.0));
   f.a1 = at::randn({nf, ng}, opt) / 3.0;
@@ -292,8 +293,12 @@ Filter random_filter(c10::ScalarType dtype) {
 }
 
 TEST(GenericKernels, SchnetFilterAgreesToSecondOrder) {
-  for (const auto dtype : {at::kDouble, at::kFloat}) {
-    const Filter f = random_filter(dtype);
+  for (const auto& [dtype, envelope] : std::vector<std::pair<c10::ScalarType, Envelope>>{
+           {at::kDouble, {}},
+           {at::kFloat, {}},
+           {at::kDouble, {Envelope::kPolynomial, 6}},
+           {at::kFloat, {Envelope::kPolynomial, 3}}}) {
+    const Filter f = random_filter(dtype, envelope);
     const double tol = dtype == at::kDouble ? 1e-10 : 2e-5;
     const Fn fn = [&](const std::vector<at::Tensor>& in) {
       FilterBasis basis = f.basis;
@@ -301,7 +306,9 @@ TEST(GenericKernels, SchnetFilterAgreesToSecondOrder) {
       return schnet_filter(in[0], fused_kernels(in[0]) ? f.gauss : at::Tensor(), basis, in[1],
                            in[2], in[3], in[4]);
     };
-    const std::string name = dtype == at::kDouble ? "" : " float32";
+    const std::string name =
+        std::string(dtype == at::kDouble ? "" : " float32") +
+        (envelope.kind == Envelope::kCosine ? "" : ", polynomial " + std::to_string(envelope.p));
     // The force pass (derivative in d only, hand-written twice) and every input at once.
     compare_op("schnet_filter, d" + name, fn, {f.d, f.a1, f.b1, f.a2, f.b2}, {0}, tol);
     compare_op("schnet_filter, all" + name, fn, {f.d, f.a1, f.b1, f.a2, f.b2}, {0, 1, 2, 3, 4},
@@ -339,6 +346,10 @@ std::vector<ModelCase> model_cases() {
                      s.heads = {{"energy", HeadSpec::kGraph, 1}};
                      s.interatomic_potential = false;
                    }});
+  for (const char* type : {"SchNet", "PAINN"})
+    cases.push_back({std::string(type) + "_polynomial_envelope", type, [](GnnSpec& s) {
+                       s.layer.envelope = {Envelope::kPolynomial, 5};
+                     }});
   cases.push_back({"SchNet_mean_pool", "SchNet", [](GnnSpec& s) {
                      s.graph_pooling = Pooling::kMean;
                      s.heads = {{"energy", HeadSpec::kGraph, 1}};
