@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake git pkg-config python3 clang-format zlib1g-dev shellcheck
+  build-essential cmake git pkg-config python3 python3-matplotlib clang-format zlib1g-dev
+  shellcheck
   clang libclang-rt-dev
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin

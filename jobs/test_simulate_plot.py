@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Tests for jobs/simulate_plot.py: run as `python3 jobs/test_simulate_plot.py` (stdlib only).
+"""Tests for jobs/simulate_plot.py: run as `python3 jobs/test_simulate_plot.py` (matplotlib from
+Debian's python3-matplotlib; another python3 first on PATH hands over to /usr/bin/python3).
 
 Each test writes a small CSV in the format of `ddgnn simulate --out` into a temporary directory,
-runs the script through subprocess and checks its exit status, output and the PNG it writes
-(PNG decoding: jobs/test_parity_plot.py's read_png).
+runs the script through subprocess and checks its exit status, output and the PNG it writes;
+what is drawn (lines, gaps, shading, legend) is checked on the figure the script builds.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -16,8 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "simulate_plot.py")
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
-import simulate_plot  # noqa: E402  (geometry and colours)
-from test_parity_plot import pixel, read_png  # noqa: E402
+import plotting  # noqa: E402
+
+plotting.pyplot()  # under a python3 without matplotlib: run again by /usr/bin/python3
+import simulate_plot  # noqa: E402
+from test_parity_plot import png_size  # noqa: E402
 
 HEADER = ",".join(simulate_plot.HEADER)
 
@@ -74,41 +79,41 @@ class SimulatePlotTest(unittest.TestCase):
             self.assertIn(n, r.stderr)
         self.assert_no_png()
 
-    def test_lines_markers_and_shading(self):
+    def test_lines_gaps_shading_and_legend(self):
         data = rows()
         write(self.path("sim.csv"), data)
         r = run_script(self.path("sim.csv"))
         self.assertEqual(r.returncode, 0, r.stderr)
         out = self.path("sim.png")
         self.assertIn(out, r.stdout)
-        w, h, depth, colour, raw = read_png(out)
-        self.assertEqual((w, h, depth, colour),
-                         (simulate_plot.WIDTH, simulate_plot.HEIGHT, 8, 2))
-        # Axes over every rank count and every feasible epoch time.
-        epochs = [float(d[16]) for d in data if d[7] == 1]
-        axes = simulate_plot.Axes([d[1] for d in data], epochs)
-        self.assertEqual(axes.px(1), simulate_plot.PLOT_LEFT)
-        self.assertEqual(axes.px(64), simulate_plot.PLOT_LEFT + simulate_plot.PLOT_W - 1)
-        # A collective marker where collective differs from the others (P = 4: 50 s).
-        red = simulate_plot.COLORS["collective"]
-        self.assertEqual(pixel(raw, w, axes.px(4), axes.py(50.0)), red)
-        # file's last feasible point (P = 8) is drawn, and no file line goes on to P = 16.
-        purple = simulate_plot.COLORS["file"]
-        self.assertEqual(pixel(raw, w, axes.px(8), axes.py(300.0 / 8)), purple)
-        mid_x = (axes.px(8) + axes.px(16)) // 2
-        mid_y = (axes.py(300.0 / 8) + axes.py(300.0 / 16)) // 2
-        column = [pixel(raw, w, mid_x, y) for y in range(mid_y - 3, mid_y + 4)]
-        self.assertNotIn(purple, column)
-        # replicated never fits: none of its green anywhere in the plot area.
-        green = simulate_plot.COLORS["replicated"]
-        x0, y0 = simulate_plot.PLOT_LEFT, simulate_plot.PLOT_TOP
-        area = [pixel(raw, w, x, y) for y in range(y0, y0 + simulate_plot.PLOT_H, 3)
-                for x in range(x0, x0 + simulate_plot.PLOT_W, 3)]
-        self.assertNotIn(green, area)
-        # P = 32 and 64 need 8 and 16 nodes of a 4-node machine: shaded at the far right.
-        self.assertEqual(pixel(raw, w, x0 + simulate_plot.PLOT_W - 3, y0 + 2),
-                         simulate_plot.SHADE)
-        self.assertEqual(pixel(raw, w, x0 + 2, y0 + 2), simulate_plot.WHITE)
+        self.assertEqual(png_size(out), (simulate_plot.WIDTH, simulate_plot.HEIGHT))
+
+        fig = simulate_plot.figure(self.path("sim.csv"), None)
+        (ax,) = fig.get_axes()
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        ranks = [1, 2, 4, 8, 16, 32, 64]
+        # Every backend over every rank count, its epoch times where it fits, a gap elsewhere.
+        self.assertEqual(list(lines["collective"].get_xdata()), ranks)
+        self.assertAlmostEqual(lines["collective"].get_ydata()[2], 50.0)
+        self.assertEqual(lines["collective"].get_color(), simulate_plot.COLORS["collective"])
+        file_y = lines["file"].get_ydata()
+        self.assertAlmostEqual(file_y[3], 300.0 / 8)  # its last feasible point, P = 8
+        self.assertTrue(all(math.isnan(v) for v in file_y[4:]))  # no line on to P = 16
+        self.assertTrue(all(math.isnan(v) for v in lines["replicated: never fits"].get_ydata()))
+        auto = lines["auto"]
+        self.assertEqual(auto.get_linestyle(), "--")
+        self.assertEqual([float(v) for v in auto.get_ydata()], [100.0 / p for p in ranks])
+        # P = 32 and 64 need 8 and 16 nodes of a 4-node machine: shaded from between 16 and 32.
+        (shade,) = ax.patches
+        x0 = min(v[0] for v in shade.get_xy())
+        self.assertGreater(x0, 16)
+        self.assertLess(x0, 32)
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        self.assertEqual(legend, ["collective", "file", "replicated: never fits", "rma", "auto",
+                                  "beyond the machine"])
+        self.assertIn("auto: rma P 1-64", ax.get_title())
+        self.assertEqual([float(t) for t in ax.get_xticks()], [float(p) for p in ranks])
+        plotting.pyplot().close(fig)
 
     def test_out_and_title(self):
         write(self.path("sim.csv"), rows())
