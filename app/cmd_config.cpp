@@ -1,4 +1,5 @@
-// `ddgnn config`: checks a run config and prints every resolved value with its source (default,
+// `ddgnn config`: checks a run config (schema, then the keys together as `ddgnn train` does
+// before it reads data) and prints every resolved value with its source (default,
 // file, --set) and the warnings, optionally writing the resolved JSON; or, with --list-keys, prints
 // the reference of every key (--markdown: the text of docs/config.md).
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "app/commands.h"
 #include "config/config.h"
 #include "config/config_schema.h"
+#include "config/train_settings.h"
 #include "core/error.h"
 
 namespace ddgnn {
@@ -60,6 +62,9 @@ Command add_config_command(CLI::App& app) {
     ConfigOptions config_options;
     config_options.allow_unimplemented = options->allow_unimplemented;
     const Config config = load_config(options->config, options->overrides, config_options);
+    // The checks `ddgnn train` makes of the keys together before it reads any data (models,
+    // schedules, targets), so that a config this command calls valid also starts.
+    train_settings(config);
     std::cout << "config " << config.source << ": valid\n\n" << config_table(config);
     for (const auto& warning : config.warnings) std::cout << "warning: " << warning << "\n";
     if (!options->write.empty()) {

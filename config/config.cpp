@@ -132,17 +132,24 @@ struct Override {
   json value;
 };
 
-// Byte offset of the first byte of `s` that is not valid UTF-8, or npos.
+// Byte offset of the first byte of `s` that is not valid UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos.
 size_t invalid_utf8_at(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80           ? 1
-                       : (c >> 5) == 0x6  ? 2
-                       : (c >> 4) == 0xE  ? 3
-                       : (c >> 3) == 0x1E ? 4
-                                          : 0;
-    if (len == 0 || (len == 2 && c < 0xC2) || i + len > s.size()) return i;
-    for (size_t k = 1; k < len; ++k)
+    const size_t len = c < 0x80                 ? 1
+                       : c >= 0xC2 && c <= 0xDF ? 2
+                       : c >= 0xE0 && c <= 0xEF ? 3
+                       : c >= 0xF0 && c <= 0xF4 ? 4
+                                                : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    // The second byte's range: narrower after E0 (overlong), ED (surrogates), F0 (overlong)
+    // and F4 (beyond U+10FFFF).
+    const auto second = static_cast<unsigned char>(len > 1 ? s[i + 1] : 0x80);
+    const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    const unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (len > 1 && (second < lo || second > hi)) return i;
+    for (size_t k = 2; k < len; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
     i += len;
   }

@@ -28,7 +28,9 @@ Spec keys (unknown keys are errors, with "did you mean"):
   base_config    the run config every point starts from, relative to the working directory
   set            {key: value} overrides of every point
   grid           {key: [values]}: every combination is a point
-  points         [{key: value}, ...]: more points (after the grid's)
+  points         [{key: value}, ...]: more points (after the grid's); a point's "ranks" (a
+                 count or a list) replaces the top-level ranks for it (strong scaling: a
+                 per-rank batch size that shrinks as the ranks grow)
   ranks          [P, ...] rank counts, each point runs at every one (default [1])
   repetitions    runs of each point and rank count (default 1)
   machine        launch template for submit: perlmutter_gpu, perlmutter_cpu, frontier (Slurm),
@@ -129,6 +131,14 @@ def load_spec(path):
     for i, p in enumerate(spec.get("points", [])):
         if not isinstance(p, dict):
             raise CampaignError(f"{where}: points[{i}] must be an object of --set keys")
+        if "ranks" in p:
+            r = p["ranks"] if isinstance(p["ranks"], list) else [p["ranks"]]
+            if not r or any(not isinstance(x, int) or isinstance(x, bool) or x < 1 for x in r):
+                raise CampaignError(f"{where}: points[{i}].ranks must be a positive integer or a "
+                                    f"non-empty list of them, got {json.dumps(p['ranks'])}")
+    if "ranks" in spec.get("grid", {}):
+        raise CampaignError(f"{where}: grid 'ranks': rank counts go in the top-level 'ranks' "
+                            "(or a point's own 'ranks')")
     for section in ("set", "grid", "points"):
         blocks = spec.get(section, [] if section == "points" else {})
         for block in blocks if section == "points" else [blocks]:
@@ -163,7 +173,10 @@ def expand(spec):
         combos = [{}]
     points = []
     for combo in combos:
-        for ranks in spec.get("ranks", [1]):
+        own = combo.pop("ranks", None)  # a point's own rank counts replace the top-level ones
+        rank_counts = spec.get("ranks", [1]) if own is None else \
+            (own if isinstance(own, list) else [own])
+        for ranks in rank_counts:
             for rep in range(spec.get("repetitions", 1)):
                 points.append({"id": f"p{len(points):04d}", "overrides": combo, "ranks": ranks,
                                "repetition": rep})
@@ -324,6 +337,9 @@ def last_error_line(log):
             lines = [l.strip() for l in f if l.strip()]
     except OSError:
         return ""
+    for line in reversed(lines):  # ddgnn's own message first, not MPI's noise after it
+        if re.match(r"(\[[^]]*\] )?(\[[a-z]+\] )?ddgnn: .*error", line):
+            return line
     for line in reversed(lines):
         if "error" in line.lower():
             return line

@@ -65,7 +65,10 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
-class ParityPlotTest(unittest.TestCase):
+class InTempDir(unittest.TestCase):
+    """A test with a temporary folder of its own (self.dir, self.path(name)); the figure tests
+    of jobs/ share it."""
+
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory()
         self.dir = self._tmp.name
@@ -75,6 +78,9 @@ class ParityPlotTest(unittest.TestCase):
 
     def path(self, name):
         return os.path.join(self.dir, name)
+
+
+class ParityPlotTest(InTempDir):
 
     def check_png(self, path, width, height):
         self.assertTrue(os.path.isfile(path))

@@ -11,7 +11,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,7 +21,7 @@ import plotting  # noqa: E402
 
 plotting.pyplot()  # under a python3 without matplotlib: run again by /usr/bin/python3
 import simulate_plot  # noqa: E402
-from test_parity_plot import png_size  # noqa: E402
+from test_parity_plot import InTempDir, png_size  # noqa: E402
 
 HEADER = ",".join(simulate_plot.HEADER)
 
@@ -57,17 +56,7 @@ def run_script(*args):
                           timeout=60)
 
 
-class SimulatePlotTest(unittest.TestCase):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.dir = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class SimulatePlotTest(InTempDir):
     def assert_no_png(self):
         left = [n for n in os.listdir(self.dir) if n.endswith(".png") or ".png.tmp" in n]
         self.assertEqual(left, [])

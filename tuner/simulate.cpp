@@ -13,10 +13,10 @@
 //     terms describe shared-memory peers and are not stretched to network peers (which the
 //     network part prices).
 //   rma, shm (other nodes through rma): n = B f_off samples by one-sided gets, pipelined: the
-//     fetch's two flushes (owners' offsets, then payloads) are two round trips, each sample two
-//     gets (its offsets, its bytes) at the per-get overhead o, and the bytes at the rank's share
-//     of its node's injection bandwidth b = injection / R:
-//       2 α + 2 n o + n S / b
+//     fetch's two flushes (owners' offsets, then payloads) are two round trips of 2 α each (α
+//     one-way), each sample two gets (its offsets, its bytes) at the per-get overhead o, and the
+//     bytes at the rank's share of its node's injection bandwidth b = injection / R:
+//       4 α + 2 n o + n S / b
 //   collective: four collectives over the g ranks whenever g > r. The request counts
 //     (MPI_Alltoall of one int per peer, Bruck: L = ceil(log2 g) rounds of g/2 ints), three
 //     MPI_Alltoallv (requests, sizes, payloads) whose messages go only to the m = (g - r)(1 -
@@ -138,8 +138,8 @@ Platform local(const std::map<std::string, CostModel>& models) {
   for (const Backend b : {Backend::kRma, Backend::kShm}) {
     const auto it = models.find(to_string(b));
     if (it == models.end()) continue;
-    // One remote sample on a node without contention: a fetch is two flush round trips, and
-    // the extra time of a 1 MiB sample is its bytes at the transport's bandwidth.
+    // One remote sample on a node without contention: a fetch is two flush round trips (4 α),
+    // and the extra time of a 1 MiB sample is its bytes at the transport's bandwidth.
     FetchFeatures f;
     f.batch = 1;
     f.ranks = f.ranks_per_node = f.cores_per_node = 2;
@@ -147,9 +147,9 @@ Platform local(const std::map<std::string, CostModel>& models) {
     const double t0 = it->second.predict(f);
     f.bytes_mean = 1 << 20;
     const double t1 = it->second.predict(f);
-    p.latency_us = t0 > 0 ? 0.5 * t0 * 1e6 : kNaN;
+    p.latency_us = t0 > 0 ? 0.25 * t0 * 1e6 : kNaN;
     p.injection_gbs = t1 > t0 ? double(p.ranks_per_node) * double(1 << 20) / (t1 - t0) / 1e9 : kNaN;
-    from = "latency = half the " + to_string(b) +
+    from = "latency = a quarter of the " + to_string(b) +
            " model's time for one remote sample of 0 bytes, " +
            "bandwidth per rank = 1 MiB over the extra time of a 1 MiB one";
     break;
@@ -297,7 +297,7 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
       if (backend == Backend::kRma || backend == Backend::kShm) {
         bp.fetch_node_s = model->second.predict(node);
         if (n_off > 0)
-          bp.fetch_network_s = 2 * alpha + 2 * n_off * o_get + n_off * w.bytes_mean / b;
+          bp.fetch_network_s = 4 * alpha + 2 * n_off * o_get + n_off * w.bytes_mean / b;
       } else if (backend == Backend::kCollective) {
         bp.fetch_node_s = model->second.predict(node);
         if (g > r) {

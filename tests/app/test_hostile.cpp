@@ -138,6 +138,22 @@ TEST(Hostile, NumbersNoConfigCanMean) {
   EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
 }
 
+// `ddgnn config` makes the checks of the keys together that `ddgnn train` makes at its start
+// (what a campaign relies on before it runs anything).
+TEST(Hostile, ConfigRefusesWhatTrainRefusesAtStart) {
+  const std::string base = std::string(DDGNN_SOURCE_DIR) + "/configs/cu_eam_schnet.json";
+  // TimeExponential needs a time limit; the data is never opened.
+  const std::string set = " --set Training.time_limit_s=0 --set Dataset.path=/nonexistent.h5";
+  const Result c = run("config --config " + base + set);
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.out.find("TimeExponential anneals over time_limit_s"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("valid"), std::string::npos) << c.out;
+  const Result t = run("train --config " + base + set);
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.out.find("TimeExponential anneals over time_limit_s"), std::string::npos) << t.out;
+  EXPECT_EQ(run("config --config " + base).code, 0);
+}
+
 TEST(Hostile, OutliersAreReportedStoredRefusedAndAllowed) {
   TempDir dir;
   write_cu(dir.file("in.xyz"), 24, /*bad_force=*/9);  // frame 9 starts at line 9 * 6 + 1

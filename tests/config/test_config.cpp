@@ -239,14 +239,21 @@ TEST(Config, NotImplementedKeyWithAnInertValueIsAccepted) {
 // Found by fuzz/fuzz_config.cpp: a --set value that is not UTF-8 (here 0xC1) reached the JSON
 // library's writer, which threw "invalid UTF-8 byte" as an internal error.
 TEST(Config, OverrideThatIsNotUtf8IsAConfigError) {
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("Training.batch_size=\xC1"), std::string("Loader.backend=rm\xE2\x82"),
-        std::string("Train\xFFing.batch_size=3")}) {
+        std::string("Train\xFFing.batch_size=3"),
+        // Well-formed continuation bytes but not UTF-8 (an hour of fuzzing found the first):
+        // an overlong three-byte form, a surrogate, a code point above U+10FFFF.
+        std::string("Dataset.name=a\xE0\x9A\xB1"), std::string("Dataset.name=\xED\xA0\x80"),
+        std::string("Dataset.name=\xF4\x90\x80\x80")}) {
     const std::string e = error_of([&] { resolve(minimal(), {bad}); });
     EXPECT_HAS(e, "--set: the text is not valid UTF-8 (byte 0x");
     EXPECT_HAS(e, "write the key and value as UTF-8 text");
   }
-  EXPECT_EQ(error_of([&] { resolve(minimal(), {"Dataset.name=Kupfer \xC3\xBC \xE2\x82\xAC"}); }),
+  EXPECT_EQ(error_of([&] {
+              resolve(minimal(),
+                      {"Dataset.name=Kupfer \xC3\xBC \xE2\x82\xAC \xE0\xB1\x9A \xF0\x9F\x98\x80"});
+            }),
             "");
 }
 

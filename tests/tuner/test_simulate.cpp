@@ -201,6 +201,17 @@ TEST(Simulate, PrefetchOverlapsComputeOnlyWithACoreToSpare) {
   EXPECT_DOUBLE_EQ(rma.load_s, w.compute_s + rma.fetch_s + w.collate_s);
 }
 
+// A one-sided fetch from other nodes is two flushes, each a round trip of twice the one-way
+// latency: 4 α in the network part, whatever else it costs.
+TEST(Simulate, OneSidedFetchPaysTwoRoundTrips) {
+  Platform slow = test_platform();
+  slow.latency_us += 10;
+  const auto base = at(simulate(flat_models(1e-9), test_platform(), Workload{}, {64})[0], "rma");
+  const auto more = at(simulate(flat_models(1e-9), slow, Workload{}, {64})[0], "rma");
+  ASSERT_GT(base.fetch_network_s, 0);
+  EXPECT_NEAR(more.fetch_network_s - base.fetch_network_s, 4 * 10e-6, 1e-12);
+}
+
 TEST(Simulate, FileWithoutModelIsPricedByTheFileSystemAlone) {
   const auto models = flat_models(1e-9, {"rma", "shm", "collective", "replicated"});
   auto pt = simulate(models, test_platform(), Workload{}, {8})[0];

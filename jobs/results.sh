@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Regenerates the measured figures of results/figures/, each a PNG drawn with matplotlib
+# (jobs/figures.py, jobs/parity_plot.py) with the CSV it was drawn from beside it:
+#   loader_backends.{csv,png}   µs per record of every loader backend against batch size, per
+#                               record size and rank count, with the memcpy ceiling of the run
+#                               (`ddgnn bench-loader` on 1, 2, 4, 8 ranks)
+#   train_weak.{csv,png}        training throughput and time per phase of every mpnn_type at 1,
+#                               2, 4, 8 ranks, 4 graphs per rank (jobs/campaigns/train_weak.json)
+#   train_strong.{csv,png}      SchNet and PAINN at a global batch of 8 over 1-8 ranks
+#                               (jobs/campaigns/train_strong.json)
+#   learning.png, learning_<config>.csv, parity_<config>.png
+#                               validation errors per epoch and test parity of each bundled config
+#                               trained for a few minutes (the configs' own budgets are longer)
+# Data: data/*.h5 (made here with jobs/data/generate.sh when missing). The full run takes about
+# 40 minutes on the 2-core development machine.
+#   bash jobs/results.sh                 into results/figures
+#   bash jobs/results.sh --quick         small version of each (a few minutes; the test suite
+#                                        runs it), its own data and runs under --work
+#   bash jobs/results.sh --out DIR --work DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+out=results/figures
+work=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    --work) work=${2:?--work needs a folder}; shift 2 ;;
+    *) echo "results.sh: unknown argument '$1' (--quick, --out DIR, --work DIR)" >&2; exit 2 ;;
+  esac
+done
+ddgnn=${DDGNN:-./build/app/ddgnn}
+[ -x "$ddgnn" ] || { echo "results.sh: $ddgnn is not built: bash jobs/build.sh ddgnn" >&2; exit 2; }
+export DDGNN=$ddgnn
+[ -n "$work" ] || work=$([ "$quick" = 1 ] && mktemp -d -t ddgnn-results-XXXXXX || echo runs/results)
+mkdir -p "$out" "$work"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1 OMPI_MCA_osc=^rdma
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+start=$SECONDS
+step() { echo "== results.sh: $* ($((SECONDS - start)) s)"; }
+
+# ---- data ----
+if [ "$quick" = 1 ]; then
+  data=$work/data
+  sets=(cu_eam)
+  mkdir -p "$data"
+  [ -f "$data/cu_eam.h5" ] || {
+    bash jobs/data/generate.sh --out "$data" --frames 200 --only cu_eam
+    "$ddgnn" convert --overwrite "$data/cu_eam.extxyz" "$data/cu_eam.h5"
+  }
+else
+  data=data
+  sets=(cu_eam si_sw ethanol)
+  for s in "${sets[@]}"; do
+    [ -f "$data/$s.h5" ] && continue
+    step "generating $s"
+    [ "$s" = ethanol ] && bash jobs/build.sh ddgnn-xtb-md
+    bash jobs/data/generate.sh --out "$data" --only "$s" --xtb-md build/jobs/data/ddgnn-xtb-md
+    "$ddgnn" convert --overwrite "$data/$s.extxyz" "$data/$s.h5"
+  done
+fi
+
+# ---- 1. loader backends ----
+step "loader backends"
+grid=$out/loader_backends.csv
+rm -f "$grid.partial"
+if [ "$quick" = 1 ]; then
+  ranks=(1 2)
+  bench=(--sample-bytes 1024 65536 --batch 16 64 --repetitions 5 --mib-per-rank 8)
+else
+  ranks=(1 2 4 8)
+  bench=(--repetitions 30 --mib-per-rank 32)
+fi
+for p in "${ranks[@]}"; do
+  mpiexec -n "$p" --oversubscribe --bind-to none "$ddgnn" bench-loader --out "$grid.partial" \
+    "${bench[@]}" > /dev/null
+done
+mv "$grid.partial" "$grid"
+python3 jobs/figures.py loader "$grid" --out "$out/loader_backends.png"
+
+# ---- 2. training scaling: campaigns ----
+# The specs of jobs/campaigns/, with this run's data, folder and (quick) fewer points.
+derive() {  # derive SPEC OUT_SPEC
+  python3 - "$1" "$2" "$data/cu_eam.h5" "$work/campaigns" "$quick" <<'EOF'
+import json, os, sys
+spec_path, out, h5, folder, quick = sys.argv[1:]
+spec = json.load(open(spec_path))
+spec["set"]["Dataset.path"] = h5
+spec["directory"] = os.path.join(folder, spec["name"])
+if quick == "1":
+    if "grid" in spec:
+        spec["grid"]["Architecture.mpnn_type"] = ["SchNet", "GIN"]
+        spec["ranks"] = [1, 2]
+    spec["points"] = [p for p in spec.get("points", []) if p.get("ranks", 1) <= 2]
+    spec["set"]["Training.perc_train"] = 0.5
+json.dump(spec, open(out, "w"), indent=1)
+EOF
+}
+for name in train_weak train_strong; do
+  step "campaign $name"
+  derive "jobs/campaigns/$name.json" "$work/$name.json"
+  python3 jobs/campaign.py run --local "$work/$name.json" > "$work/$name.log" || {
+    echo "results.sh: some points of $name failed:" >&2
+    python3 jobs/campaign.py status "$work/$name.json" | grep failed >&2 || true
+  }
+  python3 jobs/campaign.py collect "$work/$name.json" --out "$out/$name.csv"
+  python3 jobs/figures.py scaling "$out/$name.csv" --out "$out/$name.png"
+done
+
+# ---- 3. learning curves and parity plots of the bundled configs ----
+if [ "$quick" = 1 ]; then
+  configs=(cu_eam_schnet)
+  seconds=15
+else
+  configs=(cu_eam_schnet si_sw_painn ethanol_schnet)
+  seconds=300
+fi
+runs=()
+for c in "${configs[@]}"; do
+  step "training $c for $seconds s"
+  ds=${c%_*}
+  run=$work/learning/$c
+  "$ddgnn" train --config "configs/$c.json" --overwrite --set "Dataset.path=$data/$ds.h5" \
+    --set "Training.time_limit_s=$seconds" --set "Output.run_dir=$run" \
+    --set Output.progress=lines > "$work/learning_$c.log" 2>&1
+  "$ddgnn" evaluate --run "$run" > /dev/null
+  cp "$run/metrics.csv" "$out/learning_$c.csv"
+  python3 jobs/parity_plot.py "$run/eval_test" --out "$out/parity_$c.png" --title "$c" > /dev/null
+  runs+=("$run")
+done
+python3 jobs/figures.py learning "${runs[@]}" --out "$out/learning.png"
+step "done: figures in $out"
