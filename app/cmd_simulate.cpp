@@ -132,7 +132,8 @@ Command add_simulate_command(CLI::App& app) {
   sub->add_option("--method", o->method, "which fit of the models file: tpe or lsq")
       ->capture_default_str()
       ->check(CLI::IsMember(fit_method_names()));
-  sub->add_option("--platform", o->platform, "preset: perlmutter, frontier or local")->required();
+  sub->add_option("--platform", o->platform, "preset: perlmutter, frontier, summit or local")
+      ->required();
   sub->add_option("--ranks", o->ranks, "rank counts, comma-separated (default 1,2,4,...,16384)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -122,6 +122,32 @@ Platform frontier() {
   return p;
 }
 
+Platform summit() {
+  Platform p;
+  p.name = "summit";
+  p.nodes = 4608;
+  p.ranks_per_node = 6;
+  p.cores_per_node = 42;
+  p.latency_us = 2.0;
+  p.injection_gbs = 25.0;
+  p.memory_gb = 512.0;
+  p.pfs_gbs = 2500.0;
+  p.pfs_iops = 4.9e6;
+  p.pfs_latency_us = 8000.0;
+  p.get_overhead_us = 0.5;
+  p.peer_overhead_us = 0.1;
+  p.source =
+      "OLCF Summit (2018-2024; where the MDLoader and DDStore results were measured). 4,608 IBM "
+      "AC922 nodes, 2x POWER9 (22 cores, 21 for applications: 42), 6x V100 16 GB (one rank "
+      "each), 512 GB DDR4 + 96 GB HBM2, dual-rail Mellanox EDR InfiniBand, 2 x 100 Gb/s = 25 GB/s "
+      "per node, non-blocking fat tree; Alpine (IBM Spectrum Scale/GPFS, 250 PB, 2.5 TB/s): "
+      "https://docs.olcf.ornl.gov/systems/summit_user_guide.html . Estimated as Frontier's disk "
+      "tier: 4.9 million random reads a second (about 32,500 disks x 150), 8 ms a random disk "
+      "read. "
+      "Assumed (override them): latency 2 us, 0.5 us a get, 0.1 us per peer per collective fetch.";
+  return p;
+}
+
 // This machine: one node; the on-node transport's latency and bandwidth from the calibration.
 Platform local(const std::map<std::string, CostModel>& models) {
   Platform p;
@@ -195,13 +221,14 @@ const char* const kSimulationCsvHeader =
     "epoch_s,auto_pick";
 
 const std::vector<std::string>& platform_presets() {
-  static const std::vector<std::string> names = {"perlmutter", "frontier", "local"};
+  static const std::vector<std::string> names = {"perlmutter", "frontier", "summit", "local"};
   return names;
 }
 
 Platform platform_preset(const std::string& name, const std::map<std::string, CostModel>& models) {
   if (name == "perlmutter") return perlmutter();
   if (name == "frontier") return frontier();
+  if (name == "summit") return summit();
   if (name == "local") return local(models);
   std::string known;
   for (const auto& n : platform_presets()) known += (known.empty() ? "" : ", ") + n;

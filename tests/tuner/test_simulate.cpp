@@ -57,17 +57,17 @@ const BackendPoint& at(const ScalePoint& pt, const std::string& backend) {
 
 TEST(PlatformPreset, UnknownNameListsTheKnownOnes) {
   try {
-    platform_preset("summit", {});
+    platform_preset("aurora", {});
     ADD_FAILURE() << "no error for an unknown preset";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("'summit'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'aurora'"), std::string::npos) << e.what();
     for (const auto& name : platform_presets())
       EXPECT_NE(e.hint().find(name), std::string::npos) << e.hint();
   }
 }
 
 TEST(PlatformPreset, MachinesAreValidAndCiteTheirFigures) {
-  for (const std::string name : {"perlmutter", "frontier"}) {
+  for (const std::string name : {"perlmutter", "frontier", "summit"}) {
     const Platform p = platform_preset(name, {});
     EXPECT_NO_THROW(validate(p)) << name;
     EXPECT_NE(p.source.find("https://"), std::string::npos) << name;
@@ -75,6 +75,7 @@ TEST(PlatformPreset, MachinesAreValidAndCiteTheirFigures) {
   }
   EXPECT_EQ(platform_preset("perlmutter", {}).ranks_per_node, 4);  // 4 A100
   EXPECT_EQ(platform_preset("frontier", {}).ranks_per_node, 8);    // 8 GCDs
+  EXPECT_EQ(platform_preset("summit", {}).ranks_per_node, 6);      // 6 V100
 }
 
 TEST(PlatformPreset, LocalTakesTheTransportFromTheCalibration) {
