@@ -173,6 +173,16 @@ TEST(DatasetContent, TinyOrDegenerateCellIsNamed) {
   const std::string path2 = write_good(dir2);
   testing::overwrite_checksummed(path2, "graphs/cell", 2, 8, H5T_NATIVE_DOUBLE, 0.0);
   EXPECT_THAT(read_error(path2).what(), HasSubstr("graph 2: the periodic cell has volume 0 Å^3"));
+  // Finite entries whose volume or face areas overflow (found by fuzzing: the neighbour count
+  // of `info` then took the ceiling of NaN).
+  for (const double huge : {1e200, 1e300}) {
+    TempDir dir3;
+    const std::string path3 = write_good(dir3);
+    testing::overwrite_checksummed(path3, "graphs/cell", 5, 0, H5T_NATIVE_DOUBLE, huge);
+    testing::overwrite_checksummed(path3, "graphs/cell", 5, 4, H5T_NATIVE_DOUBLE, huge);
+    EXPECT_THAT(read_error(path3).what(),
+                HasSubstr("graph 5: the periodic cell's volume overflows"));
+  }
 }
 
 TEST(DatasetContent, NonFiniteValuesAreNamed) {
