@@ -45,9 +45,7 @@ belongs to the campaign.
 
 import argparse
 import csv
-import difflib
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -57,159 +55,18 @@ import signal
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAUNCH_DIR = os.path.join(ROOT, "jobs", "launch")
+sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from campaign_launch import render  # noqa: E402
+from campaign_spec import (MACHINES, CampaignError, campaign_dir, ddgnn_binary,  # noqa: E402
+                           describe, did_you_mean, expand, load_spec, run_dir, set_value,
+                           swept_keys, train_args)
 
-SPEC_KEYS = {
-    "name": str, "base_config": str, "set": dict, "grid": dict, "points": list, "ranks": list,
-    "repetitions": int, "machine": str, "time": str, "account": str, "queue": str,
-    "directory": str, "description": str,
-}
-# machine -> (scheduler, template file, ranks per node)
-MACHINES = {
-    "perlmutter_gpu": ("slurm", "perlmutter_gpu.sbatch", 4),
-    "perlmutter_cpu": ("slurm", "perlmutter_cpu.sbatch", 8),
-    "frontier": ("slurm", "frontier.sbatch", 8),
-    "summit": ("lsf", "summit.lsf", 6),
-    "flux": ("flux", "flux.sh", 4),
-    "mpiexec": ("mpiexec", "mpiexec.sh", 0),
-}
 PHASES = ["load_s", "fetch_s", "graph_s", "forward_s", "forces_s", "backward_s", "sync_s",
           "optimizer_s", "eval_s", "checkpoint_s", "epoch_s"]
 METRICS = ["validate_energy_mae_mev_atom", "validate_force_mae_mev_a",
            "validate_stress_mae_mev_a3", "test_energy_mae_mev_atom", "test_force_mae_mev_a",
            "test_stress_mae_mev_a3", "train_loss", "validate_loss"]
-
-
-class CampaignError(Exception):
-    pass
-
-
-def did_you_mean(word, choices):
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(choices))})"
-
-
-def set_value(v):
-    """A spec value as the text of `--set KEY=VALUE` (strings bare, the rest as JSON)."""
-    return v if isinstance(v, str) else json.dumps(v)
-
-
-def load_spec(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
-    except OSError as e:
-        raise CampaignError(f"{path}: cannot read the spec ({e.strerror})")
-    except json.JSONDecodeError as e:
-        raise CampaignError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}")
-    where = path
-    if not isinstance(spec, dict):
-        raise CampaignError(f"{where}: the spec must be a JSON object")
-    for k, v in spec.items():
-        if k not in SPEC_KEYS:
-            raise CampaignError(f"{where}: unknown key '{k}'{did_you_mean(k, SPEC_KEYS)}")
-        want = SPEC_KEYS[k]
-        if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            raise CampaignError(f"{where}: '{k}' must be a {want.__name__}, "
-                                f"got {json.dumps(v)}")
-    for k in ("name", "base_config"):
-        if k not in spec:
-            raise CampaignError(f"{where}: '{k}' is required")
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", spec["name"]):
-        raise CampaignError(f"{where}: name '{spec['name']}': use letters, digits, '.', '_', '-'")
-    if not os.path.isfile(spec["base_config"]):
-        raise CampaignError(f"{where}: base_config '{spec['base_config']}' is not a file "
-                            f"(paths are relative to the working directory, {os.getcwd()})")
-    for k, values in spec.get("grid", {}).items():
-        if not isinstance(values, list) or not values:
-            raise CampaignError(f"{where}: grid '{k}' needs a non-empty list of values, "
-                                f"got {json.dumps(values)}")
-    if "grid" in spec and not spec["grid"]:
-        raise CampaignError(f"{where}: 'grid' is empty: give it keys with lists of values, or "
-                            "leave it out")
-    for i, p in enumerate(spec.get("points", [])):
-        if not isinstance(p, dict):
-            raise CampaignError(f"{where}: points[{i}] must be an object of --set keys")
-        if "ranks" in p:
-            r = p["ranks"] if isinstance(p["ranks"], list) else [p["ranks"]]
-            if not r or any(not isinstance(x, int) or isinstance(x, bool) or x < 1 for x in r):
-                raise CampaignError(f"{where}: points[{i}].ranks must be a positive integer or a "
-                                    f"non-empty list of them, got {json.dumps(p['ranks'])}")
-    if "ranks" in spec.get("grid", {}):
-        raise CampaignError(f"{where}: grid 'ranks': rank counts go in the top-level 'ranks' "
-                            "(or a point's own 'ranks')")
-    for section in ("set", "grid", "points"):
-        blocks = spec.get(section, [] if section == "points" else {})
-        for block in blocks if section == "points" else [blocks]:
-            for k in block:
-                if k.split(".")[-1] == "run_dir" and k.endswith("Output.run_dir"):
-                    raise CampaignError(f"{where}: {section} sets {k}: the campaign gives each "
-                                        "point its own run directory")
-    ranks = spec.get("ranks", [1])
-    if not ranks or any(not isinstance(r, int) or isinstance(r, bool) or r < 1 for r in ranks):
-        raise CampaignError(f"{where}: ranks must be a non-empty list of positive integers, "
-                            f"got {json.dumps(ranks)}")
-    if spec.get("repetitions", 1) < 1:
-        raise CampaignError(f"{where}: repetitions must be at least 1, "
-                            f"got {spec['repetitions']}")
-    if "machine" in spec and spec["machine"] not in MACHINES:
-        raise CampaignError(f"{where}: machine '{spec['machine']}' has no launch template"
-                            f"{did_you_mean(spec['machine'], MACHINES)}")
-    if not re.fullmatch(r"\d{1,3}:\d\d:\d\d", spec.get("time", "00:30:00")):
-        raise CampaignError(f"{where}: time '{spec['time']}' must read HH:MM:SS")
-    return spec
-
-
-def expand(spec):
-    """The points: [{id, overrides (swept), ranks, repetition}], grid first, then the list."""
-    grid = spec.get("grid", {})
-    combos = []
-    if grid:
-        keys = list(grid)
-        combos += [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
-    combos += [dict(p) for p in spec.get("points", [])]
-    if not combos:
-        combos = [{}]
-    points = []
-    for combo in combos:
-        own = combo.pop("ranks", None)  # a point's own rank counts replace the top-level ones
-        rank_counts = spec.get("ranks", [1]) if own is None else \
-            (own if isinstance(own, list) else [own])
-        for ranks in rank_counts:
-            for rep in range(spec.get("repetitions", 1)):
-                points.append({"id": f"p{len(points):04d}", "overrides": combo, "ranks": ranks,
-                               "repetition": rep})
-    return points
-
-
-def swept_keys(points):
-    keys = []
-    for p in points:
-        for k in p["overrides"]:
-            if k not in keys:
-                keys.append(k)
-    return keys
-
-
-def campaign_dir(spec):
-    return spec.get("directory") or os.path.join("campaigns", spec["name"])
-
-
-def run_dir(spec, point):
-    return os.path.join(campaign_dir(spec), "runs", point["id"])
-
-
-def train_args(spec, point):
-    """`ddgnn train` arguments of a point (the same on every launcher)."""
-    args = ["--config", spec["base_config"]]
-    for k, v in list(spec.get("set", {}).items()) + list(point["overrides"].items()):
-        args += ["--set", f"{k}={set_value(v)}"]
-    return args + ["--set", f"Output.run_dir={run_dir(spec, point)}"]
-
-
-def ddgnn_binary():
-    return os.environ.get("DDGNN", os.path.join("build", "app", "ddgnn"))
 
 
 def local_command(spec, point):
@@ -243,11 +100,6 @@ def check_configs(spec, points):
     if bad:
         raise CampaignError("points whose config ddgnn refuses (nothing was run):\n" +
                             "\n".join(bad))
-
-
-def describe(point):
-    parts = [f"{k}={set_value(v)}" for k, v in point["overrides"].items()]
-    return ", ".join(parts + [f"ranks={point['ranks']}", f"rep={point['repetition']}"])
 
 
 def open_campaign(spec, points, create):
@@ -499,54 +351,6 @@ def cmd_collect(spec, points, args):
         print(f"warning: the runs come from several ddgnn versions: {', '.join(sorted(versions))}",
               file=sys.stderr)
     return 0
-
-
-def render(spec, point, machine, array_ids=None):
-    """A launch template with this point's values (or, array_ids, a Slurm array over points)."""
-    scheduler, template, per_node = MACHINES[machine]
-    with open(os.path.join(LAUNCH_DIR, template), encoding="utf-8") as f:
-        text = f.read()
-    ranks = point["ranks"]
-    nodes = 1 if per_node == 0 else -(-ranks // per_node)
-    base = os.path.join(campaign_dir(spec), "runs", point["id"])
-    extra = []
-    if scheduler == "slurm":
-        if spec.get("account"):
-            extra.append(f"#SBATCH --account={spec['account']}")
-        if spec.get("queue"):
-            extra.append(f"#SBATCH --qos={spec['queue']}")
-    elif scheduler == "lsf":
-        if spec.get("account"):
-            extra.append(f"#BSUB -P {spec['account']}")
-        if spec.get("queue"):
-            extra.append(f"#BSUB -q {spec['queue']}")
-    h, m, _ = spec.get("time", "00:30:00").split(":")
-    if array_ids:
-        runs = os.path.join(campaign_dir(spec), "runs")
-        cases = "\n".join(
-            f"  {i}) args=({shlex.join(train_args(spec, p))}); "
-            f"base={shlex.quote(os.path.join(runs, p['id']))} ;;"
-            for i, p in enumerate(array_ids))
-        args_block = (f"case \"${{SLURM_ARRAY_TASK_ID:?not a Slurm array job}}\" in\n{cases}\n"
-                      "  *) echo \"no point for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\n"
-                      "esac")
-        extra.append(f"#SBATCH --array=0-{len(array_ids) - 1}")
-        log = os.path.join(campaign_dir(spec), "runs", "array_%a.log")
-    else:
-        args_block = (f"args=({shlex.join(train_args(spec, point))})\n"
-                      f"base={shlex.quote(base)}")
-        log = base + ".log"
-    values = {
-        "@JOB_NAME@": f"{spec['name']}-{'array' if array_ids else point['id']}",
-        "@NODES@": str(nodes), "@RANKS_PER_NODE@": str(min(ranks, per_node) or ranks),
-        "@RANKS@": str(ranks), "@TIME@": spec.get("time", "00:30:00"), "@TIME_HHMM@": f"{h}:{m}",
-        "@LOG@": log, "@WORKDIR@": shlex.quote(os.getcwd()),
-        "@DDGNN@": shlex.quote(ddgnn_binary()), "@SCHEDULER_EXTRA@": "\n".join(extra),
-        "@ARGS_BLOCK@": args_block,
-    }
-    for k, v in values.items():
-        text = text.replace(k, v)
-    return text, nodes
 
 
 def cmd_submit(spec, points, args):
