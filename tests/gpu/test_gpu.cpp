@@ -141,10 +141,23 @@ nlohmann::json gpu_config(const std::string& data, const std::string& run_dir, i
   t["batch_size"] = batch;
   t["perc_train"] = 0.8;
   t["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 0.003}};
-  t["Scheduler"] = {{"type", "None"}};
+  t["Scheduler"] = {{"type", "none"}};
   c["Loader"] = {{"shuffle", false}};
   c["Runtime"]["device"] = "cuda";
   return c;
+}
+
+// Runs on every build, GPU or not: the training test's configs stay valid as the schema moves (a
+// stale value here once failed only on the GPU machine).
+TEST(Gpu, TrainingConfigsValidateOnAnyBuild) {
+  testing::TempDir dir;
+  for (const int batch : {8, 4}) {
+    nlohmann::json c = gpu_config(dir.file("lj.h5"), dir.file("run"), batch);
+    c["Runtime"]["device"] = "cpu";
+    const std::string path = testing::write_config(dir, "c.json", c);
+    const testing::Result r = testing::run("config -c " + path);
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
 }
 
 TEST(Gpu, TrainingOnTheGpuLowersTheLossAndTwoRanksSharingItMatchOne) {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The short GPU check, for a lease of a few minutes: builds the GPU binary and the GPU tests
+# (jobs/build.sh --gpu ddgnn test_gpu), runs them, then, while time is left, trains the bundled
+# ethanol config on the GPU. Logs go to the output folder. Stops itself before the deadline.
+# usage: jobs/gpu/check.sh [out_dir=gpu_out] [deadline_s=560]
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+out=${1:-gpu_out}
+deadline=${2:-560}
+mkdir -p "$out"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1
+left() { echo $((deadline - SECONDS)); }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+echo "== build (t = ${SECONDS} s)"
+timeout $(($(left) - 60)) bash jobs/build.sh --gpu ddgnn test_gpu > "$out/build.log" 2>&1 ||
+  { echo "build failed or ran out of time (t = ${SECONDS} s)"; grep -E "error|Error|FAILED" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
+# shellcheck disable=SC1091
+[ -f .gpu_deps/env.sh ] && . .gpu_deps/env.sh
+echo "== GPU tests (t = ${SECONDS} s)"
+timeout $(($(left) - 5)) ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" |
+  grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|which is|relative|difference|error" | head -60
+if [ "$(left)" -gt 60 ] && [ -f data/ethanol.h5 ]; then
+  s=$(($(left) - 30))
+  echo "== ethanol on the GPU for ${s} s (t = ${SECONDS} s)"
+  ./build-gpu/app/ddgnn train -c configs/ethanol_schnet.json --overwrite --set Runtime.device=cuda \
+    --set NeuralNetwork.Training.time_limit_s="$s" --set Output.run_dir=runs/gpu_ethanol 2>&1 |
+    tail -n 15 | tee "$out/train_ethanol.log"
+  cp runs/gpu_ethanol/metrics.csv "$out/metrics_ethanol.csv" 2>/dev/null
+fi
+echo "== done (t = ${SECONDS} s)"
