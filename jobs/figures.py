@@ -13,6 +13,16 @@
       NeuralNetwork.Architecture.mpnn_type or Architecture.mpnn_type)
   python3 jobs/figures.py learning RUN_DIR [RUN_DIR ...] --out learning.png
       validation energy and force MAE per epoch of each run (metrics.csv), log scale
+  python3 jobs/figures.py auto GRID.csv [--remeasured AGAIN.csv] --out auto_backends.png
+          [--table auto_backends.md]
+      `Loader.backend: auto` against always one backend on a bench-loader grid (every
+      configuration measured with rma, collective, shm and replicated; bench/loader_grid.sh):
+      auto's pick replayed from the first repetitions (explore_seconds), its speed-up over each
+      backend per configuration, how often it picks the fastest, the share of the best
+      backend's speed it reaches, beside the published figures; judged on the repetitions after
+      the exploration (rest_seconds) or, with --remeasured, on a second measurement of the same
+      grid (seconds_per_batch), which also gives the ceiling (how often the two measurements
+      agree on the fastest candidate). The table (markdown) is printed, and written to --table.
 
 Bad input (missing file, wrong header, a value that is not a number, nothing to draw) is one
 line on stderr naming the file (and line), exit status 1, and no PNG.
@@ -21,6 +31,8 @@ line on stderr naming the file (and line), exit status 1, and no PNG.
 import argparse
 import csv
 import os
+import shlex
+import statistics
 import sys
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
@@ -211,6 +223,251 @@ def learning_figure(run_dirs):
     return fig
 
 
+# `auto` against always one backend. Loader.backend auto on one rank is replicated; on several it
+# explores Tuner.candidates (default shm, rma, collective and file; file is not in a bench-loader
+# grid, and 100x slower there) and keeps shm, the first, unless another is faster by the margin.
+AUTO_CANDIDATES = ["shm", "rma", "collective"]
+SINGLE_BACKENDS = ["collective", "rma", "shm", "replicated"]
+SWITCH_MARGIN = 0.05  # OnlineOptions::switch_margin (tuner/online.h)
+TIE_TOLERANCE = 0.05  # "within 5% of the fastest", as `ddgnn tune` counts it
+PUBLISHED_SPEEDUP = 2.83  # over the worst single backend choice
+PUBLISHED_ACCURACY = (96.3, 94.3)  # % of configurations where the best backend is selected
+
+
+def ratio_text(x):
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}" if x >= 10 else f"{x:.2f}"
+
+
+def describe(key):
+    ranks, width, size, batch = key
+    group = f" in groups of {width}" if width else ""
+    ranks_text = f"{ranks} rank{'s' if ranks > 1 else ''}"
+    return f"{ranks_text}{group}, {size_label(size)} records, batch {batch}"
+
+
+def read_timings(path, columns):
+    """{(ranks, width, sample_bytes, batch): {"line": first line, "exchanging": bool, "backends":
+    {backend: {column: seconds}}}} of a bench-loader grid; every configuration must have all of
+    SINGLE_BACKENDS."""
+    try:
+        with open(path, newline="") as f:
+            header = [c.strip() for c in next(csv.reader(f), [])]
+    except OSError as e:
+        raise InputError(f"{path}: cannot open: {e.strerror}") from None
+    if header[:len(GRID_HEADER)] != GRID_HEADER:
+        raise InputError(f"{path}:1: header is {','.join(header)!r}, expected it to start with "
+                         f"{','.join(GRID_HEADER)!r}")
+    for c in columns:
+        if c not in header:
+            raise InputError(f"{path}:1: no column {c} (a grid of an older `ddgnn bench-loader`: "
+                             "measure it again)")
+    cells = {}
+    for line, f in read_rows(path, header):
+        c = dict(zip(header, f))
+        key = tuple(number(path, line, k, c[k], integer=True)
+                    for k in ("ranks", "width", "sample_bytes", "batch"))
+        cell = cells.setdefault(key, {"line": line, "exchanging": False, "backends": {}})
+        backend = c["backend"].strip()
+        if backend in cell["backends"]:
+            raise InputError(f"{path}:{line}: {backend} measured twice at {describe(key)} "
+                             "(two grids in one file?)")
+        times = {}
+        for k in ["seconds_per_batch"] + list(columns):
+            times[k] = number(path, line, k, c[k])
+            if times[k] <= 0:
+                raise InputError(f"{path}:{line}: column {k} is not a positive time: {c[k]!r}")
+        cell["backends"][backend] = times
+        cell["exchanging"] |= number(path, line, "fraction_remote", c["fraction_remote"]) > 0
+    if not cells:
+        raise InputError(f"{path}: no measurements after the header")
+    for key, cell in cells.items():
+        missing = [b for b in SINGLE_BACKENDS if b not in cell["backends"]]
+        if missing:
+            raise InputError(f"{path}:{cell['line']}: no {', '.join(missing)} at {describe(key)} "
+                             f"(auto is compared with {', '.join(SINGLE_BACKENDS)}: measure all)")
+    return cells
+
+
+def auto_pick(ranks, explored):
+    """The backend Loader.backend auto serves with, from the candidates' median times over the
+    explored batches (train/backend_switcher.cpp, OnlineTuner::decide): replicated on one rank;
+    else the fastest (the first by name among equals) unless shm is within the switch margin."""
+    if ranks == 1:
+        return "replicated"
+    best = min(sorted(AUTO_CANDIDATES), key=lambda b: explored[b])
+    return "shm" if explored["shm"] <= explored[best] * (1 + SWITCH_MARGIN) else best
+
+
+def auto_outcomes(path, again_path=None):
+    """One dict per configuration: key, exchanging, pick, times (the judging seconds per batch by
+    backend) and, with a second measurement, agree (its fastest candidate is the first's)."""
+    cells = read_timings(path, ["explore_seconds", "rest_seconds"])
+    again = read_timings(again_path, []) if again_path else None
+    out = []
+    for key in sorted(cells):
+        cell = cells[key]["backends"]
+        pick = auto_pick(key[0], {b: cell[b]["explore_seconds"] for b in AUTO_CANDIDATES})
+        o = {"key": key, "exchanging": cells[key]["exchanging"], "pick": pick}
+        if again is None:
+            o["times"] = {b: cell[b]["rest_seconds"] for b in SINGLE_BACKENDS}
+        else:
+            if key not in again:
+                raise InputError(f"{again_path}: no measurement at {describe(key)} (not the grid "
+                                 f"of {path} measured again)")
+            o["times"] = {b: again[key]["backends"][b]["seconds_per_batch"]
+                          for b in SINGLE_BACKENDS}
+            first = {b: cell[b]["seconds_per_batch"] for b in AUTO_CANDIDATES}
+            o["agree"] = fastest(first, AUTO_CANDIDATES) == fastest(o["times"], AUTO_CANDIDATES)
+        out.append(o)
+    return out
+
+
+def fastest(times, backends):
+    return min(sorted(backends), key=lambda b: times[b])
+
+
+def auto_summary(outcomes):
+    """Speed-ups {backend: [t(backend) / t(auto)]} and the selection measures, each a tuple
+    (label, percent, count text, note)."""
+    speedup = {b: [o["times"][b] / o["times"][o["pick"]] for o in outcomes]
+               for b in SINGLE_BACKENDS}
+    exch = [o for o in outcomes if o["exchanging"]]
+    measures = []
+    if exch:
+        right = sum(o["pick"] == fastest(o["times"], AUTO_CANDIDATES) for o in exch)
+        near = sum(o["times"][o["pick"]] <= (1 + TIE_TOLERANCE) *
+                   o["times"][fastest(o["times"], AUTO_CANDIDATES)] for o in exch)
+        measures.append(("picks the fastest of its candidates", 100 * right / len(exch),
+                         f"{right}/{len(exch)}", "samples exchanged"))
+        measures.append((f"picks one within {TIE_TOLERANCE:.0%} of it", 100 * near / len(exch),
+                         f"{near}/{len(exch)}", "samples exchanged"))
+        if "agree" in exch[0]:
+            agree = sum(o["agree"] for o in exch)
+            measures.append(("ceiling: two measurements agree on it", 100 * agree / len(exch),
+                             f"{agree}/{len(exch)}", "samples exchanged"))
+    n = len(outcomes)
+    right4 = sum(o["pick"] == fastest(o["times"], SINGLE_BACKENDS) for o in outcomes)
+    measures.append(("picks the fastest of all four", 100 * right4 / n, f"{right4}/{n}",
+                     "every configuration"))
+    for subset, note in ((outcomes, "every configuration"), (exch, "samples exchanged")):
+        if subset:
+            share = [o["times"][fastest(o["times"], SINGLE_BACKENDS)] / o["times"][o["pick"]]
+                     for o in subset]
+            measures.append(("share of the fastest backend's speed", 100 * sum(share) / len(share),
+                             f"mean of {len(share)}", note))
+    return speedup, measures
+
+
+def auto_table(outcomes, grid, judged):
+    speedup, measures = auto_summary(outcomes)
+    exch = [o["exchanging"] for o in outcomes]
+    rows = [f"`auto` against always one backend on {grid}: {len(outcomes)} configurations "
+            f"({sum(exch)} exchanging samples), judged on {judged}", "",
+            "| always | auto's speed-up: mean | median | largest | smallest "
+            "| mean, samples exchanged | auto faster / the same backend / slower |",
+            "|---|---|---|---|---|---|---|"]
+    for b in SINGLE_BACKENDS:
+        v = sorted(speedup[b])
+        ex = [x for x, e in zip(speedup[b], exch) if e]
+        ex_mean = f"{ratio_text(statistics.mean(ex))}x" if ex else "–"
+        same = sum(o["pick"] == b for o in outcomes)
+        faster, slower = sum(x > 1 for x in v), sum(x < 1 for x in v)
+        rows.append(f"| {b} | {ratio_text(statistics.mean(v))}x | {statistics.median(v):.2f}x | "
+                    f"{ratio_text(v[-1])}x | {v[0]:.2f}x | {ex_mean} | "
+                    f"{faster} / {same} / {slower} |")
+    rows.append(f"| published | {PUBLISHED_SPEEDUP}x over the worst single backend choice "
+                "| | | | | |")
+    rows += ["", "| selection | this machine | of | over | published |", "|---|---|---|---|---|"]
+    for k, (label, pct, count, note) in enumerate(measures):
+        pub = " / ".join(f"{p}%" for p in PUBLISHED_ACCURACY) if k == 0 else ""
+        rows.append(f"| {label} | {pct:.1f}% | {count} | {note} | {pub} |")
+    return "\n".join(rows) + "\n"
+
+
+def write_text(path, text):
+    """Writes `text` to `path` through a temporary file, as save_png does."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def judged_on(again_path):
+    if again_path:
+        return f"a second measurement ({os.path.basename(again_path)})"
+    return "the repetitions after auto's exploration"
+
+
+def auto_figure(path, again_path=None):
+    outcomes = auto_outcomes(path, again_path)
+    speedup, measures = auto_summary(outcomes)
+    exch = [o["exchanging"] for o in outcomes]
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.2),
+                                      gridspec_kw={"width_ratios": [1.15, 1]})
+    left.set_yscale("log")
+    means, medians, top = [], [], 1.0
+    for i, b in enumerate(SINGLE_BACKENDS):
+        v = speedup[b]
+        xs = [i + 0.5 * ((k * 0.618034) % 1 - 0.5) for k in range(len(v))]  # spread, fixed
+        for flag, label, face in ((True, b, COLORS[b]), (False, f"{b}, one rank", "white")):
+            pts = [(x, y) for x, y, e in zip(xs, v, exch) if e == flag]
+            if pts:
+                left.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="o",
+                          markersize=3.5, color=COLORS[b], markerfacecolor=face, alpha=0.75,
+                          label=label)
+        means.append(statistics.mean(v))
+        medians.append(statistics.median(v))
+        top = max(top, max(v))
+        left.annotate(f"mean {ratio_text(means[-1])}×\nmedian {medians[-1]:.2f}×\n"
+                      f"largest {ratio_text(max(v))}×", (i, max(v)), textcoords="offset points",
+                      xytext=(0, 8), ha="center", fontsize=8)
+    ticks = range(len(SINGLE_BACKENDS))
+    left.plot(ticks, means, linestyle="none", marker="D", color="black", label="mean")
+    left.plot(ticks, medians, linestyle="none", marker="_", markersize=24, markeredgewidth=2,
+              color="black", label="median")
+    left.axhline(1, color="gray", linewidth=1)
+    left.axhline(PUBLISHED_SPEEDUP, color="#d62728", linestyle="--", linewidth=1,
+                 label=f"published: {PUBLISHED_SPEEDUP}× over the worst single backend")
+    left.set_ylim(top=top * 8)
+    left.set_xticks(list(ticks))
+    left.set_xticklabels([f"always {b}" for b in SINGLE_BACKENDS])
+    left.set_ylabel("t(always the backend) / t(auto), per configuration")
+    left.set_title(f"speed-up of auto, {len(outcomes)} configurations "
+                   "(hollow: one rank, where auto is replicated)", fontsize=10)
+    left.grid(axis="y", color="#e8e8e8", linewidth=0.6)
+    keep = [h for h in left.get_lines() if h.get_label() in ("mean", "median") or
+            h.get_label().startswith("published")]
+    left.legend(keep, [h.get_label() for h in keep], frameon=False, fontsize=8, loc="upper right")
+    bars = [(f"{label}\n({note})", pct, f"{pct:.1f}% ({count})", "#4c72b0", "")
+            for label, pct, count, note in measures]
+    bars += [("published: selects the best backend", p, f"{p}%", "#bbbbbb", "//")
+             for p in PUBLISHED_ACCURACY]
+    ys = range(len(bars))
+    for y, (_, pct, text, color, hatch) in zip(ys, bars):
+        right.barh(y, pct, color=color, hatch=hatch, edgecolor="white" if not hatch else "gray")
+        right.text(pct + 1, y, text, va="center", fontsize=8)
+    right.set_yticks(list(ys))
+    right.set_yticklabels([b[0] for b in bars], fontsize=8)
+    right.invert_yaxis()
+    right.set_xlim(0, 125)
+    right.set_xticks(range(0, 101, 20))
+    right.set_xlabel("% of configurations (share of speed: mean %)")
+    right.set_title("auto's choice (candidates on several ranks: shm, rma, collective)",
+                    fontsize=10)
+    right.grid(axis="x", color="#e8e8e8", linewidth=0.6)
+    fig.suptitle(f"auto against every single backend: {os.path.basename(path)}, judged on "
+                 f"{judged_on(again_path)}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    return fig, auto_table(outcomes, os.path.basename(path), judged_on(again_path))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="figure", required=True)
@@ -224,12 +481,25 @@ def main(argv=None):
     p = sub.add_parser("learning")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", required=True)
+    p = sub.add_parser("auto")
+    p.add_argument("csv")
+    p.add_argument("--remeasured", help="a second measurement of the same grid to judge on")
+    p.add_argument("--out", required=True)
+    p.add_argument("--table", help="also write the table (markdown) here")
     args = ap.parse_args(argv)
     try:
         if args.figure == "loader":
             fig = loader_figure(args.csv)
         elif args.figure == "scaling":
             fig = scaling_figure(args.csv, args.cores)
+        elif args.figure == "auto":
+            fig, table = auto_figure(args.csv, args.remeasured)
+            command = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+            table = f"Made by `python3 jobs/figures.py {command}`.\n\n{table}"
+            print(table)
+            if args.table:
+                write_text(args.table, table)
+                print(f"wrote {args.table}")
         else:
             fig = learning_figure(args.runs)
         save_png(fig, args.out)

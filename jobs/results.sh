@@ -4,6 +4,10 @@
 #   loader_backends.{csv,png}   µs per record of every loader backend against batch size, per
 #                               record size and rank count, with the memcpy ceiling of the run
 #                               (`ddgnn bench-loader` on 1, 2, 4, 8 ranks)
+#   auto_backends.{csv,png,md}  `Loader.backend: auto` against always one backend: its speed-up
+#                               over each, how often it picks the fastest, beside the published
+#                               figures (bench/loader_grid.sh: 1-8 ranks, 64 B-1 MiB records,
+#                               about 5 minutes; the table in auto_backends.md)
 #   train_weak.{csv,png}        training throughput and time per phase of every mpnn_type at 1,
 #                               2, 4, 8 ranks, 4 graphs per rank (jobs/campaigns/train_weak.json)
 #   train_strong.{csv,png}      SchNet and PAINN at a global batch of 8 over 1-8 ranks
@@ -12,7 +16,7 @@
 #                               validation errors per epoch and test parity of each bundled config
 #                               trained for a few minutes (the configs' own budgets are longer)
 # Data: data/*.h5 (made here with jobs/data/generate.sh when missing). The full run takes about
-# 40 minutes on the 2-core development machine.
+# 45 minutes on the 2-core development machine.
 #   bash jobs/results.sh                 into results/figures
 #   bash jobs/results.sh --quick         small version of each (a few minutes; the test suite
 #                                        runs it), its own data and runs under --work
@@ -79,7 +83,25 @@ done
 mv "$grid.partial" "$grid"
 python3 jobs/figures.py loader "$grid" --out "$out/loader_backends.png"
 
-# ---- 2. training scaling: campaigns ----
+# ---- 2. auto against every single backend ----
+# auto's pick is replayed from each configuration's first repetitions and judged on the others.
+step "auto against every single backend"
+auto_grid=$out/auto_backends.csv
+if [ "$quick" = 1 ]; then
+  rm -f "$auto_grid.partial"
+  for p in 1 2; do
+    mpiexec -n "$p" --oversubscribe --bind-to none "$ddgnn" bench-loader \
+      --out "$auto_grid.partial" --sample-bytes 64 65536 --batch 16 1024 --repetitions 20 \
+      --mib-per-rank 8 > /dev/null
+  done
+  mv "$auto_grid.partial" "$auto_grid"
+else
+  bash bench/loader_grid.sh --out "$auto_grid" > "$work/auto_backends.log"
+fi
+python3 jobs/figures.py auto "$auto_grid" --out "$out/auto_backends.png" \
+  --table "$out/auto_backends.md"
+
+# ---- 3. training scaling: campaigns ----
 # The specs of jobs/campaigns/, with this run's data, folder and (quick) fewer points.
 derive() {  # derive SPEC OUT_SPEC
   python3 - "$1" "$2" "$data/cu_eam.h5" "$work/campaigns" "$quick" <<'EOF'
@@ -108,7 +130,7 @@ for name in train_weak train_strong; do
   python3 jobs/figures.py scaling "$out/$name.csv" --out "$out/$name.png"
 done
 
-# ---- 3. learning curves and parity plots of the bundled configs ----
+# ---- 4. learning curves and parity plots of the bundled configs ----
 if [ "$quick" = 1 ]; then
   configs=(cu_eam_schnet)
   seconds=15

@@ -84,6 +84,126 @@ class Figures(InTempDir):
         self.assert_error(self.run_script("scaling", self.path("none.csv"), "--out",
                                           self.path("x.png")), "no finished point")
 
+    # bench-loader's columns after GRID_HEADER, and four configurations (µs): one rank (auto is
+    # replicated); rma explored 20% faster than shm (switches); rma explored 3% faster (keeps
+    # shm, the switch margin); collective explored fastest but served 5.3% slower than shm.
+    AUTO_COLUMNS = ["p25_seconds", "p75_seconds", "repetitions", "explore_seconds",
+                    "rest_seconds", "beats_best"]
+    AUTO_CONFIGS = [  # (ranks, bytes, batch, {backend: (explored, served)})
+        (1, 1024, 16, {"collective": (4, 4), "rma": (2, 2), "shm": (2, 2), "replicated": (1, 1)}),
+        (2, 1024, 16, {"collective": (30, 40), "rma": (8, 8), "shm": (10, 10),
+                       "replicated": (6, 6)}),
+        (2, 65536, 16, {"collective": (50, 100), "rma": (9.7, 12.5), "shm": (10, 10),
+                        "replicated": (11, 11)}),
+        (2, 64, 4096, {"collective": (5, 6), "rma": (9, 9), "shm": (8, 5.7),
+                       "replicated": (9, 9)}),
+    ]
+
+    def auto_grid(self, name="grid.csv", change=None, drop=None):
+        """Writes AUTO_CONFIGS as a bench-loader grid; `change` (ranks, bytes, batch, backend,
+        column, text) overrides one value, `drop` (ranks, bytes, backend) leaves a row out."""
+        rows = []
+        for p, size, batch, times in self.AUTO_CONFIGS:
+            for backend, (explored, served) in times.items():
+                if drop == (p, size, backend):
+                    continue
+                c = dict(zip(figures.GRID_HEADER + self.AUTO_COLUMNS,
+                             [backend, p, p, 0, size, batch, 0.5 if p > 1 else 0.0, 1.0, 1.0,
+                              8.0, served * 1e-6, 0, 0, 60, explored * 1e-6, served * 1e-6, 0]))
+                if change and change[:4] == (p, size, batch, backend):
+                    c[change[4]] = change[5]
+                rows.append(list(c.values()))
+        write(self.path(name), figures.GRID_HEADER + self.AUTO_COLUMNS, rows)
+
+    def test_auto_speedups_and_selection(self):
+        self.auto_grid()
+        outcomes = figures.auto_outcomes(self.path("grid.csv"))
+        self.assertEqual([o["pick"] for o in outcomes],  # by ranks, width, bytes, batch
+                         ["replicated", "collective", "rma", "shm"])
+        fig, table = figures.auto_figure(self.path("grid.csv"))
+        left, right = fig.get_axes()
+        lines = {l.get_label(): l for l in left.get_lines()}
+        # t(backend) / t(auto) judged on the repetitions after the exploration
+        self.assertEqual(sorted(lines["collective"].get_ydata()), [1.0, 5.0, 10.0])
+        self.assertEqual(list(lines["collective, one rank"].get_ydata()), [4.0])
+        self.assertEqual(sorted(lines["rma"].get_ydata()), [1.0, 1.25, 1.5])
+        for got, want in zip(lines["mean"].get_ydata(), [5.0, 1.4375, 1.3, 1.0875]):
+            self.assertAlmostEqual(got, want)
+        self.assertEqual([l.get_ydata()[0] for l in left.get_lines()
+                          if l.get_label().startswith("published")], [2.83])
+        labels = [t.get_text() for t in right.get_yticklabels()]
+        widths = [b.get_width() for b in right.patches]
+        got = dict(zip([lab.split("\n")[0] + lab.split("\n")[1] for lab in labels[:5]],
+                       widths))
+        want = {"picks the fastest of its candidates(samples exchanged)": 200 / 3,
+                "picks one within 5% of it(samples exchanged)": 200 / 3,
+                "picks the fastest of all four(every configuration)": 50.0,
+                "share of the fastest backend's speed(every configuration)": 92.5,
+                "share of the fastest backend's speed(samples exchanged)": 90.0}
+        self.assertEqual(set(got), set(want))
+        for k in want:
+            self.assertAlmostEqual(got[k], want[k], msg=k)
+        self.assertEqual(widths[5:], [96.3, 94.3])
+        self.assertEqual(labels[5:], ["published: selects the best backend"] * 2)
+        self.assertIn("| collective | 5.00x | 4.50x | 10x | 1.00x | 5.33x | 3 / 1 / 0 |", table)
+        self.assertIn("| picks the fastest of its candidates | 66.7% | 2/3 |", table)
+        r = self.run_script("auto", self.path("grid.csv"), "--out", self.path("a.png"),
+                            "--table", self.path("a.md"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isfile(self.path("a.png")))
+        with open(self.path("a.md")) as f:
+            text = f.read()
+        self.assertIn("| rma | 1.44x |", text)
+        self.assertTrue(text.startswith("Made by `python3 jobs/figures.py auto "), text)
+
+    def test_auto_judged_on_a_second_measurement(self):
+        self.auto_grid()
+        # measured again: shm is now the faster of rma and shm at 2 ranks, 1 KiB
+        self.auto_grid("again.csv", change=(2, 1024, 16, "shm", "seconds_per_batch", "7e-06"))
+        _, measures = figures.auto_summary(figures.auto_outcomes(self.path("grid.csv"),
+                                                                 self.path("again.csv")))
+        got = {label: (round(pct, 3), count) for label, pct, count, _ in measures}
+        self.assertEqual(got["picks the fastest of its candidates"], (33.333, "1/3"))
+        self.assertEqual(got["ceiling: two measurements agree on it"], (66.667, "2/3"))
+        r = self.run_script("auto", self.path("grid.csv"), "--remeasured",
+                            self.path("again.csv"), "--out", self.path("a.png"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("judged on a second measurement (again.csv)", r.stdout)
+
+    def test_auto_bad_input(self):
+        write(self.path("old.csv"), figures.GRID_HEADER,
+              [["rma", 1, 1, 0, 1024, 16, 0.0, 1.0, 1.0, 8.0, 1e-6]])
+        self.assert_error(self.run_script("auto", self.path("old.csv"), "--out",
+                                          self.path("x.png")), "old.csv:1: no column explore")
+        self.auto_grid(drop=(2, 65536, "replicated"))
+        self.assert_error(self.run_script("auto", self.path("grid.csv"), "--out",
+                                          self.path("x.png"), "--table", self.path("x.md")),
+                          "grid.csv:10: no replicated at 2 ranks, 64 KiB records, batch 16")
+        self.assertFalse(os.path.exists(self.path("x.md")))
+        self.auto_grid(change=(2, 1024, 16, "rma", "explore_seconds", "fast"))
+        self.assert_error(self.run_script("auto", self.path("grid.csv"), "--out",
+                                          self.path("x.png")), "grid.csv:7: column explore")
+        self.auto_grid(change=(2, 64, 4096, "shm", "rest_seconds", "0"))
+        self.assert_error(self.run_script("auto", self.path("grid.csv"), "--out",
+                                          self.path("x.png")), "not a positive time")
+        self.auto_grid()
+        with open(self.path("grid.csv")) as f:
+            twice = f.read()
+        with open(self.path("twice.csv"), "w") as f:
+            f.write(twice + twice.split("\n", 2)[1] + "\n")
+        self.assert_error(self.run_script("auto", self.path("twice.csv"), "--out",
+                                          self.path("x.png")), "twice.csv:18: collective "
+                          "measured twice at 1 rank, 1 KiB records, batch 16")
+        self.auto_grid("again.csv", drop=(1, 1024, "rma"))
+        with open(self.path("again.csv")) as f:
+            kept = [line for line in f if not line.startswith(("collective,1,", "shm,1,",
+                                                              "replicated,1,"))]
+        with open(self.path("again.csv"), "w") as f:
+            f.writelines(kept)
+        self.assert_error(self.run_script("auto", self.path("grid.csv"), "--remeasured",
+                                          self.path("again.csv"), "--out", self.path("x.png")),
+                          "again.csv: no measurement at 1 rank, 1 KiB records, batch 16")
+
     def test_bad_input(self):
         write(self.path("grid.csv"), ["backend", "ranks"], [["rma", 1]])
         self.assert_error(self.run_script("loader", self.path("grid.csv"), "--out",

@@ -192,7 +192,8 @@ TEST_P(EnvelopeModel, ForcesAndStressAreDerivativesOfTheEnergyWithASmoothCap) {
   const double volume = std::fabs(cell[0] * (cell[4] * cell[8] - cell[5] * cell[7]) -
                                   cell[1] * (cell[3] * cell[8] - cell[5] * cell[6]) +
                                   cell[2] * (cell[3] * cell[7] - cell[4] * cell[6]));
-  for (const auto& [i, j] : std::vector<std::pair<int, int>>{{0, 0}, {2, 2}, {0, 1}, {1, 2}}) {
+  for (const auto& ij : std::vector<std::pair<int, int>>{{0, 0}, {2, 2}, {0, 1}, {1, 2}}) {
+    const int i = ij.first, j = ij.second;  // a lambda may not capture structured bindings (C++17)
     auto strained = [&](double e) {
       double m[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
       m[3 * i + j] += e / 2;
