@@ -1,7 +1,8 @@
 // `ddgnn simulate --models models.json --platform perlmutter`: predicted step and epoch times of
 // every loader backend and of `auto` at P = 1 ... 16,384 ranks (tuner/simulate.h), from the cost
 // models of `ddgnn tune --out` plus a platform preset whose figures may be overridden; writes a
-// CSV, prints a table, and with --plot draws it (jobs/simulate_plot.py).
+// CSV, prints the epoch times and the joules per epoch, and with --plot draws the epoch times
+// (jobs/simulate_plot.py).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,9 +30,10 @@ namespace {
 
 // Platform figures given on the command line; `given` holds the options' names.
 struct Overrides {
-  int64_t nodes = 0, ranks_per_node = 0, cores_per_node = 0;
+  int64_t nodes = 0, ranks_per_node = 0, cores_per_node = 0, gpus_per_node = 0;
   double latency_us = 0, bandwidth_gbs = 0, memory_gb = 0, pfs_gbs = 0, pfs_iops = 0,
-         pfs_latency_us = 0, get_overhead_us = 0, peer_overhead_us = 0;
+         pfs_latency_us = 0, get_overhead_us = 0, peer_overhead_us = 0, node_idle_w = 0,
+         node_busy_w = 0, gpu_idle_w = 0, gpu_busy_w = 0, network_w = 0;
 };
 
 void apply(const Overrides& o, const CLI::App& sub, Platform& p) {
@@ -52,6 +54,12 @@ void apply(const Overrides& o, const CLI::App& sub, Platform& p) {
   set("--pfs-latency-us", o.pfs_latency_us, p.pfs_latency_us);
   set("--get-overhead-us", o.get_overhead_us, p.get_overhead_us);
   set("--peer-overhead-us", o.peer_overhead_us, p.peer_overhead_us);
+  set("--node-idle-w", o.node_idle_w, p.node_idle_w);
+  set("--node-busy-w", o.node_busy_w, p.node_busy_w);
+  set("--gpus-per-node", o.gpus_per_node, p.gpus_per_node);
+  set("--gpu-idle-w", o.gpu_idle_w, p.gpu_idle_w);
+  set("--gpu-busy-w", o.gpu_busy_w, p.gpu_busy_w);
+  set("--network-w", o.network_w, p.network_w);
   if (changed) p.source += " Some figures overridden on the command line (see above).";
 }
 
@@ -65,6 +73,15 @@ void print_settings(const std::string& models, const std::string& method, const 
               p.pfs_latency_us);
   std::printf("%-22s get %.3g us, per peer %.3g us\n", "overheads", p.get_overhead_us,
               p.peer_overhead_us);
+  if (p.node_busy_w > 0)
+    std::printf(
+        "%-22s node %.4g W idle, %.4g W busy; %lld accelerators of %.4g W idle, %.4g W busy; "
+        "network %.4g W a node\n",
+        "power", p.node_idle_w, p.node_busy_w, (long long)p.gpus_per_node, p.gpu_idle_w,
+        p.gpu_busy_w, p.network_w);
+  else
+    std::printf("%-22s not known: no energy (give --node-busy-w and the other power options)\n",
+                "power");
   std::printf("%-22s %s\n", "source", p.source.c_str());
   std::printf(
       "%-22s N %.0f graphs, S %.0f B (sd %.0f), B %.0f per rank, compute %.4g s, collate %.4g "
@@ -73,9 +90,11 @@ void print_settings(const std::string& models, const std::string& method, const 
       w.gradient_bytes, (long long)w.width, w.memory_fraction);
 }
 
-void print_table(const std::vector<ScalePoint>& points) {
+// One table of a figure per backend and for auto: `what` says which (epoch_s or energy_j).
+void print_table(const std::vector<ScalePoint>& points, const char* title,
+                 double BackendPoint::*what) {
   if (points.empty()) return;
-  std::printf("epoch seconds (- = does not fit memory; * = more nodes than the platform has)\n");
+  std::printf("%s (- = does not fit memory; * = more nodes than the platform has)\n", title);
   std::printf("%7s %6s", "ranks", "nodes");
   for (const auto& bp : points[0].backends) std::printf(" %11s", bp.backend.c_str());
   std::printf(" %11s %s\n", "auto", "pick");
@@ -85,10 +104,10 @@ void print_table(const std::vector<ScalePoint>& points) {
     double best = NAN;
     for (const auto& bp : pt.backends) {
       if (bp.feasible)
-        std::printf(" %11.4g", bp.epoch_s);
+        std::printf(" %11.4g", bp.*what);
       else
         std::printf(" %11s", "-");
-      if (bp.backend == pt.auto_pick) best = bp.epoch_s;
+      if (bp.backend == pt.auto_pick) best = bp.*what;
     }
     std::printf(" %11.4g %s\n", best, pt.auto_pick.c_str());
   }
@@ -158,6 +177,16 @@ Command add_simulate_command(CLI::App& app) {
   sub->add_option("--get-overhead-us", v.get_overhead_us, "platform: one get or message (us)");
   sub->add_option("--peer-overhead-us", v.peer_overhead_us,
                   "platform: per peer of a collective fetch (us)");
+  sub->add_option("--node-idle-w", v.node_idle_w,
+                  "platform: watts of a node's CPUs, memory and board with its cores idle");
+  sub->add_option("--node-busy-w", v.node_busy_w,
+                  "platform: the same with every core busy (0 = power not known: no energy)");
+  sub->add_option("--gpus-per-node", v.gpus_per_node,
+                  "platform: accelerators per node (0 = compute runs on the cores)");
+  sub->add_option("--gpu-idle-w", v.gpu_idle_w, "platform: watts of one idle accelerator");
+  sub->add_option("--gpu-busy-w", v.gpu_busy_w, "platform: watts of one computing accelerator");
+  sub->add_option("--network-w", v.network_w,
+                  "platform: watts per node of its NICs and share of the switches");
   auto& w = o->work;
   sub->add_option("--graphs", w.graphs, "workload: graphs per epoch (N)")->capture_default_str();
   sub->add_option("--sample-bytes", w.bytes_mean, "workload: mean packed bytes per graph (S)")
@@ -191,7 +220,11 @@ Command add_simulate_command(CLI::App& app) {
         print_settings(o->models, o->method, platform, o->work);
         const auto points = simulate(models, platform, o->work, o->ranks);
         write_file_atomic(o->out, simulation_csv(platform, points));
-        print_table(points);
+        print_table(points, "epoch seconds", &BackendPoint::epoch_s);
+        if (platform.node_busy_w > 0) {
+          std::printf("\n");
+          print_table(points, "joules per epoch (all nodes)", &BackendPoint::energy_j);
+        }
         std::printf("wrote %s\n", o->out.c_str());
         if (!o->plot.empty()) {
           const int rc = run_plot(o->plot_script, o->out, o->plot);

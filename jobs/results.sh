@@ -12,6 +12,10 @@
 #                               2, 4, 8 ranks, 4 graphs per rank (jobs/campaigns/train_weak.json)
 #   train_strong.{csv,png}      SchNet and PAINN at a global batch of 8 over 1-8 ranks
 #                               (jobs/campaigns/train_strong.json)
+#   simulate_published.{csv,md}, simulate_vs_train_scaling.{csv,md}, simulate_scaling.{csv,png}
+#                               `ddgnn simulate` against DDStore's published fetch times and the
+#                               measured steps of results/train_scaling.csv, and its strong and
+#                               weak scaling to 16,384 ranks beside HydraGNN's published claims
 #   learning.png, learning_<config>.csv, parity_<config>.png
 #                               validation errors per epoch and test parity of each bundled config
 #                               trained for a few minutes (the configs' own budgets are longer)
@@ -152,4 +156,15 @@ for c in "${configs[@]}"; do
   runs+=("$run")
 done
 python3 jobs/figures.py learning "${runs[@]}" --out "$out/learning.png"
+# ---- 5. simulate against published and measured figures; scaling to 16,384 ranks ----
+step "simulate"
+python3 jobs/simulate_check.py published --ddgnn "$ddgnn" --models results/tuner_models.json \
+  --out "$out/simulate_published.csv" > "$out/simulate_published.md"
+python3 jobs/simulate_check.py measured --ddgnn "$ddgnn" --models results/tuner_models.json \
+  --measured results/train_scaling.csv --config cu_eam_schnet.json --parameters 24065 \
+  --out "$out/simulate_vs_train_scaling.csv" > "$out/simulate_vs_train_scaling.md"
+if [ "$quick" = 1 ]; then platforms=frontier; else platforms=perlmutter,frontier; fi
+python3 jobs/simulate_scaling.py run --ddgnn "$ddgnn" --models results/tuner_models.json \
+  --platforms "$platforms" --out "$out/simulate_scaling.png"
+
 step "done: figures in $out"

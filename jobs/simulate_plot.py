@@ -8,7 +8,7 @@ Usage:
 Reads SIM.csv, whose header must be exactly the columns of `ddgnn simulate` (tuner/simulate.h):
     platform,ranks,nodes,within_platform,backend,group_ranks,calibrated,feasible,
     memory_gb_per_rank,fetch_node_s,fetch_network_s,fetch_s,load_s,allreduce_s,step_s,steps,
-    epoch_s,auto_pick
+    epoch_s,energy_j,auto_pick
 one platform per file. Draws one line per backend through its feasible points (a backend that
 does not fit memory at some P has a gap there; one that never fits is named in the legend as
 "never fits"), and the `auto` rows as a dashed black line on top. Rank counts beyond the
@@ -31,7 +31,7 @@ from plotting import InputError, number, pyplot, read_rows, save_png  # noqa: E4
 
 HEADER = ["platform", "ranks", "nodes", "within_platform", "backend", "group_ranks", "calibrated",
           "feasible", "memory_gb_per_rank", "fetch_node_s", "fetch_network_s", "fetch_s",
-          "load_s", "allreduce_s", "step_s", "steps", "epoch_s", "auto_pick"]
+          "load_s", "allreduce_s", "step_s", "steps", "epoch_s", "energy_j", "auto_pick"]
 COL = {name: k for k, name in enumerate(HEADER)}
 WIDTH, HEIGHT, DPI = 860, 520, 100
 SHADE = "#ececec"

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Tests for jobs/simulate_plot.py: run as `python3 jobs/test_simulate_plot.py` (matplotlib from
-Debian's python3-matplotlib; another python3 first on PATH hands over to /usr/bin/python3).
+"""Tests for jobs/simulate_plot.py and jobs/simulate_scaling.py: run as
+`python3 jobs/test_simulate_plot.py` (matplotlib from Debian's python3-matplotlib; another python3
+first on PATH hands over to /usr/bin/python3).
 
-Each test writes a small CSV in the format of `ddgnn simulate --out` into a temporary directory,
-runs the script through subprocess and checks its exit status, output and the PNG it writes;
-what is drawn (lines, gaps, shading, legend) is checked on the figure the script builds.
+Each test writes a small CSV in the format of `ddgnn simulate --out` (or of simulate_scaling.py's
+CSV) into a temporary directory, runs the script through subprocess and checks its exit status,
+output and the PNG it writes; what is drawn (lines, gaps, shading, legend, HydraGNN's claims) is
+checked on the figure the script builds.
 """
 
+import csv
 import math
 import os
 import subprocess
@@ -20,7 +23,9 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
 import plotting  # noqa: E402
 
 plotting.pyplot()  # under a python3 without matplotlib: run again by /usr/bin/python3
+import simulate_check  # noqa: E402
 import simulate_plot  # noqa: E402
+import simulate_scaling  # noqa: E402
 from test_parity_plot import InTempDir, png_size  # noqa: E402
 
 HEADER = ",".join(simulate_plot.HEADER)
@@ -40,7 +45,7 @@ def rows(platform="test", ranks=(1, 2, 4, 8, 16, 32, 64), nodes_max=4, ranks_per
             e = epochs["rma" if b == "auto" else b]
             f = 1 if b == "auto" else feasible[b]
             out.append([platform, p, nodes, within, b, p, 1, f, 1.0, 1e-6, 0, 1e-6, 0.01, 0,
-                        0.01, 100, repr(e), "rma"])
+                        0.01, 100, repr(e), 1000.0 * e, "rma"])
     return out
 
 
@@ -140,6 +145,218 @@ class SimulatePlotTest(InTempDir):
 
     def test_missing_file(self):
         self.assert_one_line_error(run_script(self.path("absent.csv")), "absent.csv")
+
+
+SCALING_SCRIPT = os.path.join(HERE, "simulate_scaling.py")
+SCALING_RANKS = (1, 2, 4, 8, 1024, 2048, 4096, 16384)
+
+
+def scaling_rows():
+    """Strong and weak scaling on perlmutter (4 ranks a node, 2,048 nodes: 16,384 ranks are
+    beyond it) and frontier: rma ideal from P = 1 in both modes, collective losing half its
+    efficiency by 16,384, replicated never fits, auto on file at P = 1 and rma after."""
+    out = []
+    for platform, rpn, nodes_max in (("perlmutter", 4, 2048), ("frontier", 8, 9856)):
+        for mode in simulate_scaling.MODES:
+            for p in SCALING_RANKS:
+                nodes = -(-p // rpn)
+                within = 1 if nodes <= nodes_max else 0
+                base = 1000.0 / p if mode == "strong" else 10.0
+                slow = 1 + math.log2(p) / 14  # 2x at 16,384
+                epochs = {"collective": base * slow, "replicated": None, "rma": base,
+                          "file": base * 3}
+                pick = "file" if p == 1 else "rma"
+                for b in ("collective", "file", "replicated", "rma", "auto"):
+                    e = epochs[pick] if b == "auto" else epochs[b]
+                    eff = "" if e is None else repr(base * (1 if mode == "weak" else p) /
+                                                  (e * (1 if mode == "weak" else p)))
+                    if b == "auto" and p == 1:
+                        eff = ""  # before auto's last regime
+                    out.append([mode, platform, p, nodes, within, 1000, b,
+                                0 if e is None else 1, 0.01, "" if e is None else repr(e),
+                                "" if e is None else 500.0 * e, eff, pick])
+    return out
+
+
+class SimulateScalingTest(InTempDir):
+    def write(self, lines, header=",".join(simulate_scaling.HEADER)):
+        path = self.path("scaling.csv")
+        write(path, lines, header)
+        return path
+
+    def run_scaling(self, *args):
+        return subprocess.run([sys.executable, SCALING_SCRIPT, *args], capture_output=True,
+                              text=True, timeout=120)
+
+    def test_efficiency_from_the_start_of_the_last_regime(self):
+        # auto on file at 1 and 2 ranks, rma from 4: strong efficiency from P0 = 4.
+        pts = [(1, 100.0, "file"), (2, 50.0, "file"), (4, 10.0, "rma"), (8, 5.0, "rma"),
+               (16, 4.0, "rma")]
+        self.assertEqual(simulate_scaling.efficiencies(pts, "strong"),
+                         [None, None, 1.0, 1.0, 10.0 * 4 / (4.0 * 16)])
+        # a backend: from its first feasible point; weak: T(P0) / T(P).
+        pts = [(1, None, None), (2, 8.0, None), (4, 10.0, None)]
+        self.assertEqual(simulate_scaling.efficiencies(pts, "weak"), [None, 1.0, 0.8])
+
+    def test_panels_lines_and_hydragnn_claims(self):
+        path = self.write(scaling_rows())
+        r = self.run_scaling("plot", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.path("scaling.png")
+        self.assertIn(out, r.stdout)
+        self.assertEqual(png_size(out), (simulate_scaling.WIDTH, simulate_scaling.HEIGHT))
+
+        fig = simulate_scaling.figure(path)
+        axes = fig.get_axes()
+        self.assertEqual([ax.get_title() for ax in axes],
+                         ["perlmutter: strong scaling (fixed dataset)",
+                          "perlmutter: weak scaling (fixed graphs a rank)",
+                          "frontier: strong scaling (fixed dataset)",
+                          "frontier: weak scaling (fixed graphs a rank)"])
+        strong = axes[0]
+        lines = {line.get_label(): line for line in strong.get_lines()}
+        self.assertEqual(list(lines["rma"].get_xdata()), list(SCALING_RANKS))
+        self.assertAlmostEqual(lines["rma"].get_ydata()[3], 1000.0 / 8)
+        self.assertTrue(all(math.isnan(v) for v in lines["replicated"].get_ydata()))
+        self.assertEqual(lines["auto"].get_linestyle(), "--")
+        self.assertEqual(list(lines["auto"].get_ydata()),
+                         [3000.0] + [1000.0 / p for p in SCALING_RANKS[1:]])
+        # The ideal 1/P from auto's last regime (rma from P = 2).
+        ideal = lines["ideal (from auto)"]
+        self.assertEqual(list(ideal.get_xdata()), list(SCALING_RANKS[1:]))
+        self.assertAlmostEqual(ideal.get_ydata()[-1], 500.0 * 2 / 16384)
+        # HydraGNN's claim: a line at 2,000 GPUs, its source, and the simulated efficiency at
+        # the nearest rank count (2,048: rma's, 1.0).
+        claim = [ln for ln in strong.get_lines() if ln.get_label().startswith("HydraGNN")]
+        self.assertEqual(len(claim), 1)
+        self.assertEqual(list(claim[0].get_xdata()), [2000, 2000])
+        texts = " ".join(t.get_text() for t in strong.texts)
+        self.assertIn("near-linear", texts)
+        self.assertIn("2,000 GPUs", texts)
+        self.assertIn("simulated auto at P = 2,048: 100%", texts)
+        self.assertIn("never fits memory: replicated", texts)
+        frontier = axes[2]
+        claim = [ln for ln in frontier.get_lines() if ln.get_label().startswith("HydraGNN")]
+        self.assertEqual(list(claim[0].get_xdata()), [16000, 16000])
+        self.assertIn("16,000 GCDs", " ".join(t.get_text() for t in frontier.texts))
+        # Weak panels: no claim, the ideal flat, perlmutter's 16,384 ranks shaded.
+        weak = axes[1]
+        self.assertFalse(any(ln.get_label().startswith("HydraGNN") for ln in weak.get_lines()))
+        flat = {ln.get_label(): ln for ln in weak.get_lines()}["ideal (from auto)"]
+        self.assertEqual(set(flat.get_ydata()), {10.0})
+        self.assertEqual(len(weak.patches), 1)  # the shading beyond 2,048 nodes
+        self.assertEqual(len(axes[3].patches), 0)
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        self.assertIn("HydraGNN's claim (" + simulate_scaling.CLAIM_SOURCE + ")", legend)
+        plotting.pyplot().close(fig)
+
+    def test_wrong_header(self):
+        path = self.write(scaling_rows(), header=",".join(simulate_scaling.HEADER[:-1]))
+        r = self.run_scaling("plot", path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("scaling.csv:1", r.stderr)
+        self.assertFalse(os.path.exists(self.path("scaling.png")))
+
+    def test_bad_mode_and_value(self):
+        data = scaling_rows()
+        data[3][0] = "sideways"  # line 5
+        r = self.run_scaling("plot", self.write(data))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("scaling.csv:5: mode must be strong or weak", r.stderr)
+        data = scaling_rows()
+        data[1][9] = "slow"  # file at P = 1, line 3
+        r = self.run_scaling("plot", self.write(data))
+        self.assertIn("scaling.csv:3: column epoch_s is not a number", r.stderr)
+        self.assertFalse(os.path.exists(self.path("scaling.png")))
+
+    def test_run_refuses_bad_numbers_before_simulating(self):
+        r = self.run_scaling("run", "--ddgnn", "/nonexistent/ddgnn", "--models", "m.json",
+                             "--out", self.path("s.png"), "--graphs-per-rank", "0")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stderr.strip().splitlines(),
+                         ["simulate_scaling: error: --graphs, --graphs-per-rank and --compute-s "
+                          "must be positive"])
+
+
+CHECK_SCRIPT = os.path.join(HERE, "simulate_check.py")
+MODELS = os.path.join(os.path.dirname(HERE), "results", "tuner_models.json")
+MEASURED_HEADER = ("config,ranks,backend,batch_per_rank,prefetch,graphs_per_s,step_ms,load_ms,"
+                   "fetch_ms,graph_ms,forward_ms,forces_ms,backward_ms,sync_ms,optimizer_ms,"
+                   "peak_rss_mb")
+
+
+def measured_rows(config="cu.json"):
+    """One rank (B = 4, 18 ms of compute) and two ranks of rma and shm (B = 2)."""
+    return [[config, 1, "shm", 4, 2, 212, 18.9, 0.04, 0.02, 2.0, 3.75, 3.37, 11.25, 0.01, 0.35, 336],
+            [config, 2, "rma", 2, 2, 364, 11.0, 0.92, 0.03, 1.0, 1.9, 1.82, 5.65, 0.29, 0.32, 272],
+            [config, 2, "shm", 2, 2, 347, 11.5, 0.93, 0.03, 1.05, 2.0, 1.94, 5.95, 0.27, 0.33, 267]]
+
+
+class SimulateCheckTest(InTempDir):
+    """jobs/simulate_check.py: its bad input, and with the ddgnn binary in $DDGNN (the ctest
+    sets it) both tables end to end."""
+
+    def run_check(self, *args):
+        return subprocess.run([sys.executable, CHECK_SCRIPT, *args], capture_output=True,
+                              text=True, timeout=300)
+
+    def measured(self, lines, *extra):
+        path = self.path("runs.csv")
+        write(path, lines, MEASURED_HEADER)
+        return self.run_check("measured", "--ddgnn", os.environ.get("DDGNN", "/nonexistent"),
+                              "--models", MODELS, "--measured", path, "--parameters", "24065",
+                              "--out", self.path("out.csv"), *extra)
+
+    def assert_one_line_error(self, r, needle):
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertFalse(os.path.exists(self.path("out.csv")))
+
+    def test_bad_measured_input(self):
+        self.assert_one_line_error(self.measured(measured_rows()[1:]),
+                                   "no one-rank row to take the workload from")
+        self.assert_one_line_error(self.measured(measured_rows("a.json") + measured_rows("b.json")),
+                                   "rows of 2 configs (a.json, b.json); choose one with --config")
+        self.assert_one_line_error(self.measured(measured_rows(), "--config", "c.json"),
+                                   "no rows of config c.json with prefetch 2")
+        bad = measured_rows()
+        bad[1][6] = "fast"
+        self.assert_one_line_error(self.measured(bad), "runs.csv:3: column step_ms")
+        self.assert_one_line_error(self.measured(measured_rows(), "--graphs", "0"),
+                                   "--parameters and --graphs must be positive")
+
+    @unittest.skipUnless(os.path.isfile(os.environ.get("DDGNN", "")), "DDGNN is not a binary")
+    def test_tables_end_to_end(self):
+        r = self.run_check("published", "--ddgnn", os.environ["DDGNN"], "--models", MODELS,
+                           "--out", self.path("published.csv"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("published.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), len(simulate_check.PUBLISHED))
+        first = rows[0]  # Frontier, one-sided, 3 KB: 0.68 µs published
+        self.assertEqual((first["platform"], first["ranks"], first["backend"], first["row_bytes"]),
+                         ("frontier", "16", "rma", "3136"))
+        self.assertEqual(float(first["published_us_per_row"]), 0.68)
+        predicted = float(first["predicted_us_per_row"])
+        self.assertAlmostEqual(float(first["ratio"]), predicted / 0.68, delta=0.01)
+        self.assertAlmostEqual(predicted, float(first["node_us_per_row"]) +
+                               float(first["network_us_per_row"]), delta=0.01)
+        self.assertIn("--sample-bytes 3136", r.stdout)
+        self.assertIn("| frontier | 16 | collective (collective) | 1 MB | 685 |", r.stdout)
+
+        r = self.measured(measured_rows())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("out.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([(x["ranks"], x["backend"]) for x in rows],
+                         [("1", "shm"), ("2", "rma"), ("2", "shm")])
+        # One rank on two cores: the prefetch (collate 2 ms) hides behind the 18.72 ms compute.
+        self.assertAlmostEqual(float(rows[0]["predicted_step_ms"]), 18.72, delta=0.01)
+        self.assertAlmostEqual(float(rows[0]["measured_epoch_s"]), 400 * 18.9 / 1e3, delta=0.01)
+        self.assertIn("--batch 2", r.stdout)
+        self.assertIn("--compute-s 0.00936", r.stdout)  # per graph from the one-rank row, x 2
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-// The scale simulation (simulate.h): the platform presets and the model, term by term.
+// The scale simulation (simulate.h): the model, term by term, and its CSV (the platform presets
+// and the checks of the inputs are in platforms.cpp).
 //
 // Placement: ranks fill nodes in order, R = min(P, platform ranks per node) to a node; a loader
 // group is g consecutive ranks (g = Loader.width, or P), so r = min(g, R) of its ranks share a
@@ -23,9 +24,13 @@
 //     (1 - 1/g)^B) owners asked (sparse: each costs one latency and 2 m message overheads: sends
 //     and receives), two MPI_Allreduce (the round's "anything left", recursive doubling: L α
 //     each), and O(g) loops over counts and displacements at the per-peer overhead:
-//       (3 L + 3) α + 6 m o + g o_peer + (2 g L + 16 n + n S) / b
+//       (3 L + 3) α + 6 m o + g o_peer + (2 g L + 16 n + n S) / b + 2 n c_S
 //     Not (P - 1) α: the exchange is sparse (a rank asks at most B owners) and MPI's dense
 //     short-message all-to-all is logarithmic; what grows linearly is the per-peer bookkeeping.
+//     2 n c_S: the fetcher copies each exchanged record into a send buffer at its owner and out
+//     of the receive buffer at the asker (comm/fetch.cpp), c_S being the calibrated model's cost
+//     of one local sample of S bytes over that of an empty one (this machine's memcpy, as for
+//     the node part). rma gets straight into the batch and pays no such copies.
 //   replicated: the node part alone (every sample local).
 //   file: the calibrated file model if there is one, plus reads from the parallel file system:
 //     each of the B samples a serial read that waits at least its latency, or its share of the
@@ -34,7 +39,10 @@
 //       B max(L_pfs, P / IOPS) + B S / min(pfs / P, b)
 // Load: the prefetch thread fetches and collates step k + 1 while step k computes, when every
 //   rank has a core to itself for it (C >= 2 R): max(compute, fetch + collate); otherwise the
-//   two share cores and add up: compute + fetch + collate.
+//   two share cores and add up: compute + fetch + collate. With more ranks than cores and the
+//   compute on the cores (no accelerators), each rank runs on C / R of a core: compute and
+//   collate stretch by R / C (the fetch is already stretched by its calibrated model's L^k):
+//   (R / C) (compute + collate) + fetch.
 // Step = load + gradient all-reduce (Rabenseifner: reduce-scatter + all-gather, 2 (P - 1) / P G
 //   bytes at b, 2 ceil(log2 P) α), counted in full although DataParallel overlaps part of it
 //   with backward. Epoch = ceil(N / (B P)) steps (past N / B ranks: one step, priced as full).
@@ -42,16 +50,18 @@
 //   8 N bytes of split id lists (train/train_data.h); feasible when it fits memory_fraction of the
 //   node's memory / R. `auto` = the feasible backend with the lowest step time; on a tie (the
 //   fetch hidden behind compute) the one with the lowest fetch time, the most slack.
+// Energy of an epoch (epoch_energy_j): epoch time x the job's power, whole nodes: each node's
+//   host at idle + (busy - idle) u, u = min(1, R (step + fetch + collate) / (C step)) (every rank's
+//   training thread the whole step, its prefetch thread while it fetches and collates), its
+//   network_w, and its accelerators: one per rank at idle + (busy - idle) min(1, compute / step),
+//   the others idle. Unknown (NaN) for a platform without power figures.
 #include "tuner/simulate.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
-#include <thread>
 
 #include "core/backend.h"
 #include "core/error.h"
@@ -68,131 +78,6 @@ double ceil_log2(int64_t n) {
   return l;
 }
 
-Platform perlmutter() {
-  Platform p;
-  p.name = "perlmutter";
-  p.nodes = 1792;
-  p.ranks_per_node = 4;
-  p.cores_per_node = 64;
-  p.latency_us = 2.0;
-  p.injection_gbs = 100.0;
-  p.memory_gb = 256.0;
-  p.pfs_gbs = 5000.0;
-  p.pfs_iops = 4.0e6;
-  p.pfs_latency_us = 100.0;
-  p.get_overhead_us = 0.5;
-  p.peer_overhead_us = 0.1;
-  p.source =
-      "NERSC Perlmutter GPU partition. nodes 1,792 (1,536 with A100 40 GB + 256 with A100 80 GB), "
-      "1x AMD EPYC 7763 (64 cores), 4x A100 (one rank each), 4x HPE Slingshot 11 NICs: "
-      "https://docs.nersc.gov/systems/perlmutter/architecture/ ; 256 GB DDR4 per GPU node: "
-      "https://docs.nersc.gov/beginner-guide/nodetypesfig ; 200 Gb/s = 25 GB/s per Slingshot "
-      "port, so 4 x 25 = 100 GB/s per node: https://www.alcf.anl.gov/support-center/aurora/"
-      "interconnect ; scratch (all-flash Lustre, 35 PB): >5 TB/s aggregate, 4 million IOPS "
-      "(4 KiB random): https://docs.nersc.gov/filesystems/perlmutter-scratch/ . Assumed (no "
-      "figure found; override them): latency 2 us (inter-node MPI on a 3-hop dragonfly), 100 us "
-      "a small flash Lustre read, 0.5 us a get, 0.1 us per peer per collective fetch.";
-  return p;
-}
-
-Platform frontier() {
-  Platform p;
-  p.name = "frontier";
-  p.nodes = 9856;
-  p.ranks_per_node = 8;
-  p.cores_per_node = 64;
-  p.latency_us = 2.0;
-  p.injection_gbs = 100.0;
-  p.memory_gb = 512.0;
-  p.pfs_gbs = 5500.0;
-  p.pfs_iops = 7.2e6;
-  p.pfs_latency_us = 8000.0;
-  p.get_overhead_us = 0.5;
-  p.peer_overhead_us = 0.1;
-  p.source =
-      "OLCF Frontier. 9,856 nodes, 1x 64-core AMD EPYC, 512 GB DDR4, 4x MI250X = 8 GCDs (one "
-      "rank each), 4x HPE Slingshot 200 Gb/s (25 GB/s) NICs = 100 GB/s node injection, Orion "
-      "(Lustre, 679 PB) whose default layout puts file data past 8 MB on the capacity (disk) "
-      "pool: https://docs.olcf.ornl.gov/systems/frontier_user_guide.html ; disk tier 47,700 "
-      "disks, 5.5 TB/s read: https://insidehpc.com/2021/05/"
-      "olcf-releases-storage-specs-for-frontier-exascale/ . Estimated: 7.2 million random reads "
-      "a second (47,700 disks x 150), 8 ms a random disk read (half a turn at 7,200 rpm plus a "
-      "seek). Assumed (override them): latency 2 us, 0.5 us a get, 0.1 us per peer per "
-      "collective fetch.";
-  return p;
-}
-
-Platform summit() {
-  Platform p;
-  p.name = "summit";
-  p.nodes = 4608;
-  p.ranks_per_node = 6;
-  p.cores_per_node = 42;
-  p.latency_us = 2.0;
-  p.injection_gbs = 25.0;
-  p.memory_gb = 512.0;
-  p.pfs_gbs = 2500.0;
-  p.pfs_iops = 4.9e6;
-  p.pfs_latency_us = 8000.0;
-  p.get_overhead_us = 0.5;
-  p.peer_overhead_us = 0.1;
-  p.source =
-      "OLCF Summit (2018-2024; where the MDLoader and DDStore results were measured). 4,608 IBM "
-      "AC922 nodes, 2x POWER9 (22 cores, 21 for applications: 42), 6x V100 16 GB (one rank "
-      "each), 512 GB DDR4 + 96 GB HBM2, dual-rail Mellanox EDR InfiniBand, 2 x 100 Gb/s = 25 GB/s "
-      "per node, non-blocking fat tree; Alpine (IBM Spectrum Scale/GPFS, 250 PB, 2.5 TB/s): "
-      "https://docs.olcf.ornl.gov/systems/summit_user_guide.html . Estimated as Frontier's disk "
-      "tier: 4.9 million random reads a second (about 32,500 disks x 150), 8 ms a random disk "
-      "read. "
-      "Assumed (override them): latency 2 us, 0.5 us a get, 0.1 us per peer per collective fetch.";
-  return p;
-}
-
-// This machine: one node; the on-node transport's latency and bandwidth from the calibration.
-Platform local(const std::map<std::string, CostModel>& models) {
-  Platform p;
-  p.name = "local";
-  p.nodes = 1;
-  p.cores_per_node = int64_t(std::max(1u, std::thread::hardware_concurrency()));
-  p.ranks_per_node = p.cores_per_node;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  p.memory_gb = pages > 0 && page > 0 ? double(pages) * double(page) / 1e9 : kNaN;
-  p.latency_us = p.injection_gbs = kNaN;
-  p.get_overhead_us = 0.5;
-  p.peer_overhead_us = 0.1;
-  std::string from = "neither rma nor shm has a model: give --latency-us and --bandwidth-gbs";
-  for (const Backend b : {Backend::kRma, Backend::kShm}) {
-    const auto it = models.find(to_string(b));
-    if (it == models.end()) continue;
-    // One remote sample on a node without contention: a fetch is two flush round trips (4 α),
-    // and the extra time of a 1 MiB sample is its bytes at the transport's bandwidth.
-    FetchFeatures f;
-    f.batch = 1;
-    f.ranks = f.ranks_per_node = f.cores_per_node = 2;
-    f.remote = 1;
-    const double t0 = it->second.predict(f);
-    f.bytes_mean = 1 << 20;
-    const double t1 = it->second.predict(f);
-    p.latency_us = t0 > 0 ? 0.25 * t0 * 1e6 : kNaN;
-    p.injection_gbs = t1 > t0 ? double(p.ranks_per_node) * double(1 << 20) / (t1 - t0) / 1e9 : kNaN;
-    from = "latency = a quarter of the " + to_string(b) +
-           " model's time for one remote sample of 0 bytes, " +
-           "bandwidth per rank = 1 MiB over the extra time of a 1 MiB one";
-    break;
-  }
-  p.source = "this machine: 1 node, cores (= ranks per node) and memory from the OS; " + from +
-             "; no parallel file system (file: its calibrated model only).";
-  return p;
-}
-
-void require_positive(const std::string& what, const std::string& field, double v,
-                      const std::string& option) {
-  if (!(v > 0) || !std::isfinite(v))
-    throw ConfigError(what + ": " + field + " = " + std::to_string(v) + " is not a positive number",
-                      "set it with " + option);
-}
-
-// What `predict` sees for the node's share of a batch (see the file header).
 FetchFeatures node_features(const Workload& w, double g, double r, double rpn, double cores) {
   const double f_off = (g - r) / g, on_node = 1 - f_off;
   FetchFeatures f;
@@ -204,6 +89,20 @@ FetchFeatures node_features(const Workload& w, double g, double r, double rpn, d
   f.bytes_spread = w.bytes_spread;
   f.remote = on_node > 0 ? ((r - 1) / g) / on_node : 0.0;
   return f;
+}
+
+// The calibrated cost of copying one sample of S bytes on this node: one local sample of S bytes
+// over one of 0 bytes, without contention (the memcpy of the collective's pack and unpack).
+double copy_cost(const CostModel& model, const FetchFeatures& like) {
+  FetchFeatures f = like;
+  f.batch = 1;
+  f.remote = 0;
+  f.ranks = 1;
+  f.ranks_per_node = f.cores_per_node = 1;
+  const double with_bytes = model.predict(f);
+  f.bytes_mean = 0;
+  f.bytes_spread = 0;
+  return std::max(0.0, with_bytes - model.predict(f));
 }
 
 std::string fmt(double v) {
@@ -218,53 +117,21 @@ std::string fmt(double v) {
 const char* const kSimulationCsvHeader =
     "platform,ranks,nodes,within_platform,backend,group_ranks,calibrated,feasible,"
     "memory_gb_per_rank,fetch_node_s,fetch_network_s,fetch_s,load_s,allreduce_s,step_s,steps,"
-    "epoch_s,auto_pick";
+    "epoch_s,energy_j,auto_pick";
 
-const std::vector<std::string>& platform_presets() {
-  static const std::vector<std::string> names = {"perlmutter", "frontier", "summit", "local"};
-  return names;
-}
-
-Platform platform_preset(const std::string& name, const std::map<std::string, CostModel>& models) {
-  if (name == "perlmutter") return perlmutter();
-  if (name == "frontier") return frontier();
-  if (name == "summit") return summit();
-  if (name == "local") return local(models);
-  std::string known;
-  for (const auto& n : platform_presets()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown platform preset '" + name + "'", "known presets: " + known);
-}
-
-void validate(const Platform& p) {
-  const std::string what = "platform '" + p.name + "'";
-  require_positive(what, "nodes", double(p.nodes), "--nodes");
-  require_positive(what, "ranks_per_node", double(p.ranks_per_node), "--ranks-per-node");
-  require_positive(what, "cores_per_node", double(p.cores_per_node), "--cores-per-node");
-  require_positive(what, "latency_us", p.latency_us, "--latency-us");
-  require_positive(what, "injection_gbs", p.injection_gbs, "--bandwidth-gbs");
-  require_positive(what, "memory_gb", p.memory_gb, "--memory-gb");
-  if (!(p.get_overhead_us >= 0) || !(p.peer_overhead_us >= 0))
-    throw ConfigError(what + ": a per-get or per-peer overhead is negative",
-                      "set them with --get-overhead-us, --peer-overhead-us");
-  if (p.pfs_gbs > 0) {  // a file system: all three figures
-    require_positive(what, "pfs_iops", p.pfs_iops, "--pfs-iops");
-    require_positive(what, "pfs_latency_us", p.pfs_latency_us, "--pfs-latency-us");
-  } else if (!(p.pfs_gbs >= 0)) {
-    throw ConfigError(what + ": pfs_gbs is negative", "0 means no parallel file system");
-  }
-}
-
-void validate(const Workload& w) {
-  require_positive("workload", "graphs", w.graphs, "--graphs");
-  require_positive("workload", "bytes_mean", w.bytes_mean, "--sample-bytes");
-  require_positive("workload", "batch", w.batch, "--batch");
-  require_positive("workload", "compute_s", w.compute_s, "--compute-s");
-  if (!(w.collate_s >= 0) || !(w.gradient_bytes >= 0) || !(w.bytes_spread >= 0))
-    throw ConfigError("workload: collate time, gradient bytes and sample spread must be >= 0");
-  if (w.width < 0) throw ConfigError("workload: width " + std::to_string(w.width) + " < 0");
-  if (!(w.memory_fraction > 0 && w.memory_fraction <= 1))
-    throw ConfigError("workload: memory fraction " + std::to_string(w.memory_fraction) +
-                      " is not in (0, 1]");
+double epoch_energy_j(const Platform& p, int64_t ranks, int64_t nodes, int64_t ranks_per_node,
+                      double steps, double step_s, double compute_s, double prefetch_s) {
+  if (!(p.node_busy_w > 0)) return kNaN;
+  const double epoch_s = steps * step_s;
+  const double at_work = double(ranks_per_node) * (step_s + prefetch_s);
+  const double u = step_s > 0 ? std::min(1.0, at_work / (double(p.cores_per_node) * step_s)) : 1;
+  const double host_w = p.node_idle_w + (p.node_busy_w - p.node_idle_w) * u;
+  const double gpus = double(nodes) * double(p.gpus_per_node);
+  const double gpus_used = std::min(double(ranks), gpus);
+  const double duty = step_s > 0 ? std::min(1.0, compute_s / step_s) : 1;
+  const double gpu_w = gpus_used * (p.gpu_idle_w + (p.gpu_busy_w - p.gpu_idle_w) * duty) +
+                       (gpus - gpus_used) * p.gpu_idle_w;
+  return epoch_s * (double(nodes) * (host_w + p.network_w) + gpu_w);
 }
 
 std::vector<int64_t> default_rank_counts() {
@@ -309,6 +176,10 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
         p > 1 ? 2.0 * double(p - 1) / double(p) * w.gradient_bytes / b + 2.0 * ceil_log2(p) * alpha
               : 0.0;
     const bool overlap = platform.cores_per_node >= 2 * rpn;
+    // More ranks than cores, the compute on the cores: each rank runs on C / R of a core.
+    const double stretch = platform.gpus_per_node > 0
+                               ? 1.0
+                               : std::max(1.0, double(rpn) / double(platform.cores_per_node));
     const FetchFeatures node = node_features(w, g, r, double(rpn), double(platform.cores_per_node));
     FetchFeatures alone = node;  // every sample local: replicated and file
     alone.batch = w.batch;
@@ -331,7 +202,8 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
           const double l = ceil_log2(pt.group_ranks);
           const double peers_asked = (g - r) * (1 - std::pow(1 - 1 / g, w.batch));
           bp.fetch_network_s = (3 * l + 3) * alpha + 6 * peers_asked * o_get + g * o_peer +
-                               (2 * g * l + 16 * n_off + n_off * w.bytes_mean) / b;
+                               (2 * g * l + 16 * n_off + n_off * w.bytes_mean) / b +
+                               2 * n_off * copy_cost(model->second, node);
         }
       } else if (backend == Backend::kReplicated) {
         bp.fetch_node_s = model->second.predict(alone);
@@ -353,9 +225,12 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
       bp.feasible = bp.memory_bytes <= memory_per_rank;
       bp.fetch_s = bp.fetch_node_s + bp.fetch_network_s;
       const double prefetch = bp.fetch_s + w.collate_s;
-      bp.load_s = overlap ? std::max(w.compute_s, prefetch) : w.compute_s + prefetch;
+      bp.load_s = overlap ? std::max(w.compute_s, prefetch)
+                          : stretch * (w.compute_s + w.collate_s) + bp.fetch_s;
       bp.step_s = bp.load_s + pt.allreduce_s;
       bp.epoch_s = double(pt.steps) * bp.step_s;
+      bp.energy_j = epoch_energy_j(platform, p, pt.nodes, rpn, double(pt.steps), bp.step_s,
+                                   w.compute_s, prefetch);
       pt.backends.push_back(bp);
     }
     pt.auto_pick = "none";
@@ -394,6 +269,7 @@ std::string simulation_csv(const Platform& platform, const std::vector<ScalePoin
                                                bp ? fmt(bp->step_s) : "",
                                                std::to_string(pt.steps),
                                                bp ? fmt(bp->epoch_s) : "",
+                                               bp ? fmt(bp->energy_j) : "",
                                                pt.auto_pick};
       for (size_t k = 0; k < fields.size(); ++k) csv << (k ? "," : "") << fields[k];
       csv << "\n";

@@ -6,7 +6,8 @@
 // Glossary: P ranks in the job, R ranks per node (min(P, platform's)), C cores per node,
 // g ranks in a loader group (Loader.width, 0 = all P), B graphs per rank per step, S mean bytes
 // of a packed sample, N graphs in an epoch, G gradient bytes. Times in seconds, sizes in bytes,
-// bandwidths in GB/s (1e9 bytes/s), latencies in µs where a name says `_us`.
+// bandwidths in GB/s (1e9 bytes/s), latencies in µs where a name says `_us`, power in watts
+// (`_w`), energy in joules (`_j`). The presets live in platforms.cpp, the model in simulate.cpp.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +35,18 @@ struct Platform {
   double get_overhead_us = 0;   // issuing one MPI_Get / one message (CPU + NIC), pipelined
   double peer_overhead_us = 0;  // per peer of the group and per collective fetch: MPI's and
                                 // the fetcher's O(g) loops over counts and displacements
-  std::string source;           // where the figures come from (URLs, assumptions)
+  // Power, for the energy of an epoch (epoch_energy_j); node_busy_w = 0: not known (the energy
+  // is then NaN, an empty CSV field).
+  double node_idle_w = 0;     // host part of a node (CPUs, memory, board) with idle cores
+  double node_busy_w = 0;     // the same with every core busy
+  int64_t gpus_per_node = 0;  // accelerators (GCDs on Frontier); 0: compute runs on the cores
+  double gpu_idle_w = 0;      // one accelerator, idle
+  double gpu_busy_w = 0;      // one accelerator, computing
+  double network_w = 0;       // per node: its NICs and its share of the switches, always on
+  std::string source;         // where the figures come from (URLs, assumptions)
 };
 
-// The preset names: perlmutter, frontier, local.
+// The preset names: perlmutter, frontier, summit, local.
 const std::vector<std::string>& platform_presets();
 
 // A preset by name; ConfigError listing the known presets otherwise. `local` is this machine:
@@ -46,8 +55,19 @@ const std::vector<std::string>& platform_presets();
 // for --latency-us and --bandwidth-gbs).
 Platform platform_preset(const std::string& name, const std::map<std::string, CostModel>& models);
 
-// ConfigError naming the field for a non-positive count, latency or bandwidth (NaN included).
+// ConfigError naming the field for a non-positive count, latency or bandwidth (NaN included), a
+// negative or non-finite power, or an idle power above its busy power.
 void validate(const Platform& platform);
+
+// Joules of one epoch of `steps` steps of `step_s` seconds on `nodes` nodes running P = `ranks`
+// ranks, R = `ranks_per_node` a node, from the platform's power figures (NaN when node_busy_w is
+// 0). Per node: host idle + (busy - idle) u, where u = min(1, R (step + prefetch) / (C step)) is
+// the share of its cores at work (each rank's training thread for the whole step, its prefetch
+// thread for `prefetch_s` = fetch + collate); plus network_w. Per accelerator with a rank: idle
+// + (busy - idle) min(1, compute / step); the node's accelerators without a rank draw idle.
+double epoch_energy_j(const Platform& platform, int64_t ranks, int64_t nodes,
+                      int64_t ranks_per_node, double steps, double step_s, double compute_s,
+                      double prefetch_s);
 
 // What one training run moves and computes. Defaults: configs/cu_eam_schnet.json (Cu EAM, 108
 // atoms, SchNet with 2 interactions) trained on two ranks of this 2-core machine: medians over
@@ -78,9 +98,11 @@ struct BackendPoint {
   double fetch_node_s = 0;     // the calibrated on-node model, for the node's share of a batch
   double fetch_network_s = 0;  // the other nodes' share (or the file system's reads)
   double fetch_s = 0;          // node + network
-  double load_s = 0;           // compute with the prefetch (fetch + collate) overlapped or not
+  double load_s = 0;           // compute with the prefetch (fetch + collate) overlapped or not,
+                               // stretched when more ranks than cores share them
   double step_s = 0;           // load + gradient all-reduce
   double epoch_s = 0;          // steps x step
+  double energy_j = 0;         // the whole job's joules for one epoch (NaN: power not known)
 };
 
 // Every backend at one P, and which one `auto` picks.
@@ -110,7 +132,8 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
 // `auto` (the picked backend's figures; empty when none is feasible). Columns, fixed:
 //   platform, ranks, nodes, within_platform (1/0), backend, group_ranks, calibrated (1/0),
 //   feasible (1/0), memory_gb_per_rank, fetch_node_s, fetch_network_s, fetch_s, load_s,
-//   allreduce_s, step_s, steps, epoch_s, auto_pick (the backend `auto` picks at this P)
+//   allreduce_s, step_s, steps, epoch_s, energy_j (empty: no power figures), auto_pick (the
+//   backend `auto` picks at this P)
 std::string simulation_csv(const Platform& platform, const std::vector<ScalePoint>& points);
 extern const char* const kSimulationCsvHeader;
 

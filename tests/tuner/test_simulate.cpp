@@ -1,8 +1,9 @@
 // tuner/simulate: presets (an unknown one names the known ones), epoch time falling with the
 // ranks while compute dominates, collective's fetch outgrowing rma's at scale, replicated refused
-// when the data does not fit, auto never slower than a feasible backend, the overlap rule, and a
-// stable, deterministic CSV. The models are built from CostModel's public API alone (every term
-// of every backend at one value), so they hold whatever terms cost_model.cpp has.
+// when the data does not fit, auto never slower than a feasible backend, the overlap rule, the
+// collective's buffer copies, the energy of an epoch, and a stable, deterministic CSV. The models
+// are built from CostModel's public API alone (every term of every backend at one value), so they
+// hold whatever terms cost_model.cpp has.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -200,6 +201,12 @@ TEST(Simulate, PrefetchOverlapsComputeOnlyWithACoreToSpare) {
   p.cores_per_node = 4;                       // a core a rank: fetch and collate take turns
   rma = at(simulate(flat_models(1e-9), p, w, {4})[0], "rma");
   EXPECT_DOUBLE_EQ(rma.load_s, w.compute_s + rma.fetch_s + w.collate_s);
+  p.cores_per_node = 2;  // 4 ranks time-share 2 cores: compute and collate take twice as long
+  rma = at(simulate(flat_models(1e-9), p, w, {4})[0], "rma");
+  EXPECT_DOUBLE_EQ(rma.load_s, 2 * (w.compute_s + w.collate_s) + rma.fetch_s);
+  p.gpus_per_node = 4;  // the compute on accelerators: not stretched
+  rma = at(simulate(flat_models(1e-9), p, w, {4})[0], "rma");
+  EXPECT_DOUBLE_EQ(rma.load_s, w.compute_s + rma.fetch_s + w.collate_s);
 }
 
 // A one-sided fetch from other nodes is two flushes, each a round trip of twice the one-way
@@ -211,6 +218,24 @@ TEST(Simulate, OneSidedFetchPaysTwoRoundTrips) {
   const auto more = at(simulate(flat_models(1e-9), slow, Workload{}, {64})[0], "rma");
   ASSERT_GT(base.fetch_network_s, 0);
   EXPECT_NEAR(more.fetch_network_s - base.fetch_network_s, 4 * 10e-6, 1e-12);
+}
+
+// Off-node records of a collective fetch cross the network once and are copied twice (into the
+// owner's send buffer, out of the asker's receive buffer): with every term at 1e-9, a copy of S
+// bytes costs 1e-9 S (local_byte), so S bytes more a sample add n (S / b + 2e-9 S).
+TEST(Simulate, CollectiveChargesTheBufferCopiesOfRemoteRecords) {
+  Workload small, large;
+  large.bytes_mean = small.bytes_mean + 100000;
+  const auto a = at(simulate(flat_models(1e-9), test_platform(), small, {64})[0], "collective");
+  const auto b = at(simulate(flat_models(1e-9), test_platform(), large, {64})[0], "collective");
+  const double n_off = 2.0 * (64 - 4) / 64;  // B (g - r) / g
+  const double per_rank_bandwidth = 100e9 / 4;
+  EXPECT_NEAR(b.fetch_network_s - a.fetch_network_s,
+              n_off * 100000 * (1 / per_rank_bandwidth + 2e-9), 1e-12);
+  // rma gets into the batch: its network part has the bytes alone.
+  const auto ra = at(simulate(flat_models(1e-9), test_platform(), small, {64})[0], "rma");
+  const auto rb = at(simulate(flat_models(1e-9), test_platform(), large, {64})[0], "rma");
+  EXPECT_NEAR(rb.fetch_network_s - ra.fetch_network_s, n_off * 100000 / per_rank_bandwidth, 1e-12);
 }
 
 TEST(Simulate, FileWithoutModelIsPricedByTheFileSystemAlone) {
@@ -269,19 +294,20 @@ TEST(SimulationCsv, HeaderRowsAndAutoAreStableAndDeterministic) {
   EXPECT_EQ(line,
             "platform,ranks,nodes,within_platform,backend,group_ranks,calibrated,feasible,"
             "memory_gb_per_rank,fetch_node_s,fetch_network_s,fetch_s,load_s,allreduce_s,step_s,"
-            "steps,epoch_s,auto_pick");
+            "steps,epoch_s,energy_j,auto_pick");
   size_t rows = 0, autos = 0;
   while (std::getline(in, line)) {
     ++rows;
     const auto f = split(line);
-    ASSERT_EQ(f.size(), 18u) << line;
+    ASSERT_EQ(f.size(), 19u) << line;
     EXPECT_EQ(f[0], "test");
     const int64_t ranks_here = std::stoll(f[1]);
     EXPECT_EQ(f[3], ranks_here <= 8 ? "1" : "0") << line;
     const ScalePoint& pt = *std::find_if(
         points.begin(), points.end(), [&](const ScalePoint& s) { return s.ranks == ranks_here; });
-    EXPECT_EQ(f[17], pt.auto_pick) << line;
-    if (f[4] == "auto") {  // the picked backend's figures
+    EXPECT_EQ(f[18], pt.auto_pick) << line;
+    EXPECT_EQ(f[17], "") << line;  // the test platform has no power figures
+    if (f[4] == "auto") {          // the picked backend's figures
       ++autos;
       EXPECT_NEAR(std::stod(f[14]), at(pt, pt.auto_pick).step_s,
                   1e-5 * at(pt, pt.auto_pick).step_s);
