@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "config/config_schema.h"
+#include "config/hydragnn_compat.h"
 #include "core/error.h"
 
 namespace ddgnn {
@@ -207,6 +208,7 @@ class Resolver {
           m_config.source + ": a config must be a JSON object ({...}), found " + short_value(raw),
           "see configs/ for complete examples");
     for (const auto& text : override_texts) apply_override(raw, parse_override(text));
+    normalise_hydragnn_forms(raw, [this](const std::string& key) { return where(key); });
     walk(raw, "");
     fill_defaults(raw);
     cross_check(raw);
@@ -288,6 +290,21 @@ class Resolver {
   }
 
   void refuse_or_warn(const KeySpec& spec, const std::string& key, const json& value) {
+    if (spec.changes_model) {
+      std::string hint = spec.hint.empty() ? "" : spec.hint + "; ";
+      hint += "set it to " + spec.inert.front().dump() +
+              " or remove it (refused even with --allow-unimplemented: without it ddgnn would "
+              "train another model than the config describes)";
+      throw ConfigError(where(key) + ": ddgnn does not implement this HydraGNN feature (" +
+                            spec.description + "); found " + short_value(value, 40),
+                        hint);
+    }
+    if (spec.outputs_only) {
+      m_config.warnings.push_back(
+          key + " = " + short_value(value, 40) + ": ddgnn does not do this (" + spec.description +
+          "); the model trained is the same" + (spec.hint.empty() ? "" : " (" + spec.hint + ")"));
+      return;
+    }
     if (m_options.allow_unimplemented) {
       m_config.warnings.push_back(key + " = " + short_value(value, 40) +
                                   ": ddgnn does not implement this HydraGNN key (" +
@@ -401,10 +418,12 @@ class Resolver {
     agree(arch + "output_type", *find_path(root, voi + "type"), "Variables_of_interest.type");
 
     const std::string model = find_path(root, arch + "mpnn_type")->get<std::string>();
+    // As HydraGNN: a warning, since the layers of the other models ignore it.
     if (find_path(root, arch + "equivariance")->get<bool>() && model != "EGNN" &&
         model != "SchNet" && model != "PAINN")
-      throw ConfigError(where(arch + "equivariance") + ": " + model + " is not equivariant",
-                        "use EGNN, SchNet or PAINN, or set equivariance to false");
+      m_config.warnings.push_back(arch + "equivariance = true changes nothing for " + model +
+                                  ", whose features are invariant (EGNN, SchNet and PAINN are "
+                                  "the equivariant models)");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>()) {
       double total = 0;
       for (const char* w :
@@ -425,6 +444,10 @@ class Resolver {
     const std::string perc = "NeuralNetwork.Training.perc_train";
     if (find_path(root, "Dataset.path")->is_object() && m_config.sources[perc] != kDefault)
       m_config.warnings.push_back(perc +
+                                  " is ignored: Dataset.path names the train/validate/test files");
+    const std::string stratified = "Dataset.compositional_stratified_splitting";
+    if (find_path(root, "Dataset.path")->is_object() && find_path(root, stratified)->get<bool>())
+      m_config.warnings.push_back(stratified +
                                   " is ignored: Dataset.path names the train/validate/test files");
   }
 

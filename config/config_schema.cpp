@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "config/hydragnn_compat.h"
 #include "core/backend.h"
 #include "model/spec.h"
 #include "tuner/cost_model.h"
@@ -17,11 +18,7 @@ using json = nlohmann::json;
 using T = KeyType;
 
 KeySpec key(std::string dotted, KeyType type, std::string description) {
-  KeySpec spec;
-  spec.key = std::move(dotted);
-  spec.type = type;
-  spec.description = std::move(description);
-  return spec;
+  return make_key_spec(std::move(dotted), type, std::move(description));
 }
 
 KeySpec section(std::string dotted, std::string description) {
@@ -34,8 +31,6 @@ std::vector<KeySpec> build_schema() {
   const std::string heads = "NeuralNetwork.Architecture.output_heads.";
   const std::string voi = "NeuralNetwork.Variables_of_interest.";
   const std::string train = "NeuralNetwork.Training.";
-  const std::string dimenet = "used only by DimeNet, which ddgnn does not implement";
-  const std::string mace = "used only by MACE, which ddgnn does not implement";
   std::vector<KeySpec> s;
   auto add = [&s](KeySpec spec) { s.push_back(std::move(spec)); };
 
@@ -94,10 +89,14 @@ std::vector<KeySpec> build_schema() {
           .def("mean")
           .one_of(pooling_names()));
   add(key(arch + "equivariance", T::kBool,
-          "keep vector features E(3)-equivariant (EGNN, SchNet and PAINN only)")
+          "keep vector features E(3)-equivariant (EGNN, SchNet and PAINN only; with another "
+          "model a warning, as in HydraGNN: it changes nothing)")
           .def(false));
   add(section(arch + "output_heads", "The heads on top of the message-passing layers."));
   add(section(heads + "graph", "Graph-level heads: shared layers, then one MLP per head."));
+  add(key(heads + "graph.type", T::kAny,
+          "ignored: graph heads are MLPs (HydraGNN reads type for node heads only)")
+          .derived());
   add(key(heads + "graph.num_sharedlayers", T::kInt, "layers shared by all graph heads")
           .def(2)
           .ge(1));
@@ -170,38 +169,18 @@ std::vector<KeySpec> build_schema() {
   add(key(arch + "pna_deg", T::kAny, "ignored: ddgnn counts the degrees of the training set")
           .derived());
   add(key(arch + "avg_num_neighbors", T::kAny, "ignored (MACE)").derived());
-  for (const char* name : {"num_before_skip", "num_after_skip", "int_emb_size", "basis_emb_size",
-                           "out_emb_size", "num_spherical"})
-    add(key(arch + name, T::kInt, dimenet).not_implemented_any_value());
-  for (const char* name : {"max_ell", "node_max_ell"})
-    add(key(arch + name, T::kInt, mace).not_implemented_any_value());
-  add(key(arch + "correlation", T::kAny, mace).not_implemented_any_value());
-  add(key(arch + "radial_type", T::kString, mace).not_implemented_any_value());
-  add(key(arch + "distance_transform", T::kString, mace).not_implemented_any_value());
-  add(key(arch + "global_attn_engine", T::kString, "global attention (GPS) next to the layers")
-          .not_implemented({""}));
-  add(key(arch + "global_attn_type", T::kString, "global attention type").not_implemented({""}));
-  add(key(arch + "global_attn_heads", T::kInt, "used only with global_attn_engine; any value")
-          .not_implemented_any_value());
-  add(key(arch + "pe_dim", T::kInt, "positional encodings, used only with global_attn_engine")
-          .not_implemented_any_value());
-  add(key(arch + "freeze_conv_layers", T::kBool, "freeze the message-passing layers")
-          .not_implemented({false}));
-  add(key(arch + "SyncBatchNorm", T::kBool, "batch norm synchronised across ranks")
-          .not_implemented({false}));
-  add(key(arch + "conv_checkpointing", T::kBool, "activation checkpointing of the layers")
-          .not_implemented({false}));
-  add(key(arch + "edge_features", T::kStringArray, "extra edge features from the dataset")
-          .not_implemented({json::array()}));
+  add_hydragnn_architecture_keys(s);
 
   add(section("NeuralNetwork.Variables_of_interest",
               "The heads: one entry per head in output_names, output_index, type, output_dim."));
   add(key(voi + "input_node_features", T::kIntArray,
-          "checked against the data: a ddgnn dataset has one node input, the atomic number "
-          "(index 0)")
+          "checked against what ddgnn's models take, in the columns of HydraGNN's examples: 0 "
+          "the atomic number (always), 1, 2, 3 the positions, which ddgnn's layers read as "
+          "geometry (distances and directions, never as raw coordinates, so [0] and [0, 1, 2, 3] "
+          "are the same model); later columns (forces, per-atom quantities) are refused")
           .def(json::array({0}))
           .ge(0)
-          .le(0)
+          .checked_by(check_input_node_features)
           .derived());
   add(key(voi + "output_names", T::kStringArray,
           "name of each head's target, e.g. \"energy\", \"forces\"")
@@ -256,7 +235,7 @@ std::vector<KeySpec> build_schema() {
   add(key(train + "patience", T::kInt, "epochs without improvement before early stopping")
           .def(10)
           .ge(1));
-  add(key(train + "Checkpoint", T::kBool,
+  add(key(train + "Checkpoint", T::kFlag,
           "write checkpoints (ddgnn default true; HydraGNN's is false)")
           .def(true));
   add(key(train + "checkpoint_warmup", T::kInt, "epochs before the first checkpoint").def(0).ge(0));
@@ -279,6 +258,7 @@ std::vector<KeySpec> build_schema() {
           .not_implemented({false}));
   add(key(train + "CheckRemainingTime", T::kBool, "stop before the batch job's time runs out")
           .not_implemented({false}));
+  add_hydragnn_training_keys(s);
   add(key(train + "seed", T::kInt, "seed of weights, sampler and splits")
           .def(0)
           .ge(0)
@@ -341,14 +321,18 @@ std::vector<KeySpec> build_schema() {
   add(section("NeuralNetwork.Profile", "HydraGNN's torch profiler.").not_implemented({}));
   add(key("NeuralNetwork.Profile.enable", T::kFlag,
           "torch profiler (ddgnn writes trace.json instead; see Output.trace_steps)")
-          .not_implemented({false, 0}));
+          .not_implemented({false, 0})
+          .output_only()
+          .with_hint("the run directory's trace.json has each step's phases"));
 
   add(section("Visualization", "HydraGNN's plots (ddgnn writes metrics.csv instead).")
           .not_implemented({}));
   for (const char* name : {"plot_init_solution", "plot_hist_solution", "create_plots"})
     add(key(std::string("Visualization.") + name, T::kBool, "plots of the predictions")
             .not_implemented({false})
-            .with_hint("ddgnn writes metrics.csv; plot it with any tool"));
+            .output_only()
+            .with_hint("ddgnn writes metrics.csv and `ddgnn evaluate` the predictions; "
+                       "jobs/parity_plot.py and jobs/figures.py learning draw them"));
 
   add(section("Dataset", "Where the data is: a packed HDF5 file written by `ddgnn convert`."));
   add(key("Dataset.name", T::kString, "name of the data in the log and the run_start event")
@@ -362,9 +346,12 @@ std::vector<KeySpec> build_schema() {
           "Dataset.split_block consecutive frames kept whole: MD trajectories, whose neighbouring "
           "frames are correlated), group (the frames of one config_type kept whole: several "
           "configurations of one molecule; `ddgnn convert --config-type-key mol_id` groups by "
-          "another info key)")
+          "another info key), composition (each frame alone, every composition, the count of "
+          "each element, split in the perc_train proportions on its own; as HydraGNN's "
+          "compositional_stratified_splitting, without its copies of a composition too rare "
+          "for every part)")
           .def("frame")
-          .one_of({"frame", "block", "group"})
+          .one_of({"frame", "block", "group", "composition"})
           .ddgnn_only());
   add(key("Dataset.split_block", T::kInt,
           "frames per block with Dataset.split_by block (longer than the correlation time of "
@@ -391,8 +378,9 @@ std::vector<KeySpec> build_schema() {
           .with_hint("convert the raw data once with `ddgnn convert in.extxyz... out.h5`, then set "
                      "Dataset.path to the .h5 and Dataset.format to \"ddgnn\""));
   add(key("Dataset.compositional_stratified_splitting", T::kBool,
-          "splits stratified by composition")
-          .not_implemented({false}));
+          "true: split as Dataset.split_by composition, each composition in the perc_train "
+          "proportions on its own (HydraGNN's key; ignored with train, validate and test files)")
+          .def(false));
   add(key("Dataset.rotational_invariance", T::kBool, "rotate samples to a canonical frame")
           .not_implemented({false}));
   for (const char* name : {"node_features", "graph_features"})

@@ -3,6 +3,7 @@
 // and the key reference that `ddgnn config --list-keys` prints and docs/config.md holds.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,15 @@ struct KeySpec {
   std::string hint;  // what to do when the key or one of its refused values is used
   std::vector<nlohmann::json> inert;  // kNotImplemented: values that change nothing
   bool inert_any = false;             // kNotImplemented: no value changes anything ddgnn does
+  // kNotImplemented: a value that is not inert is refused even with --allow-unimplemented
+  // (running without it would train another model than the config describes).
+  bool changes_model = false;
+  // kNotImplemented: a value that is not inert changes only what ddgnn leaves out beside the model
+  // (plots, a profiler): accepted with a warning, also without --allow-unimplemented.
+  bool outputs_only = false;
+  // A check of the value beyond its type and range (e.g. which columns may be inputs); called
+  // with the value and `where` ("<file>: <dotted key>"), throws ConfigError.
+  std::function<void(const nlohmann::json&, const std::string&)> value_check;
   std::string description;
   KeyStatus status = KeyStatus::kSupported;
 
@@ -70,9 +80,15 @@ struct KeySpec {
   KeySpec& with_hint(std::string text);
   KeySpec& not_implemented(std::vector<nlohmann::json> inert_values);
   KeySpec& not_implemented_any_value();
+  KeySpec& model_changing();  // sets changes_model
+  KeySpec& output_only();     // sets outputs_only
+  KeySpec& checked_by(std::function<void(const nlohmann::json&, const std::string&)> check);
   KeySpec& ddgnn_only();
   KeySpec& derived();
 };
+
+// A new entry: the start of every chain of setters.
+KeySpec make_key_spec(std::string dotted_key, KeyType type, std::string description);
 
 // The whole table, in the order of the reference (sections before their keys).
 const std::vector<KeySpec>& config_schema();
@@ -84,8 +100,9 @@ const KeySpec* find_key_spec(const std::string& dotted_key);
 // then the same name elsewhere, then any close key), or "" when nothing is close.
 std::string suggest_key(const std::string& dotted_key);
 
-// Checks one value (not a section) against its entry: type, range, allowed values, and the
-// element type of arrays. `where` prefixes the message ("<file>: <dotted key>").
+// Checks one value (not a section) against its entry: type, range, allowed values, the element
+// type of arrays, and the entry's value_check. `where` prefixes the message ("<file>: <dotted
+// key>").
 // Throws ConfigError.
 void check_value(const KeySpec& spec, const nlohmann::json& value, const std::string& where);
 

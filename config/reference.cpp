@@ -80,7 +80,9 @@ Rules:
   value in words is derived from other keys. `null` for any key means "not given".
 - **status**: *supported*: a HydraGNN key that ddgnn implements. *not implemented*: a HydraGNN
   key that ddgnn recognises but does not do: an error, unless its value changes nothing (the
-  "accepted only as" values) or `--allow-unimplemented` is given (then a warning). *ddgnn-only*:
+  "accepted only as" values) or `--allow-unimplemented` is given (then a warning; not for the
+  keys "refused even with --allow-unimplemented", without which ddgnn would train another model
+  than the config describes). *ddgnn-only*:
   not in HydraGNN. *derived*: HydraGNN fills it in from the data (it appears in configs that
   HydraGNN saved); ddgnn accepts it, checks it against what it derives from where it can, and
   otherwise ignores it.
@@ -91,6 +93,11 @@ Rules:
   value is read as JSON when it parses, else as a string.
 - Cross-checks: `output_names`, `output_index`, `type` and `output_dim` have one entry per head;
   `task_weights` too; each `dim_headlayers` has `num_headlayers` entries.
+- HydraGNN's forms: `output_heads.graph` or `.node` written as a list of one branch
+  (`[{"type": "branch-0", "architecture": {...}}]`) is that branch's heads; several branches
+  (multi-branch heads) are refused. Heads are bound to the data by name: `energy` or
+  `graph_energy` (the name in HydraGNN's interatomic-potential examples) is the energy, `forces`
+  or `force` the forces, any other name a per-atom column of the dataset.
 )";
 
 }  // namespace

@@ -15,6 +15,14 @@ namespace ddgnn {
 
 // ---- chaining setters ----
 
+KeySpec make_key_spec(std::string dotted_key, KeyType type, std::string description) {
+  KeySpec spec;
+  spec.key = std::move(dotted_key);
+  spec.type = type;
+  spec.description = std::move(description);
+  return spec;
+}
+
 KeySpec& KeySpec::def(nlohmann::json value) {
   presence = Presence::kDefault;
   default_value = std::move(value);
@@ -69,6 +77,18 @@ KeySpec& KeySpec::not_implemented(std::vector<nlohmann::json> inert_values) {
 KeySpec& KeySpec::not_implemented_any_value() {
   status = KeyStatus::kNotImplemented;
   inert_any = true;
+  return *this;
+}
+KeySpec& KeySpec::model_changing() {
+  changes_model = true;
+  return *this;
+}
+KeySpec& KeySpec::output_only() {
+  outputs_only = true;
+  return *this;
+}
+KeySpec& KeySpec::checked_by(std::function<void(const nlohmann::json&, const std::string&)> check) {
+  value_check = std::move(check);
   return *this;
 }
 KeySpec& KeySpec::ddgnn_only() {
@@ -293,7 +313,10 @@ std::string suggest_key(const std::string& dotted_key) {
          (home.empty() ? "the top level" : home) + ")";
 }
 
-void check_value(const KeySpec& spec, const json& value, const std::string& where) {
+namespace {
+
+// Type, range and allowed values of one value (check_value without the entry's value_check).
+void check_type(const KeySpec& spec, const json& value, const std::string& where) {
   switch (spec.type) {
     case T::kSection:
       if (!value.is_object()) wrong_type(spec, value, where, "an object (a section)");
@@ -329,6 +352,13 @@ void check_value(const KeySpec& spec, const json& value, const std::string& wher
     default:
       check_scalar(spec, spec.type, value, where);
   }
+}
+
+}  // namespace
+
+void check_value(const KeySpec& spec, const json& value, const std::string& where) {
+  check_type(spec, value, where);
+  if (spec.value_check) spec.value_check(value, where);
 }
 
 bool is_inert(const KeySpec& spec, const json& value) {
@@ -385,6 +415,8 @@ std::string constraint_text(const KeySpec& spec) {
   if (spec.status == KeyStatus::kNotImplemented && spec.type != T::kSection) {
     if (spec.inert_any) {
       parts.push_back("any value accepted");
+    } else if (spec.outputs_only) {
+      parts.push_back("other values accepted with a warning (the model is the same)");
     } else if (!spec.inert.empty()) {
       std::vector<std::string> inert;
       for (const auto& v : spec.inert) inert.push_back(v.dump());
@@ -392,6 +424,7 @@ std::string constraint_text(const KeySpec& spec) {
     } else {
       parts.push_back("refused");
     }
+    if (spec.changes_model) parts.push_back("refused even with --allow-unimplemented");
   }
   return join(parts, "; ");
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "config/hydragnn_compat.h"
 #include "core/error.h"
 
 namespace ddgnn {
@@ -118,9 +119,12 @@ TrainSettings train_settings(const Config& c) {
   // The conservative potential: the per-atom (interatomic potential) or graph (compute_grad_energy)
   // energy head must exist.
   for (size_t k = 0; k < targets.heads.size(); ++k)
-    if (targets.heads[k].name == "energy") {
+    if (is_energy_head_name(targets.heads[k].name)) {
       if (targets.energy_head >= 0)
-        throw ConfigError(kVars + "output_names: 'energy' appears twice", "keep one energy head");
+        throw ConfigError(kVars + "output_names: two energy heads, '" +
+                              targets.heads[size_t(targets.energy_head)].name + "' and '" +
+                              targets.heads[k].name + "'",
+                          "keep one energy head (" + energy_head_names() + ")");
       targets.energy_head = int(k);
     }
   if (s.weights.stress_weight > 0 && !targets.conservative)
@@ -133,18 +137,19 @@ TrainSettings train_settings(const Config& c) {
     throw ConfigError(
         std::string(g.interatomic_potential ? kArch + "enable_interatomic_potential"
                                             : kTrain + "compute_grad_energy") +
-            ": forces are -dE/dx of an energy head, but output_names has no 'energy'",
-        "add a head named \"energy\" (type \"node\" with enable_interatomic_potential, \"graph\" "
-        "with compute_grad_energy)");
+            ": forces are -dE/dx of an energy head, but output_names has none (" +
+            energy_head_names() + ")",
+        "name the energy head \"energy\" (HydraGNN's \"graph_energy\" works too; type \"node\" "
+        "with enable_interatomic_potential, \"graph\" with compute_grad_energy)");
   if (targets.energy_head >= 0) {
     const HeadTarget& e = targets.heads[size_t(targets.energy_head)];
     if (e.dim != 1)
       throw ConfigError(kVars + "output_dim: the energy head has output_dim " +
                             std::to_string(e.dim) + "; it must be 1",
-                        "set output_dim 1 for \"energy\"");
+                        "set output_dim 1 for the energy head");
     if (e.kind == HeadSpec::kNode && !g.interatomic_potential)
       throw ConfigError(kVars +
-                            "type: a node-level 'energy' head is summed into the total "
+                            "type: a node-level energy head is summed into the total "
                             "energy only with enable_interatomic_potential",
                         "set Architecture.enable_interatomic_potential true, or make the energy "
                         "head type \"graph\"");
@@ -176,6 +181,16 @@ TrainSettings train_settings(const Config& c) {
   }
   s.dataset_name = c.get<std::string>("Dataset.name");
   s.split_by = *find_split_by(c.get<std::string>("Dataset.split_by"));  // the schema checked it
+  if (c.get<bool>("Dataset.compositional_stratified_splitting") && !s.data.explicit_split()) {
+    if (s.split_by != SplitBy::kFrame && s.split_by != SplitBy::kComposition)
+      throw ConfigError(
+          "Dataset.compositional_stratified_splitting: true asks for a split by "
+          "composition, but Dataset.split_by is " +
+              to_string(s.split_by),
+          "keep one: Dataset.split_by " + to_string(s.split_by) +
+              ", or compositional_stratified_splitting true");
+    s.split_by = SplitBy::kComposition;
+  }
   const nlohmann::json e0s = c.get<nlohmann::json>("Dataset.e0s");
   for (const auto& item : e0s.items()) s.e0s[item.key()] = item.value().get<double>();
   s.split_block = c.get<int64_t>("Dataset.split_block");

@@ -12,10 +12,12 @@ enum class SplitBy {
   kFrame,  // each frame on its own (frames of one trajectory land in every split)
   kBlock,  // contiguous blocks of Dataset.split_block frames kept whole (MD trajectories)
   kGroup,  // frames of one config_type kept whole (molecules: `convert --config-type-key mol_id`)
+  kComposition,  // each frame alone, stratified: every composition split in the same proportions
+                 // (HydraGNN's Dataset.compositional_stratified_splitting)
 };
 
-inline const std::array<const char*, 3>& split_by_names() {
-  static const std::array<const char*, 3> names = {"frame", "block", "group"};
+inline const std::array<const char*, 4>& split_by_names() {
+  static const std::array<const char*, 4> names = {"frame", "block", "group", "composition"};
   return names;
 }
 inline std::string to_string(SplitBy s) {

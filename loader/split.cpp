@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 
@@ -23,6 +24,34 @@ uint64_t bounded(std::mt19937_64& rng, uint64_t bound) {
   return x % bound;
 }
 
+// A part left empty is a DataError naming the counts; else the parts sorted.
+Split finish(Split s, int64_t n_graphs, const SplitOptions& o, int64_t n_compositions = 0) {
+  if (s.train.empty() || s.validate.empty() || s.test.empty()) {
+    const std::string unit = o.by == SplitBy::kFrame   ? "graphs"
+                             : o.by == SplitBy::kBlock ? "blocks of " + std::to_string(o.block)
+                             : o.by == SplitBy::kComposition ? "compositions"
+                                                             : "groups";
+    const std::string units =
+        std::to_string(o.by == SplitBy::kComposition ? n_compositions : s.n_units);
+    throw DataError("a dataset of " + std::to_string(n_graphs) + " graphs (" + units + " " + unit +
+                        ") split with perc_train " + std::to_string(o.perc_train) +
+                        " leaves an empty part (train " + std::to_string(s.train.size()) +
+                        ", validate " + std::to_string(s.validate.size()) + ", test " +
+                        std::to_string(s.test.size()) + " graphs)",
+                    o.by == SplitBy::kFrame
+                        ? "use more graphs, another perc_train, or explicit split files "
+                          "(Dataset.path {train, validate, test})"
+                    : o.by == SplitBy::kComposition
+                        ? "each composition is split on its own: give more graphs of each "
+                          "composition, another perc_train, or split by frame"
+                        : "use more, smaller units (Dataset.split_block, or finer groups), another "
+                          "perc_train, or explicit split files (Dataset.path {train, validate, "
+                          "test})");
+  }
+  for (auto* part : {&s.train, &s.validate, &s.test}) std::sort(part->begin(), part->end());
+  return s;
+}
+
 }  // namespace
 
 std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
@@ -33,6 +62,40 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
   return p;
 }
 
+namespace {
+
+// By composition: every graph a unit; the quotas of training and validation hold within each
+// composition, dealt in the order of one seeded permutation of all graphs.
+Split split_stratified(int64_t n_graphs, const SplitOptions& o,
+                       const std::vector<int32_t>& compositions) {
+  std::vector<int64_t> n_of;  // graphs of each composition
+  for (int64_t g = 0; g < n_graphs; ++g) {
+    const int32_t id = compositions[size_t(g)];
+    if (id < 0)
+      throw DataError("split by composition: graph " + std::to_string(g) + " has id " +
+                      std::to_string(id));
+    if (size_t(id) >= n_of.size()) n_of.resize(size_t(id) + 1, 0);
+    ++n_of[size_t(id)];
+  }
+  std::vector<std::array<int64_t, 3>> dealt(n_of.size(), {0, 0, 0});
+  Split s;
+  s.n_units = n_graphs;
+  for (int64_t g : permutation(n_graphs, o.seed)) {
+    const size_t c = size_t(compositions[size_t(g)]);
+    const int64_t n_train = std::llround(o.perc_train * double(n_of[c]));
+    const int64_t n_val = (n_of[c] - n_train) / 2;
+    const int part = dealt[c][0] < n_train ? 0 : dealt[c][1] < n_val ? 1 : 2;
+    (part == 0 ? s.train : part == 1 ? s.validate : s.test).push_back(g);
+    ++dealt[c][size_t(part)];
+    ++s.units[size_t(part)];
+  }
+  int64_t n_compositions = 0;
+  for (int64_t n : n_of) n_compositions += n > 0;
+  return finish(std::move(s), n_graphs, o, n_compositions);
+}
+
+}  // namespace
+
 Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<int32_t>& groups) {
   if (!(o.perc_train > 0.0 && o.perc_train < 1.0))
     throw ConfigError(
@@ -42,9 +105,12 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<in
   if (o.by == SplitBy::kBlock && o.block < 1)
     throw ConfigError("Dataset.split_block must be >= 1, got " + std::to_string(o.block),
                       "give the frames per block, longer than the trajectory's correlation time");
-  if (o.by == SplitBy::kGroup && int64_t(groups.size()) != n_graphs)
-    throw DataError("split by group: " + std::to_string(groups.size()) + " group ids for " +
-                    std::to_string(n_graphs) + " graphs");
+  const bool by_group = o.by == SplitBy::kGroup || o.by == SplitBy::kComposition;
+  const char* what = o.by == SplitBy::kGroup ? "group" : "composition";
+  if (by_group && int64_t(groups.size()) != n_graphs)
+    throw DataError(std::string("split by ") + what + ": " + std::to_string(groups.size()) +
+                    " ids for " + std::to_string(n_graphs) + " graphs");
+  if (o.by == SplitBy::kComposition) return split_stratified(n_graphs, o, groups);
   // The units: their graphs, in file order.
   std::vector<std::vector<int64_t>> units;
   if (o.by == SplitBy::kGroup) {
@@ -80,31 +146,34 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<in
     to.insert(to.end(), units[size_t(u)].begin(), units[size_t(u)].end());
     ++s.units[size_t(part)];
   }
-  if (s.train.empty() || s.validate.empty() || s.test.empty()) {
-    const std::string unit = o.by == SplitBy::kFrame   ? "graphs"
-                             : o.by == SplitBy::kBlock ? "blocks of " + std::to_string(o.block)
-                                                       : "groups";
-    throw DataError("a dataset of " + std::to_string(n_graphs) + " graphs (" +
-                        std::to_string(s.n_units) + " " + unit + ") split with perc_train " +
-                        std::to_string(o.perc_train) + " leaves an empty part (train " +
-                        std::to_string(s.train.size()) + ", validate " +
-                        std::to_string(s.validate.size()) + ", test " +
-                        std::to_string(s.test.size()) + " graphs)",
-                    o.by == SplitBy::kFrame
-                        ? "use more graphs, another perc_train, or explicit split files "
-                          "(Dataset.path {train, validate, test})"
-                        : "use more, smaller units (Dataset.split_block, or finer groups), another "
-                          "perc_train, or explicit split files (Dataset.path {train, validate, "
-                          "test})");
-  }
-  for (auto* part : {&s.train, &s.validate, &s.test}) std::sort(part->begin(), part->end());
-  return s;
+  return finish(std::move(s), n_graphs, o);
 }
 
 Split split_dataset(const Dataset& dataset, const SplitOptions& options) {
-  return split_graphs(
-      dataset.n_graphs(), options,
-      options.by == SplitBy::kGroup ? dataset.graph_config_types() : std::vector<int32_t>{});
+  return split_graphs(dataset.n_graphs(), options,
+                      options.by == SplitBy::kGroup         ? dataset.graph_config_types()
+                      : options.by == SplitBy::kComposition ? composition_ids(dataset)
+                                                            : std::vector<int32_t>{});
+}
+
+std::vector<int32_t> composition_ids(const Dataset& dataset) {
+  std::map<std::vector<std::pair<uint8_t, int32_t>>, int32_t> id_of;  // (Z, count) -> id
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(dataset.n_graphs()));
+  const int64_t chunk = 4096;
+  for (int64_t first = 0; first < dataset.n_graphs(); first += chunk) {
+    const GraphBlock block = dataset.read(first, std::min(chunk, dataset.n_graphs() - first));
+    for (size_t i = 0; i < block.n_graphs(); ++i) {
+      std::map<uint8_t, int32_t> count;
+      const auto start = size_t(block.atom_start[i]);
+      for (size_t a = start; a < start + size_t(block.n_atoms[i]); ++a) ++count[block.z[a]];
+      const auto found =
+          id_of.emplace(std::vector<std::pair<uint8_t, int32_t>>(count.begin(), count.end()),
+                        int32_t(id_of.size()));
+      ids.push_back(found.first->second);
+    }
+  }
+  return ids;
 }
 
 Split split_graphs(int64_t n_graphs, double perc_train, uint64_t seed) {

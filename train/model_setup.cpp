@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "config/hydragnn_compat.h"
 #include "core/error.h"
 #include "loader/elements.h"
 #include "loader/targets.h"
@@ -121,22 +122,25 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
     have.push_back(col.name + " (node, " + std::to_string(col.n_cols) + ")");
   const std::string hint_have = ds.path() + " holds: " + join(have);
   for (auto& t : s.targets.heads) {
-    if (t.name == "energy") {
+    if (is_energy_head_name(t.name)) {
       t.source = TargetSource::kEnergy;
       continue;
     }
-    if (t.name == "forces") {
+    if (is_forces_head_name(t.name)) {
       if (s.targets.conservative)
-        throw ConfigError(kVars + "output_names: head 'forces' is redundant: with " +
-                              (s.gnn.interatomic_potential ? "enable_interatomic_potential"
-                                                           : "compute_grad_energy") +
-                              " forces are -dE/dx of the energy head",
-                          "remove the 'forces' head (force_weight sets the weight of the forces)");
+        throw ConfigError(
+            kVars + "output_names: head '" + t.name + "' is redundant: with " +
+                (s.gnn.interatomic_potential ? "enable_interatomic_potential"
+                                             : "compute_grad_energy") +
+                " forces are -dE/dx of the energy head",
+            "remove the '" + t.name + "' head (force_weight sets the weight of the forces)");
       if (!ds.has_forces())
-        throw ConfigError(kVars + "output_names: head 'forces': " + ds.path() + " has no forces",
-                          "convert a file with a forces column, or remove the head; " + hint_have);
+        throw ConfigError(
+            kVars + "output_names: head '" + t.name + "': " + ds.path() + " has no forces",
+            "convert a file with a forces column, or remove the head; " + hint_have);
       if (t.kind != HeadSpec::kNode || t.dim != 3)
-        throw ConfigError(kVars + "type: head 'forces' must be type \"node\" with output_dim 3");
+        throw ConfigError(kVars + "type: head '" + t.name +
+                          "' (the forces) must be type \"node\" with output_dim 3");
       t.source = TargetSource::kForces;
       continue;
     }

@@ -17,6 +17,7 @@ namespace {
 std::string split_text(const TrainData& data) {
   const TrainData::SplitReport& r = data.split_report();
   if (r.n_units == 0 || r.by == SplitBy::kFrame) return "";
+  if (r.by == SplitBy::kComposition) return ", split by frame, stratified by composition";
   const std::string unit = r.by == SplitBy::kBlock ? "blocks" : "groups";
   return std::string(", split by ") +
          (r.by == SplitBy::kBlock ? "blocks of " + std::to_string(r.block) + " frames"

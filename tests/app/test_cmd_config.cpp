@@ -59,13 +59,13 @@ TEST(ConfigCommand, ValidatesPrintsAndWrites) {
 TEST(ConfigCommand, AllowUnimplementedPrintsWarnings) {
   testing::TempDir dir;
   nlohmann::json raw = nlohmann::json::parse(std::ifstream(kShipped));
-  raw["Visualization"]["create_plots"] = true;
+  raw["NeuralNetwork"]["Training"]["conv_checkpointing"] = true;
   const std::string path = dir.file("c.json");
   std::ofstream(path) << raw.dump();
   std::string out;
   EXPECT_THROW(run_config_command({"--config", path}, out), ConfigError);
   EXPECT_EQ(run_config_command({"--config", path, "--allow-unimplemented"}, out), 0);
-  EXPECT_HAS(out, "warning: Visualization.create_plots");
+  EXPECT_HAS(out, "warning: NeuralNetwork.Training.conv_checkpointing");
 }
 
 TEST(ConfigCommand, ListKeys) {

@@ -208,18 +208,35 @@ TEST(Config, ValueNotInEnumListsTheAllowedOnes) {
 
 TEST(Config, NotImplementedKeyIsAnErrorOrWithTheOptionAWarning) {
   json raw = minimal();
-  raw["Visualization"]["create_plots"] = true;
+  raw["NeuralNetwork"]["Training"]["conv_checkpointing"] = true;
   const std::string e = error_of([&] { resolve(raw); });
-  EXPECT_HAS(e, "Visualization.create_plots: ddgnn does not implement this HydraGNN key");
+  EXPECT_HAS(e, "Training.conv_checkpointing: ddgnn does not implement this HydraGNN key");
   EXPECT_HAS(e, "--allow-unimplemented");
 
   const Config c = resolve(raw, {}, ConfigOptions{true});
   ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_HAS(c.warnings[0], "Visualization.create_plots");
+  EXPECT_HAS(c.warnings[0], "Training.conv_checkpointing");
 
   raw = minimal();
   raw["Dataset"]["node_features"] = {{"name", {"num_of_protons"}}};
   EXPECT_HAS(error_of([&] { resolve(raw); }), "Dataset.node_features: ddgnn does not implement");
+}
+
+// Plots and HydraGNN's profiler change nothing about the model: HydraGNN's configs that ask for
+// them run, with a warning that says what ddgnn writes instead.
+TEST(Config, PlotsAndTheProfilerAreAcceptedWithAWarning) {
+  json raw = minimal();
+  raw["Visualization"] = {{"create_plots", true}, {"plot_init_solution", true}};
+  raw["NeuralNetwork"]["Profile"]["enable"] = 1;
+  const Config c = resolve(raw);
+  ASSERT_EQ(c.warnings.size(), 3u);
+  std::string all;
+  for (const auto& w : c.warnings) all += w + "\n";
+  EXPECT_HAS(all, "Visualization.create_plots = true: ddgnn does not do this");
+  EXPECT_HAS(all, "the model trained is the same");
+  EXPECT_HAS(all, "jobs/parity_plot.py");
+  EXPECT_HAS(all, "NeuralNetwork.Profile.enable = true");
+  EXPECT_HAS(all, "trace.json");
 }
 
 TEST(Config, NotImplementedKeyWithAnInertValueIsAccepted) {
@@ -332,10 +349,10 @@ TEST(Config, DerivedHydraGnnKeysMustAgree) {
 }
 
 TEST(Config, CrossChecksOfTheModel) {
-  EXPECT_HAS(error_of([] {
-               resolve(minimal(), {"Architecture.mpnn_type=GIN", "Architecture.equivariance=true"});
-             }),
-             "GIN is not equivariant");
+  const Config gin =
+      resolve(minimal(), {"Architecture.mpnn_type=GIN", "Architecture.equivariance=true"});
+  ASSERT_EQ(gin.warnings.size(), 1u);  // as HydraGNN: its layers ignore it
+  EXPECT_HAS(gin.warnings[0], "equivariance = true changes nothing for GIN");
   EXPECT_HAS(error_of([] {
                resolve(minimal(), {"Architecture.enable_interatomic_potential=true",
                                    "Architecture.energy_weight=0", "Architecture.force_weight=0"});
@@ -475,6 +492,10 @@ TEST(Config, SchemaIsConsistent) {
       if (spec.status == KeyStatus::kNotImplemented) {
         EXPECT_TRUE(is_inert(spec, spec.default_value)) << spec.key;
       }
+    }
+    if (spec.changes_model) {  // refused even with --allow-unimplemented: its hint names a value
+      EXPECT_EQ(spec.status, KeyStatus::kNotImplemented) << spec.key;
+      EXPECT_FALSE(spec.inert.empty()) << spec.key;
     }
   }
 }

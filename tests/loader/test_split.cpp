@@ -1,5 +1,6 @@
 // The train / validation / test split: a partition, sizes by HydraGNN's rule, deterministic and
-// seed-dependent, with a fixed reference so a change of algorithm cannot pass unnoticed.
+// seed-dependent, with a fixed reference so a change of algorithm cannot pass unnoticed; by
+// block, group and composition.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +8,10 @@
 #include <numeric>
 #include <set>
 
+#include "../common/lj_dataset.h"
+#include "../common/temp_dir.h"
 #include "core/error.h"
+#include "loader/dataset.h"
 #include "loader/split.h"
 
 namespace ddgnn {
@@ -113,6 +117,47 @@ TEST(Split, ByGroupKeepsEveryGroupInOnePart) {
   }
   EXPECT_EQ(s.n_units, 60);
   EXPECT_EQ(s.units, (std::array<int64_t, 3>{48, 6, 6}));  // groups of 10 graphs each
+}
+
+TEST(Split, ByCompositionSplitsEveryCompositionInTheSameProportions) {
+  // 300 graphs of three compositions, 210, 60 and 30 graphs, interleaved.
+  const int64_t n = 300;
+  std::vector<int32_t> composition(static_cast<size_t>(n));
+  for (int64_t g = 0; g < n; ++g) composition[size_t(g)] = g % 10 < 2 ? 1 : g % 10 == 2 ? 2 : 0;
+  const Split s = split_graphs(n, SplitOptions{0.8, 5, SplitBy::kComposition, 1}, composition);
+  const std::vector<int> part = parts(s, n);
+  std::array<std::array<int64_t, 3>, 3> count{};
+  for (int64_t g = 0; g < n; ++g) ++count[size_t(composition[size_t(g)])][size_t(part[size_t(g)])];
+  EXPECT_EQ(count[0], (std::array<int64_t, 3>{168, 21, 21}));  // round(0.8 n), half the rest each
+  EXPECT_EQ(count[1], (std::array<int64_t, 3>{48, 6, 6}));
+  EXPECT_EQ(count[2], (std::array<int64_t, 3>{24, 3, 3}));
+  EXPECT_EQ(s.units, (std::array<int64_t, 3>{240, 30, 30}));  // every graph a unit
+  EXPECT_EQ(split_graphs(n, SplitOptions{0.8, 5, SplitBy::kComposition, 1}, composition).test,
+            s.test);
+  EXPECT_NE(split_graphs(n, SplitOptions{0.8, 6, SplitBy::kComposition, 1}, composition).test,
+            s.test);
+  // Compositions too small for three parts leave one empty: an error that says why.
+  try {
+    split_graphs(6, SplitOptions{0.7, 1, SplitBy::kComposition, 1}, {0, 1, 0, 1, 0, 1});
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("(2 compositions)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.hint()).find("each composition"), std::string::npos) << e.hint();
+  }
+}
+
+TEST(Split, CompositionIdsOfADatasetCountEachElement) {
+  testing::TempDir dir;
+  testing::LjOptions o;
+  o.n_frames = 12;
+  o.vary_atoms = 2;  // 6, 7, 8 atoms, repeated: Ne2Ar4, Ne3Ar4, Ne3Ar5
+  testing::write_lj_dataset(dir.file("lj.h5"), o);
+  const Dataset ds(dir.file("lj.h5"));
+  EXPECT_EQ(composition_ids(ds), (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  const Split s = split_dataset(ds, SplitOptions{0.5, 2, SplitBy::kComposition, 1});
+  EXPECT_EQ(s.train.size(), 6u);  // 2 of each composition's 4
+  EXPECT_EQ(s.validate.size(), 3u);
+  EXPECT_EQ(s.test.size(), 3u);
 }
 
 TEST(Split, ByBlockOrGroupWithTooFewUnitsSaysSo) {

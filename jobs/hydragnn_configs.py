@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Runs HydraGNN's own configs through `ddgnn config` and counts what stops them.
+
+Every JSON file under <hydragnn>/examples and <hydragnn>/tests/inputs that has a NeuralNetwork
+section is a run config. Each is copied with its Dataset section pointed at a ddgnn dataset
+(Dataset.path = the file given, Dataset.format = "ddgnn"; node_features and graph_features,
+which describe the columns of HydraGNN's raw formats, are dropped; the other Dataset keys stay),
+then checked twice: strict, and with --allow-unimplemented. Prints one row per config (validates
+yes/no and the first refusal) and the refusals grouped by reason, by number of configs. With
+--all, every refusal of a config is found by removing the refused key and checking again, until
+the config validates or the refusal names no key of it (e.g. a missing required key).
+
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --as-shipped
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --all
+
+Standard library only.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+RAW_COLUMN_KEYS = ("node_features", "graph_features")
+
+
+def find_configs(root):
+    """(relative path, parsed JSON or None, error text) of every JSON file, sorted."""
+    found = []
+    for top in ("examples", os.path.join("tests", "inputs")):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith(".json"):
+                    continue
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, root)
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        found.append((rel, json.load(f), ""))
+                except (ValueError, UnicodeDecodeError) as e:
+                    found.append((rel, None, f"{type(e).__name__}: {e}"))
+    return sorted(found, key=lambda item: item[0])
+
+
+def point_at(config, dataset):
+    """A copy of `config` whose Dataset section names the ddgnn file `dataset`."""
+    out = json.loads(json.dumps(config))
+    section = out.get("Dataset")
+    if not isinstance(section, dict):
+        section = {}
+    for key in RAW_COLUMN_KEYS:
+        section.pop(key, None)
+    section["path"] = os.path.abspath(dataset)
+    section["format"] = "ddgnn"
+    out["Dataset"] = section
+    return out
+
+
+def first_refusal(output):
+    """The error line of `ddgnn config`, without the prefix, the file name and the hint."""
+    for line in output.splitlines():
+        if "error:" in line:
+            text = line.split("error:", 1)[1].strip()
+            text = text.split(" — hint:", 1)[0]
+            return re.sub(r"^\S+\.json(:\d+:\d+)?: ", "", text)
+    lines = [l for l in output.splitlines() if l.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def reason_of(refusal):
+    """The refusal with what differs between configs masked, to group configs by reason."""
+    text = re.sub(r"\[\d+\]", "[i]", refusal)  # array positions
+    text = re.sub(r"(?<![\w.])-?\d+(\.\d+)?(e-?\d+)?(?![\w.])", "N", text)  # numbers
+    text = re.sub(r"; found .*$", "", text)  # the value as written, after a key's refusal
+    text = re.sub(r", found .*$", ", found ...", text)  # the value of a wrong type
+    text = re.sub(r"^\S+?:\d+:\d+: JSON syntax error: .*$", "JSON syntax error", text)
+    return text
+
+
+def check(binary, path, allow):
+    args = [binary, "config", "--config", path]
+    if allow:
+        args.append("--allow-unimplemented")
+    try:
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+                           text=True)
+    except subprocess.TimeoutExpired:
+        return False, "(timed out after 120 s)"
+    if r.returncode == 0:
+        return True, ""
+    return False, first_refusal(r.stdout)
+
+
+def remove_key(config, dotted):
+    """Removes the dotted key from `config`; False when it is not there."""
+    node = config
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    if not isinstance(node, dict) or parts[-1] not in node:
+        return False
+    del node[parts[-1]]
+    return True
+
+
+def all_refusals(binary, config, path, allow, limit=25):
+    """Every refusal of `config` (written to `path`), removing each refused key and checking again."""
+    config = json.loads(json.dumps(config))
+    found = []
+    for _ in range(limit):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1)
+        ok, why = check(binary, path, allow)
+        if ok:
+            break
+        found.append(why)
+        key = re.match(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(\[\d+\])?[.:]", why)
+        if not key or not remove_key(config, key.group(1)):
+            break
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("hydragnn", help="a checkout of HydraGNN (its examples/ and tests/inputs/)")
+    parser.add_argument("ddgnn", help="the ddgnn binary")
+    parser.add_argument("dataset", help="a dataset written by `ddgnn convert` (Dataset.path)")
+    parser.add_argument("--as-shipped", action="store_true",
+                        help="check the configs as they are, Dataset section untouched")
+    parser.add_argument("--all", action="store_true",
+                        help="every refusal of each config, not only the first")
+    parser.add_argument("--width", type=int, default=110, help="cut refusal lines at this width")
+    a = parser.parse_args()
+    for path, what in ((a.hydragnn, "HydraGNN checkout"), (a.ddgnn, "ddgnn binary"),
+                       (a.dataset, "dataset")):
+        if not os.path.exists(path):
+            sys.exit(f"{path}: no such {what}")
+
+    found = find_configs(a.hydragnn)
+    unreadable = [(rel, err) for rel, cfg, err in found if cfg is None]
+    other = [rel for rel, cfg, _ in found
+             if cfg is not None and not (isinstance(cfg, dict) and "NeuralNetwork" in cfg)]
+    runs = [(rel, cfg) for rel, cfg, _ in found
+            if isinstance(cfg, dict) and "NeuralNetwork" in cfg]
+    # A file that does not parse but names a NeuralNetwork section is a run config with a
+    # syntax error: checked as it is (HydraGNN's json.load refuses it too).
+    for rel, cfg, _ in found:
+        if cfg is None:
+            with open(os.path.join(a.hydragnn, rel), encoding="utf-8", errors="replace") as f:
+                if '"NeuralNetwork"' in f.read():
+                    runs.append((rel, None))
+    runs.sort(key=lambda item: item[0])
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hydragnn_configs_") as tmp:
+        for i, (rel, cfg) in enumerate(runs):
+            path = os.path.join(a.hydragnn, rel)
+            if cfg is not None:
+                path = os.path.join(tmp, f"{i:03d}_" + rel.replace(os.sep, "__"))
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(cfg if a.as_shipped else point_at(cfg, a.dataset), f, indent=1)
+            strict = check(a.ddgnn, path, allow=False)
+            allow = check(a.ddgnn, path, allow=True)
+            every = ([], [])
+            if a.all and cfg is not None:
+                config = cfg if a.as_shipped else point_at(cfg, a.dataset)
+                every = tuple(all_refusals(a.ddgnn, config, path + ".all.json", allow)
+                              for allow in (False, True))
+            elif a.all:
+                every = ([strict[1]] if strict[1] else [], [allow[1]] if allow[1] else [])
+            rows.append((rel, strict, allow, every))
+
+    def cut(text):
+        return text if len(text) <= a.width else text[: a.width - 3] + "..."
+
+    name_w = max(len(r[0]) for r in rows) if rows else 10
+    mode = "as shipped" if a.as_shipped else f"Dataset pointed at {a.dataset}"
+    print(f"HydraGNN configs through `ddgnn config` ({mode})\n")
+    print(f"{'config':<{name_w}}  strict  allow  first refusal (strict / --allow-unimplemented)")
+    for rel, (ok_s, why_s), (ok_a, why_a), every in rows:
+        print(f"{rel:<{name_w}}  {'yes' if ok_s else 'no':<6}  {'yes' if ok_a else 'no':<5}  "
+              f"{cut(why_s) if why_s else '-'}")
+        if why_a and why_a != why_s:
+            print(f"{'':<{name_w}}  {'':<6}  {'':<5}  allow: {cut(why_a)}")
+        for why in every[0][1:]:
+            print(f"{'':<{name_w}}  {'':<6}  {'':<5}  then: {cut(why)}")
+
+    n = len(rows)
+    print(f"\nJSON files: {len(found)}; run configs (with a NeuralNetwork section): {n}")
+    if other:
+        print(f"not run configs ({len(other)}): " + ", ".join(other))
+    for rel, err in unreadable:
+        print(f"not JSON: {rel}: {err}")  # a run config when it names NeuralNetwork
+    print(f"validate strict: {sum(r[1][0] for r in rows)} of {n}")
+    print(f"validate with --allow-unimplemented: {sum(r[2][0] for r in rows)} of {n}")
+    for label, index in (("strict", 1), ("--allow-unimplemented", 2)):
+        groups = collections.Counter(reason_of(r[index][1]) for r in rows if not r[index][0])
+        print(f"\nfirst refusals by reason, {label} (configs):")
+        for reason, count in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {count:3d}  {cut(reason)}")
+        if a.all:
+            every = collections.Counter()
+            for r in rows:
+                every.update(set(reason_of(why) for why in r[3][index - 1]))
+            print(f"\nevery refusal by reason, {label} (configs):")
+            for reason, count in sorted(every.items(), key=lambda kv: (-kv[1], kv[0])):
+                print(f"  {count:3d}  {cut(reason)}")
+
+
+if __name__ == "__main__":
+    main()

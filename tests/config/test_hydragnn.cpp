@@ -1,0 +1,258 @@
+// HydraGNN's configs in ddgnn: what HydraGNN's examples write for what ddgnn does (the edge length,
+// the node-input columns of atomic number and positions, output heads as a list of one branch, the
+// energy head named graph_energy, Checkpoint 0/1, a stratified split) is accepted and means the
+// same; what ddgnn lacks (other edge or node inputs, multi-branch heads, global attention,
+// graph-attribute conditioning, a start epoch) is refused naming the feature, the features that
+// would change the model even with --allow-unimplemented.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/hydragnn_compat.h"
+#include "config/train_settings.h"
+#include "core/error.h"
+
+namespace ddgnn {
+namespace {
+
+using json = nlohmann::json;
+
+const ConfigOptions kAllow{/*allow_unimplemented=*/true};
+
+// The smallest config that validates (an EGNN energy model on one file).
+json minimal() {
+  return json::parse(R"({
+    "Dataset": {"path": "data/cu_eam.h5"},
+    "NeuralNetwork": {
+      "Architecture": {"mpnn_type": "EGNN", "hidden_dim": 16, "num_conv_layers": 2,
+                       "radius": 5.0},
+      "Variables_of_interest": {"output_names": ["energy"], "output_index": [0],
+                                "type": ["graph"]},
+      "Training": {"num_epoch": 1, "batch_size": 4, "Optimizer": {"learning_rate": 0.001}}
+    }
+  })");
+}
+
+Config resolve(const json& raw, ConfigOptions options = {}) {
+  return resolve_config(raw, "test.json", {}, options);
+}
+
+// The message and hint of the ConfigError that resolving (and reading the training settings
+// of) `raw` throws, "" when none.
+std::string error_of(const json& raw, ConfigOptions options = {}) {
+  try {
+    train_settings(resolve(raw, options));
+  } catch (const ConfigError& e) {
+    return std::string(e.what()) + " || hint: " + e.hint();
+  }
+  return "";
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+json& arch(json& raw) {
+  return raw["NeuralNetwork"]["Architecture"];
+}
+json& voi(json& raw) {
+  return raw["NeuralNetwork"]["Variables_of_interest"];
+}
+
+TEST(HydraGnnConfig, EdgeLengthIsTheDistanceAndOtherEdgeFeaturesAreRefused) {
+  for (const json& distance : {json::array(), json::array({"length"}), json::array({"lengths"}),
+                               json::array({"bond_length"})}) {
+    json raw = minimal();
+    arch(raw)["edge_features"] = distance;
+    EXPECT_EQ(error_of(raw), "") << distance;
+    EXPECT_TRUE(resolve(raw).warnings.empty()) << distance;
+  }
+  json raw = minimal();
+  arch(raw)["edge_features"] = {"length", "bond_type"};
+  std::string e = error_of(raw);
+  EXPECT_HAS(e,
+             "NeuralNetwork.Architecture.edge_features: edge feature \"bond_type\" is not "
+             "implemented");
+  EXPECT_HAS(e, "write [\"length\"]");
+  EXPECT_HAS(error_of(raw, kAllow), "\"bond_type\" is not implemented");  // changes the model
+  arch(raw)["edge_features"] = {"length", "length"};
+  EXPECT_HAS(error_of(raw), "2 edge features, all the interatomic distance");
+}
+
+TEST(HydraGnnConfig, InputNodeFeaturesAreTheAtomicNumberAndThePositions) {
+  for (const json& columns :
+       {json::array({0}), json::array({0, 1, 2, 3}), json::array({3, 0, 2, 1})}) {
+    json raw = minimal();
+    voi(raw)["input_node_features"] = columns;
+    arch(raw)["input_dim"] = columns.size();  // HydraGNN's derived length agrees
+    EXPECT_EQ(error_of(raw), "") << columns;
+  }
+  json raw = minimal();
+  voi(raw)["input_node_features"] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::string e = error_of(raw);
+  EXPECT_HAS(e, "input_node_features: columns 4, 5, 6, …, 11 as model input");
+  EXPECT_HAS(e, "write [0] (the atomic number) or [0, 1, 2, 3]");
+  EXPECT_HAS(e, "ddgnn convert --extra-columns NAME");
+  EXPECT_HAS(error_of(raw, kAllow), "as model input");
+  voi(raw)["input_node_features"] = {0, 1, 2, 3, 9};
+  EXPECT_HAS(error_of(raw), "input_node_features: column 9 as model input");
+  voi(raw)["input_node_features"] = {1, 2, 3};
+  EXPECT_HAS(error_of(raw), "no column 0");
+  voi(raw)["input_node_features"] = {0, 1};
+  EXPECT_HAS(error_of(raw), "columns 1, 2, 3 are the positions x, y, z");
+  voi(raw)["input_node_features"] = {0, 0};
+  EXPECT_HAS(error_of(raw), "column 0 appears twice");
+  voi(raw)["input_node_features"] = json::array();
+  EXPECT_HAS(error_of(raw), "no column 0");
+}
+
+TEST(HydraGnnConfig, CheckpointZeroOrOneIsABool) {
+  json raw = minimal();
+  raw["NeuralNetwork"]["Training"]["Checkpoint"] = 1;
+  EXPECT_TRUE(train_settings(resolve(raw)).checkpoint);
+  raw["NeuralNetwork"]["Training"]["Checkpoint"] = 0;
+  EXPECT_FALSE(train_settings(resolve(raw)).checkpoint);
+  raw["NeuralNetwork"]["Training"]["Checkpoint"] = 2;
+  EXPECT_HAS(error_of(raw), "Training.Checkpoint: expected true/false or 0/1");
+}
+
+TEST(HydraGnnConfig, EpochStartZeroIsAcceptedAndAnotherStartIsRefused) {
+  json raw = minimal();
+  raw["NeuralNetwork"]["Training"]["epoch_start"] = 0;
+  EXPECT_EQ(error_of(raw), "");
+  EXPECT_TRUE(resolve(raw).warnings.empty());
+  raw["NeuralNetwork"]["Training"]["epoch_start"] = 5;
+  const std::string e = error_of(raw);
+  EXPECT_HAS(e, "NeuralNetwork.Training.epoch_start: ddgnn does not implement this HydraGNN key");
+  EXPECT_HAS(e, "Training.continue");
+  const Config c = resolve(raw, kAllow);  // a warning: the checkpoint holds the epoch
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_HAS(c.warnings[0], "epoch_start");
+}
+
+TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeadsAndSeveralBranchesAreRefused) {
+  const json graph = {{"num_sharedlayers", 1},
+                      {"dim_sharedlayers", 20},
+                      {"num_headlayers", 1},
+                      {"dim_headlayers", {30}}};
+  const json node = {{"num_headlayers", 2}, {"dim_headlayers", {40, 10}}, {"type", "mlp"}};
+  json object_form = minimal();
+  arch(object_form)["output_heads"] = {{"graph", graph}, {"node", node}};
+  json branch_form = minimal();
+  arch(branch_form)["output_heads"] = {{"graph", {{{"type", "branch-0"}, {"architecture", graph}}}},
+                                       {"node", {{{"type", "branch-0"}, {"architecture", node}}}}};
+  EXPECT_EQ(resolve(branch_form).resolved, resolve(object_form).resolved);
+  EXPECT_EQ(train_settings(resolve(branch_form)).gnn.dim_headlayers, (std::vector<int64_t>{30}));
+
+  json many = branch_form;
+  arch(many)["output_heads"]["graph"].push_back({{"type", "branch-1"}, {"architecture", graph}});
+  std::string e = error_of(many);
+  EXPECT_HAS(e, "output_heads.graph: 2 branches: HydraGNN's multi-branch heads");
+  EXPECT_HAS(e, "are not implemented in ddgnn");
+  EXPECT_EQ(e.find("write an object"), std::string::npos) << e;
+  EXPECT_HAS(error_of(many, kAllow), "multi-branch heads");
+
+  json bad = minimal();
+  arch(bad)["output_heads"] = {{"node", {{{"type", "branch-0"}, {"arch", node}}}}};
+  EXPECT_HAS(error_of(bad), "output_heads.node[0]: a branch of HydraGNN's heads is");
+  arch(bad)["output_heads"] = {{"node", json::array()}};
+  EXPECT_HAS(error_of(bad), "output_heads.node: an empty list of branches");
+  arch(bad)["output_heads"] = {{"graph",
+                                {{"type", "mlp"},
+                                 {"num_headlayers", 1},
+                                 {"dim_headlayers", {8}}}}};  // HydraGNN ignores type
+  EXPECT_EQ(error_of(bad), "");
+}
+
+TEST(HydraGnnConfig, GraphEnergyIsTheEnergyHead) {
+  EXPECT_TRUE(is_energy_head_name("energy") && is_energy_head_name("graph_energy"));
+  EXPECT_TRUE(is_forces_head_name("forces") && is_forces_head_name("force"));
+  EXPECT_FALSE(is_energy_head_name("free_energy") || is_forces_head_name("atomic_forces"));
+  json raw = minimal();
+  arch(raw)["enable_interatomic_potential"] = true;
+  voi(raw) = {{"output_names", {"graph_energy"}},
+              {"output_index", {0}},
+              {"type", {"node"}},
+              {"output_dim", {1}}};
+  const TrainSettings s = train_settings(resolve(raw));
+  EXPECT_EQ(s.targets.energy_head, 0);
+  EXPECT_TRUE(s.targets.conservative);
+
+  voi(raw)["output_names"] = {"total"};
+  std::string e = error_of(raw);
+  EXPECT_HAS(e, "output_names has none (\"energy\" or \"graph_energy\")");
+  voi(raw) = {{"output_names", {"energy", "graph_energy"}},
+              {"output_index", {0, 0}},
+              {"type", {"node", "node"}}};
+  EXPECT_HAS(error_of(raw), "two energy heads, 'energy' and 'graph_energy'");
+}
+
+TEST(HydraGnnConfig, GlobalAttentionIsRefusedEvenWithAllowUnimplemented) {
+  json raw = minimal();
+  arch(raw)["global_attn_engine"] = "";
+  arch(raw)["global_attn_type"] = "multihead";  // used only with an engine
+  arch(raw)["global_attn_heads"] = 8;
+  arch(raw)["pe_dim"] = 6;
+  arch(raw)["equivariant_attn_lmax"] = 1;
+  EXPECT_EQ(error_of(raw), "");
+  EXPECT_TRUE(resolve(raw).warnings.empty());
+  for (const char* engine : {"GPS", "EquivariantTransformer"}) {
+    arch(raw)["global_attn_engine"] = engine;
+    const std::string e = error_of(raw);
+    EXPECT_HAS(e, "global_attn_engine: ddgnn does not implement this HydraGNN feature");
+    EXPECT_HAS(e, "refused even with --allow-unimplemented");
+    EXPECT_EQ(error_of(raw, kAllow), e);  // not a warning: it would train another model
+  }
+}
+
+TEST(HydraGnnConfig, GraphAttributeConditioningIsKnownAndRefusedWhenOn) {
+  json raw = minimal();
+  arch(raw)["use_graph_attr_conditioning"] = false;
+  arch(raw)["graph_attr_conditioning_mode"] = "concat_node";
+  EXPECT_EQ(error_of(raw), "");
+  arch(raw)["use_graph_attr_conditioning"] = true;
+  const std::string e = error_of(raw);
+  EXPECT_HAS(e, "use_graph_attr_conditioning: ddgnn does not implement this HydraGNN feature");
+  EXPECT_EQ(e.find("unknown key"), std::string::npos) << e;
+  EXPECT_HAS(error_of(raw, kAllow), "use_graph_attr_conditioning");
+}
+
+TEST(HydraGnnConfig, CompositionalStratifiedSplittingSplitsByComposition) {
+  json raw = minimal();
+  EXPECT_EQ(train_settings(resolve(raw)).split_by, SplitBy::kFrame);
+  raw["Dataset"]["compositional_stratified_splitting"] = true;
+  EXPECT_EQ(train_settings(resolve(raw)).split_by, SplitBy::kComposition);
+  raw["Dataset"]["split_by"] = "composition";
+  EXPECT_EQ(train_settings(resolve(raw)).split_by, SplitBy::kComposition);
+  raw["Dataset"]["split_by"] = "block";
+  EXPECT_HAS(error_of(raw),
+             "compositional_stratified_splitting: true asks for a split by "
+             "composition, but Dataset.split_by is block");
+  raw["Dataset"].erase("split_by");
+  raw["Dataset"]["path"] = {{"train", "a.h5"}, {"validate", "b.h5"}, {"test", "c.h5"}};
+  const Config c = resolve(raw);  // nothing to split: ignored, as by HydraGNN
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_HAS(c.warnings[0], "compositional_stratified_splitting is ignored");
+  EXPECT_EQ(train_settings(c).split_by, SplitBy::kFrame);
+}
+
+TEST(HydraGnnConfig, EquivarianceOfAnInvariantModelIsAWarning) {
+  json raw = minimal();
+  arch(raw)["mpnn_type"] = "PNA";
+  arch(raw)["equivariance"] = true;
+  const Config c = resolve(raw);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_HAS(c.warnings[0], "equivariance = true changes nothing for PNA");
+}
+
+TEST(HydraGnnConfig, TheLennardJonesExampleReadsItsEnergyHead) {
+  const Config c =
+      load_config(std::string(DDGNN_SOURCE_DIR) + "/configs/hydragnn_lj_example.json", {}, {});
+  const TrainSettings s = train_settings(c);
+  EXPECT_EQ(s.targets.heads.at(0).name, "graph_energy");
+  EXPECT_EQ(s.targets.energy_head, 0);
+  EXPECT_TRUE(s.gnn.interatomic_potential);
+}
+
+}  // namespace
+}  // namespace ddgnn
