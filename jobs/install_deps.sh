@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake git pkg-config python3 python3-matplotlib clang-format zlib1g-dev
-  shellcheck
+  shellcheck python3-sympy
   clang libclang-rt-dev
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
