@@ -89,8 +89,10 @@ std::vector<KeySpec> build_schema() {
           .def("mean")
           .one_of(pooling_names()));
   add(key(arch + "equivariance", T::kBool,
-          "keep vector features E(3)-equivariant (EGNN, SchNet and PAINN only; with another "
-          "model a warning, as in HydraGNN: it changes nothing)")
+          "EGNN: every layer moves the atoms (E_GCL's coordinate update, as HydraGNN) and the "
+          "next layer reads the moved ones; SchNet and PAINN accept it and move nothing "
+          "(HydraGNN's SchNet moves them); with another model a warning, as in HydraGNN: it "
+          "changes nothing")
           .def(false));
   add(section(arch + "output_heads", "The heads on top of the message-passing layers."));
   add(section(heads + "graph", "Graph-level heads: shared layers, then one MLP per head."));

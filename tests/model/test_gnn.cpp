@@ -42,8 +42,18 @@ GraphBatch batch_of(const std::vector<Structure>& ss) {
   return testing::batch_of(ss, kRadius);
 }
 
+// An mpnn_type, or "EGNN_equivariant": EGNN with Architecture.equivariance (atoms move).
 GnnSpec make_spec(const std::string& type, double radius = kRadius) {
-  return testing::small_spec(type, radius);
+  if (type != "EGNN_equivariant") return testing::small_spec(type, radius);
+  GnnSpec s = testing::small_spec("EGNN", radius);
+  s.layer.equivariance = true;
+  return s;
+}
+
+std::vector<std::string> layer_cases() {
+  std::vector<std::string> c = known_layers();
+  c.push_back("EGNN_equivariant");
+  return c;
 }
 
 TargetSpec targets_of(const GnnSpec& spec, bool conservative) {
@@ -62,10 +72,17 @@ at::Tensor energy_at(Gnn& gnn, const GraphBatch& b, const at::Tensor& pos) {
   return predict_on(gnn, moved, /*conservative=*/false).energy;
 }
 
-std::shared_ptr<Gnn> build(const GnnSpec& spec, uint64_t seed = 3) {
+// EGNN's coord2 weights (gain 0.001 at the start, as HydraGNN's) set to size 1 with
+// `widen_coordinates`, so that the atoms move by tenths of an Å and the checks see it.
+std::shared_ptr<Gnn> build(const GnnSpec& spec, uint64_t seed = 3, bool widen_coordinates = true) {
   at::manual_seed(seed);
   auto g = std::make_shared<Gnn>(spec);
   g->to(at::kDouble);
+  if (widen_coordinates) {
+    at::NoGradGuard no_grad;
+    for (auto& item : g->named_parameters())
+      if (item.key().find("coord2.weight") != std::string::npos) item.value().normal_(0.0, 1.0);
+  }
   return g;
 }
 
@@ -111,6 +128,9 @@ TEST_P(GnnLayers, ConservativeForcesMatchFiniteDifferences) {
   else
     EXPECT_GT(max_abs(ef.forces), 1e-6);
   expect_close(ef.forces, fd_forces(*gnn, b), 1e-6, "forces vs finite differences");
+  const GraphBatch bm = batch_of({molecule()});  // and without a cell
+  expect_close(predict_on(*gnn, bm, true).forces, fd_forces(*gnn, bm), 1e-6,
+               "molecule forces vs finite differences");
 }
 
 // Rotation matrix about a fixed axis, [3, 3].
@@ -258,8 +278,31 @@ TEST_P(GnnLayers, TrainingReducesTheLoss) {
   EXPECT_LT(h.back(), h.front()) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayers, GnnLayers, ::testing::ValuesIn(known_layers()),
+INSTANTIATE_TEST_SUITE_P(AllLayers, GnnLayers, ::testing::ValuesIn(layer_cases()),
                          [](const auto& info) { return info.param; });
+
+// With equivariance the first layer's displacement reaches the second layer: the energy changes
+// with coord2's weights; with a zero step the model is the one without equivariance (whose
+// parameters are the others: coord1 and coord2 exist only with it).
+TEST(EgnnCoordinates, MovedAtomsChangeTheEnergy) {
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  auto on = build(make_spec("EGNN_equivariant"));
+  auto off = build(make_spec("EGNN"));
+  EXPECT_EQ(off->named_parameters().size() + 6, on->named_parameters().size());
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& item : off->named_parameters())
+      on->named_parameters()[item.key()].copy_(item.value());
+  }
+  const at::Tensor e = predict_on(*on, b, false).energy;
+  {
+    at::NoGradGuard no_grad;
+    on->named_parameters()["conv0.coord2.weight"].zero_();
+  }
+  const at::Tensor still = predict_on(*on, b, false).energy;
+  EXPECT_GT(max_abs(e - still), 1e-4);
+  expect_close(predict_on(*off, b, false).energy, still, 1e-12, "no step = no equivariance");
+}
 
 TEST(GnnTraining, SchNetOverfitsMorseDataset) {
   const GraphBatch b = batch_of(morse_dataset(), 5.0);

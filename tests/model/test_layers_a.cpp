@@ -1,7 +1,8 @@
 // SchNet, EGNN (invariant and equivariant) and CGCNN layers in float64, and the activations:
 // registry and shapes; a plain-ops reference (index_select / index_add, same weights) gives the
 // same outputs, parameter gradients and second derivatives; invariances (equivariance of EGNN's
-// vectors); forces against finite differences; a batch of two graphs equals each graph alone.
+// coordinate displacement); forces against finite differences; a batch of two graphs equals each
+// graph alone; EGNN's coordinate update (absent when off, a displacement equals moved atoms).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -113,20 +114,31 @@ NodeState schnet_ref(const Params& p, const LayerSpec& spec, const NodeState& in
   return out;
 }
 
+// With equivariance: in.equiv holds the displacement dx of the atoms in every channel; edge
+// vectors are read at the moved atoms, and the step is HydraGNN's E_GCL.coord_model.
 NodeState egnn_ref(const Params& p, const LayerSpec& spec, const NodeState& in, const GraphBatch& b,
                    const at::Tensor& pos) {
   const RefGeometry g(b, pos);
   const auto act = [&](const at::Tensor& x) { return at::silu(x); };
   const at::Tensor& h = in.inv;
-  const at::Tensor z = at::cat(
-      {h.index_select(0, g.dst), h.index_select(0, g.src), (g.len * g.len).unsqueeze(1)}, 1);
+  at::Tensor vec = g.vec, dx;
+  if (spec.equivariance) {
+    dx = in.equiv.select(2, 0);
+    vec = vec + dx.index_select(0, g.src) - dx.index_select(0, g.dst);
+  }
+  const at::Tensor z =
+      at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), (vec * vec).sum(1, true)}, 1);
   const at::Tensor m = act(lin(p, "edge2", act(lin(p, "edge1", z))));
   NodeState out;
   out.inv =
       h + lin(p, "node2", act(lin(p, "node1", at::cat({h, g.sum_to_atoms(m, b.n_atoms())}, 1))));
   if (spec.equivariance) {
-    const at::Tensor phi = lin(p, "coord2", act(lin(p, "coord1", m)));
-    out.equiv = in.equiv + g.sum_to_atoms(at::einsum("ec,ef->ecf", {g.vec, phi}), b.n_atoms());
+    const at::Tensor phi = at::tanh(lin(p, "coord2", act(lin(p, "coord1", m))));  // [E, 1]
+    const at::Tensor dir = vec / (vec.norm(2, 1, true) + 1.0);
+    const at::Tensor degree =
+        g.sum_to_atoms(at::ones({vec.size(0), 1}, vec.options()), b.n_atoms()).clamp_min(1.0);
+    const at::Tensor moved = dx + g.sum_to_atoms(dir * phi, b.n_atoms()) / degree;
+    out.equiv = moved.unsqueeze(2).expand({b.n_atoms(), 3, h.size(1)});
   }
   return out;
 }
@@ -170,10 +182,19 @@ Case make_case(const std::string& which) {
   return c;
 }
 
+// EGNN's coord2 starts near zero (gain 0.001, as HydraGNN's): weights of size 1 instead, so that
+// the atoms move by tenths of an Å and every check sees the coordinate step.
+void widen_coordinate_step(torch::nn::Module& m) {
+  at::NoGradGuard no_grad;
+  for (auto& item : m.named_parameters())
+    if (item.key().find("coord2.weight") != std::string::npos) item.value().normal_(0.0, 1.0);
+}
+
 std::shared_ptr<MessagePassing> build(const Case& c) {
   at::manual_seed(3);
   auto layer = make_layer(c.name, c.spec);
   layer->to(at::kDouble);
+  if (c.spec.equivariance) widen_coordinate_step(*layer);
   return layer;
 }
 
@@ -343,7 +364,11 @@ TEST_P(LayersA, ForcesMatchFiniteDifferences) {
   auto layer = build(c);
   const GraphBatch b = batch_of({periodic_cell(), molecule()});
   const NodeState in = input(b, layer->equivariant());
-  const auto energy = [&](const at::Tensor& pos) { return run(*layer, b, pos, in).inv.sum(); };
+  // Two layers for EGNN with equivariance: the second reads the atoms the first moved.
+  const auto energy = [&](const at::Tensor& pos) {
+    const NodeState s = run(*layer, b, pos, in);
+    return (c.spec.equivariance ? run(*layer, b, pos, s) : s).inv.sum();
+  };
   const at::Tensor pos = b.pos.clone().requires_grad_(true);
   const at::Tensor grad = grads(energy(pos), {pos}, /*create_graph=*/false)[0];
   EXPECT_GT(grad.abs().max().item<double>(), 1e-4);
@@ -376,6 +401,56 @@ INSTANTIATE_TEST_SUITE_P(SchNetEGNNCGCNN, LayersA, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
+
+// ---- EGNN's coordinate update ----
+
+Case egnn_case(bool equivariance) {
+  return make_case(equivariance ? "EGNN_equivariant" : "EGNN");
+}
+
+TEST(EgnnCoordinates, OffHasNoCoordinateParameters) {
+  const auto names = [](bool equivariance) {
+    std::vector<std::string> n;
+    for (const auto& item : build(egnn_case(equivariance))->named_parameters())
+      n.push_back(item.key() + std::to_string(item.value().sizes().vec().size()));
+    return n;
+  };
+  EXPECT_EQ(names(false), (std::vector<std::string>{"edge1.weight2", "edge1.bias1", "edge2.weight2",
+                                                    "edge2.bias1", "node1.weight2", "node1.bias1",
+                                                    "node2.weight2", "node2.bias1"}));
+  std::vector<std::string> on = names(false);
+  on.insert(on.end(), {"coord1.weight2", "coord1.bias1", "coord2.weight2"});
+  EXPECT_EQ(names(true), on);
+  // Without the widening of the tests: coord2 [1, F], Xavier-uniform with gain 0.001.
+  at::manual_seed(3);
+  auto layer = make_layer("EGNN", egnn_case(true).spec);
+  const at::Tensor w = layer->named_parameters()["coord2.weight"];
+  EXPECT_EQ(w.sizes(), (std::vector<int64_t>{1, kF}));
+  EXPECT_LE(w.abs().max().item<double>(), 0.001 * std::sqrt(6.0 / (kF + 1)));
+  EXPECT_GT(w.abs().max().item<double>(), 0.0);
+}
+
+// A displacement dx handed in equals atoms moved by dx (same edges and periodic shifts): the
+// features agree, and the displacement handed on is dx plus the same step.
+TEST(EgnnCoordinates, DisplacementInEqualsMovedAtoms) {
+  const Case c = egnn_case(true);
+  auto layer = build(c);
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  at::manual_seed(11);
+  const at::Tensor dx = 0.2 * at::randn({b.n_atoms(), 3}, at::kDouble);
+  NodeState moved_in = input(b, true);
+  moved_in.equiv = dx.unsqueeze(2).expand({b.n_atoms(), 3, kF});
+  const NodeState a = run(*layer, b, b.pos, moved_in);
+  const NodeState m = run(*layer, b, b.pos + dx, input(b, true));
+  expect_close(a.inv, m.inv, 1e-12, "features");
+  expect_close(a.equiv - dx.unsqueeze(2), m.equiv, 1e-12, "displacement");
+  const NodeState still = run(*layer, b, b.pos, input(b, true));
+  EXPECT_GT((a.inv - still.inv).abs().max().item<double>(), 1e-3) << "dx is read";
+  EXPECT_GT(still.equiv.abs().max().item<double>(), 1e-2) << "the atoms move";
+  // Every channel holds the same displacement.
+  expect_close(still.equiv, still.equiv.select(2, 0).unsqueeze(2).expand_as(still.equiv), 0.0,
+               "channels");
+}
 
 // ---- Activations ----
 

@@ -2,7 +2,7 @@
 // positions and periodic shifts (model/predict.h), checked in float64 against finite differences of
 // the energy of strained structures (graphs rebuilt), under rotation (σ' = R σ Rᵀ), and for
 // molecules: zero without a cell, and in a large periodic box the virial of the molecule's own
-// forces, -(1/V) Σ r ⊗ F. Every mpnn_type.
+// forces, -(1/V) Σ r ⊗ F. Every mpnn_type, and EGNN moving the atoms (equivariance).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -60,11 +60,25 @@ double energy_of(Gnn& gnn, const Structure& s) {
   return predict_of(gnn, {s}).energy.item<double>();
 }
 
+// An mpnn_type, or "EGNN_equivariant": EGNN moving the atoms, its coord2 weights set to size 1
+// (from HydraGNN's gain 0.001) so that they move by tenths of an Å.
 std::shared_ptr<Gnn> model(const std::string& type) {
+  const bool moving = type == "EGNN_equivariant";
   at::manual_seed(7);
-  auto gnn = std::make_shared<Gnn>(testing::small_spec(type, kRadius));
+  GnnSpec spec = testing::small_spec(moving ? "EGNN" : type, kRadius);
+  spec.layer.equivariance = moving;
+  auto gnn = std::make_shared<Gnn>(spec);
   gnn->to(at::kDouble);
+  at::NoGradGuard no_grad;
+  for (auto& item : gnn->named_parameters())
+    if (item.key().find("coord2.weight") != std::string::npos) item.value().normal_(0.0, 1.0);
   return gnn;
+}
+
+std::vector<std::string> model_cases() {
+  std::vector<std::string> c = known_layers();
+  c.push_back("EGNN_equivariant");
+  return c;
 }
 
 class Stress : public ::testing::TestWithParam<std::string> {};
@@ -182,7 +196,7 @@ TEST_P(Stress, ParameterGradientOfAStressLossIsTheSameWithGenericKernels) {
   EXPECT_GT(largest, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Stress, ::testing::ValuesIn(known_layers()),
+INSTANTIATE_TEST_SUITE_P(Models, Stress, ::testing::ValuesIn(model_cases()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
