@@ -69,14 +69,23 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
   for (const auto& e : fs::directory_iterator(std::string(DDGNN_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  const std::vector<std::string> trained = {"cu_eam_schnet.json", "ethanol_schnet.json",
-                                            "hydragnn_lj_example.json", "si_sw_painn.json"};
+  const std::vector<std::string> trained = {"cu_eam_schnet.json", "cu_eam_stress_schnet.json",
+                                            "ethanol_schnet.json", "hydragnn_lj_example.json",
+                                            "si_sw_painn.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
 TEST(BundledConfigs, CuEamSchnetTrainsOneEpoch) {
   TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("cu_eam_schnet.json", dir, true), dir.file("run"));
+}
+
+TEST(BundledConfigs, CuEamStressSchnetTrainsOneEpochWithTheStress) {
+  TempDir dir;
+  const Result r = train_one_epoch("cu_eam_stress_schnet.json", dir, true);
+  expect_one_epoch_with_forces(r, dir.file("run"));
+  const double s = last_value(dir.file("run") + "/metrics.csv", "test_stress_mae_mev_a3");
+  EXPECT_TRUE(std::isfinite(s) && s > 0) << s;
 }
 
 TEST(BundledConfigs, EthanolSchnetTrainsOneEpoch) {
