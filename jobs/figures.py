@@ -37,7 +37,7 @@ import sys
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import InputError, number, pyplot, read_rows, save_png  # noqa: E402
+from plotting import InputError, number, pyplot, read_rows, write_png  # noqa: E402
 
 GRID_HEADER = ["backend", "ranks", "group_ranks", "width", "sample_bytes", "batch",
                "fraction_remote", "us_per_sample", "gb_per_s", "memcpy_gb_per_s",
@@ -502,9 +502,7 @@ def main(argv=None):
                 print(f"wrote {args.table}")
         else:
             fig = learning_figure(args.runs)
-        save_png(fig, args.out)
-        w, h = fig.canvas.get_width_height()
-        print(f"wrote {args.out} ({w}x{h})")
+        write_png(fig, args.out)
     except InputError as e:
         print(f"figures: error: {e}", file=sys.stderr)
         return 1

@@ -32,7 +32,7 @@ import sys
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import InputError, number, pyplot, read_rows, save_png  # noqa: E402
+from plotting import InputError, number, pyplot, read_rows, write_png  # noqa: E402
 
 ENERGY_HEADER = ["graph", "split", "n_atoms", "energy_ref_ev", "energy_pred_ev"]
 FORCE_HEADER = ["graph", "atom", "z", "fx_ref", "fy_ref", "fz_ref", "fx_pred", "fy_pred", "fz_pred"]
@@ -150,10 +150,7 @@ def figure(eval_dir, title):
 
 def run(eval_dir, out, title):
     fig, report = figure(eval_dir, title)
-    save_png(fig, out, dpi=DPI)
-    width, height = fig.canvas.get_width_height()
-    pyplot().close(fig)
-    print(f"wrote {out} ({width}x{height})")
+    write_png(fig, out, dpi=DPI)
     for line in report:
         print(line)
 

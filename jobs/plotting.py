@@ -66,6 +66,14 @@ def pyplot():
     return plt
 
 
+def write_png(fig, out, dpi=100):
+    """save_png, then closes the figure and says what was written, with its size in pixels."""
+    save_png(fig, out, dpi=dpi)
+    width, height = fig.canvas.get_width_height()
+    pyplot().close(fig)
+    print(f"wrote {out} ({width}x{height})")
+
+
 def save_png(fig, out, dpi=100):
     """Writes the figure to `out` through a temporary file (nothing half-written is left)."""
     tmp = f"{out}.tmp.{os.getpid()}.png"

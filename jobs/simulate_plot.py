@@ -27,7 +27,7 @@ import sys
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import InputError, number, pyplot, read_rows, save_png  # noqa: E402
+from plotting import InputError, number, pyplot, read_rows, write_png  # noqa: E402
 
 HEADER = ["platform", "ranks", "nodes", "within_platform", "backend", "group_ranks", "calibrated",
           "feasible", "memory_gb_per_rank", "fetch_node_s", "fetch_network_s", "fetch_s",
@@ -137,11 +137,7 @@ def figure(path, title):
 
 
 def run(path, out, title):
-    fig = figure(path, title)
-    save_png(fig, out, dpi=DPI)
-    width, height = fig.canvas.get_width_height()
-    pyplot().close(fig)
-    print(f"wrote {out} ({width}x{height})")
+    write_png(figure(path, title), out, dpi=DPI)
 
 
 def main(argv=None):

@@ -38,7 +38,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in jobs/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plotting import InputError, number, pyplot, read_rows, save_png  # noqa: E402
+from plotting import InputError, number, pyplot, read_rows, write_png  # noqa: E402
 
 HEADER = ["mode", "platform", "ranks", "nodes", "within_platform", "graphs", "backend",
           "feasible", "step_s", "epoch_s", "energy_j", "efficiency", "auto_pick"]
@@ -115,6 +115,7 @@ def rows_of(mode, sims):
 
 
 def run(args):
+    pyplot()  # where matplotlib is only in the system python3, re-execute there before simulating
     platforms = [p for p in args.platforms.split(",") if p]
     common = ["--models", args.models, "--compute-s", str(args.compute_s)]
     rows = []
@@ -282,11 +283,7 @@ def figure(path):
 
 
 def draw(path, out):
-    fig = figure(path)
-    save_png(fig, out, dpi=DPI)
-    width, height = fig.canvas.get_width_height()
-    pyplot().close(fig)
-    print(f"wrote {out} ({width}x{height})")
+    write_png(figure(path), out, dpi=DPI)
 
 
 def main(argv=None):
