@@ -45,10 +45,10 @@ std::vector<KeySpec> build_schema() {
   add(section("NeuralNetwork.Architecture", "The message-passing model and its output heads."));
   add(key(arch + "mpnn_type", T::kEnum, "message-passing layer type")
           .required()
-          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA"})
-          .refuses({"GAT", "MFC", "SAGE", "DimeNet", "MACE", "PNAPlus", "PNAEq"})
+          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "MACE"})
+          .refuses({"GAT", "MFC", "SAGE", "DimeNet", "PNAPlus", "PNAEq"})
           .with_hint("choose one of the models ddgnn implements: SchNet, EGNN, PAINN, CGCNN, GIN, "
-                     "PNA"));
+                     "PNA, MACE"));
   add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
   add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
   add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å").required().gt(0));
@@ -152,7 +152,34 @@ std::vector<KeySpec> build_schema() {
           .def(50)
           .ge(1));
   add(key(arch + "num_filters", T::kInt, "SchNet: width of the continuous filters").def(128).ge(1));
-  add(key(arch + "num_radial", T::kInt, "PAINN: radial basis functions per distance").def(6).ge(1));
+  add(key(arch + "num_radial", T::kInt, "PAINN and MACE: radial basis functions per distance")
+          .def(6)
+          .ge(1));
+  add(key(arch + "max_ell", T::kInt,
+          "MACE: highest degree of the edges' spherical harmonics and of the messages")
+          .def(3)
+          .ge(0)
+          .le(kMaxMaceEll));
+  add(key(arch + "node_max_ell", T::kInt,
+          "MACE: highest degree of the node features between layers (at most max_ell)")
+          .def(1)
+          .ge(0)
+          .le(kMaxMaceEll));
+  add(key(arch + "correlation", T::kInt,
+          "MACE: body order of each layer's product basis (products of up to this many "
+          "neighbour sums); HydraGNN's list form takes its first entry for every layer")
+          .def(2)
+          .ge(1)
+          .le(3));
+  add(key(arch + "radial_type", T::kEnum, "MACE: radial basis of the distances")
+          .def("bessel")
+          .one_of({"bessel", "gaussian", "chebyshev"}));
+  add(key(arch + "distance_transform", T::kEnum, "MACE: transform of the distances")
+          .def("None")
+          .one_of({"None"})
+          .refuses({"Agnesi", "Soft"})
+          .with_hint("remove the key: the covalent-radius transforms (Agnesi, Soft) are not "
+                     "implemented"));
   add(key(arch + "dropout", T::kNumber, "dropout probability in the head MLPs")
           .def(0.0)
           .ge(0)
@@ -170,7 +197,10 @@ std::vector<KeySpec> build_schema() {
   add(key(arch + "edge_dim", T::kAny, "ignored: ddgnn models use the edge lengths").derived());
   add(key(arch + "pna_deg", T::kAny, "ignored: ddgnn counts the degrees of the training set")
           .derived());
-  add(key(arch + "avg_num_neighbors", T::kAny, "ignored (MACE)").derived());
+  add(key(arch + "avg_num_neighbors", T::kNumber,
+          "MACE: divisor of the neighbour sums (absent: the mean number of neighbours of the "
+          "training set)")
+          .gt(0));
   add_hydragnn_architecture_keys(s);
 
   add(section("NeuralNetwork.Variables_of_interest",

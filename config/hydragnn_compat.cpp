@@ -67,6 +67,27 @@ std::string forces_head_names() {
 
 void normalise_hydragnn_forms(json& raw,
                               const std::function<std::string(const std::string&)>& where) {
+  // MACE's correlation as a list (one per layer): HydraGNN builds every layer with its first.
+  if (raw.is_object() && raw.contains("NeuralNetwork") && raw["NeuralNetwork"].is_object() &&
+      raw["NeuralNetwork"].contains("Architecture") &&
+      raw["NeuralNetwork"]["Architecture"].is_object()) {
+    json& arch = raw["NeuralNetwork"]["Architecture"];
+    const auto it = arch.find("correlation");
+    if (it != arch.end() && it->is_array()) {
+      const std::string key = "NeuralNetwork.Architecture.correlation";
+      if (it->empty() || !(*it)[0].is_number_integer())
+        throw ConfigError(where(key) + ": a list of correlations must start with an integer",
+                          "write one integer, e.g. 3");
+      for (const json& c : *it)
+        if (c != (*it)[0])
+          throw ConfigError(where(key) + ": " + short_value(*it) +
+                                " gives the layers different correlations; HydraGNN builds "
+                                "every layer with the first, and so does ddgnn",
+                            "write one integer, e.g. " + (*it)[0].dump());
+      json first = (*it)[0];
+      *it = std::move(first);
+    }
+  }
   json* heads = &raw;
   for (const char* part : {"NeuralNetwork", "Architecture", "output_heads"}) {
     if (!heads->is_object() || !heads->contains(part)) return;
@@ -158,7 +179,6 @@ void check_edge_features(const json& value, const std::string& where) {
 void add_hydragnn_architecture_keys(std::vector<KeySpec>& s) {
   const std::string arch = "NeuralNetwork.Architecture.";
   const std::string dimenet = "used only by DimeNet, which ddgnn does not implement";
-  const std::string mace = "used only by MACE, which ddgnn does not implement";
   const std::string attention = "used only with global_attn_engine; any value";
   auto add = [&s](KeySpec spec) { s.push_back(std::move(spec)); };
   auto key = [&arch](const std::string& name, KeyType type, std::string description) {
@@ -167,11 +187,6 @@ void add_hydragnn_architecture_keys(std::vector<KeySpec>& s) {
   for (const char* name : {"num_before_skip", "num_after_skip", "int_emb_size", "basis_emb_size",
                            "out_emb_size", "num_spherical"})
     add(key(name, T::kInt, dimenet).not_implemented_any_value());
-  for (const char* name : {"max_ell", "node_max_ell"})
-    add(key(name, T::kInt, mace).not_implemented_any_value());
-  add(key("correlation", T::kAny, mace).not_implemented_any_value());
-  add(key("radial_type", T::kString, mace).not_implemented_any_value());
-  add(key("distance_transform", T::kString, mace).not_implemented_any_value());
   add(key("global_attn_engine", T::kString,
           "global attention next to the message-passing layers (GPS, EquivariantTransformer)")
           .not_implemented({""})

@@ -83,14 +83,23 @@ TrainSettings train_settings(const Config& c) {
   s.graph.smooth_cap = c.get<bool>(kArch + "smooth_neighbour_cap");
   g.layer.envelope.kind = parse_envelope(c.get<std::string>(kArch + "radial_envelope"));
   g.layer.envelope.p = c.get<int64_t>(kArch + "envelope_exponent");
-  const bool has_envelope = g.mpnn_type == "SchNet" || g.mpnn_type == "PAINN";
+  g.layer.max_ell = c.get<int64_t>(kArch + "max_ell");
+  g.layer.node_max_ell = c.get<int64_t>(kArch + "node_max_ell");
+  g.layer.correlation = c.get<int64_t>(kArch + "correlation");
+  g.layer.radial_type = c.get<std::string>(kArch + "radial_type");
+  g.layer.distance_transform = c.get<std::string>(kArch + "distance_transform");
+  g.layer.avg_num_neighbors = get_or<double>(c, kArch + "avg_num_neighbors", 0.0);
+  if (g.mpnn_type == "MACE") check_mace_spec(g.layer, /*require_avg_num_neighbors=*/false);
+  // MACE's messages always end with its polynomial envelope (envelope_exponent).
+  const bool has_envelope =
+      g.mpnn_type == "SchNet" || g.mpnn_type == "PAINN" || g.mpnn_type == "MACE";
   if (s.graph.smooth_cap && !has_envelope)
     throw ConfigError(kArch + "smooth_neighbour_cap: " + g.mpnn_type +
                           " has no radial envelope to end at the farthest kept neighbour",
-                      "use it with mpnn_type SchNet or PAINN, or set it false");
+                      "use it with mpnn_type SchNet, PAINN or MACE, or set it false");
   if (g.layer.envelope.kind != Envelope::kCosine && !has_envelope)
     throw ConfigError(kArch + "radial_envelope: " + g.mpnn_type + " has no radial envelope",
-                      "use it with mpnn_type SchNet or PAINN, or leave it cosine");
+                      "use it with mpnn_type SchNet, PAINN or MACE, or leave it cosine");
 
   // Heads.
   const auto names = c.get<std::vector<std::string>>(kVars + "output_names");

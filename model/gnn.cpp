@@ -43,6 +43,8 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
   for (int64_t i = 0; i < spec.num_conv_layers; ++i) {
     LayerSpec ls = spec.layer;
     ls.layer_index = i;
+    ls.num_layers = spec.num_conv_layers;
+    ls.max_z = spec.max_z;
     m_layers.push_back(register_module("conv" + std::to_string(i), make_layer(spec.mpnn_type, ls)));
   }
   bool any_graph = false;
@@ -69,6 +71,8 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
     } else {
       LayerSpec ls = spec.layer;
       ls.layer_index = spec.num_conv_layers + int64_t(k);
+      ls.num_layers = spec.num_conv_layers;
+      ls.max_z = spec.max_z;
       conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
       mlp = make_mlp(prefix, f, {h.output_dim});
     }
@@ -130,7 +134,7 @@ at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
     if (layer->equivariant() && !s.equiv.defined())
       s.equiv = at::zeros({s.inv.size(0), 3, s.inv.size(1)}, s.inv.options());
     s = layer->forward(s, batch, geometry);
-    s.inv = apply_activation(m_spec.layer.activation, s.inv);
+    if (layer->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
   }
   return s.inv;
 }
@@ -151,7 +155,9 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& 
       if (m_node_convs[k]->equivariant())
         s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
       s = m_node_convs[k]->forward(s, batch, geometry);
-      out.push_back(run_mlp(m_heads[k], apply_activation(m_spec.layer.activation, s.inv), false));
+      if (m_node_convs[k]->activates_output())
+        s.inv = apply_activation(m_spec.layer.activation, s.inv);
+      out.push_back(run_mlp(m_heads[k], s.inv, false));
     } else {
       out.push_back(run_mlp(m_heads[k], h, false));
     }

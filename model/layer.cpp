@@ -22,6 +22,7 @@ std::map<std::string, LayerFactory>& registry() {
     builtin.emplace("PAINN", make_painn);
     builtin.emplace("GIN", make_gin);
     builtin.emplace("PNA", make_pna);
+    builtin.emplace("MACE", make_mace);
     return builtin;
   }();
   return r;

@@ -19,6 +19,10 @@ namespace ddgnn {
 struct NodeState {
   at::Tensor inv;    // [n_atoms, F] invariant features
   at::Tensor equiv;  // [n_atoms, 3, F] equivariant vectors, or undefined for invariant models
+  // [n_atoms, (L+1)^2, F] spherical-tensor features of degrees 0..L (MACE; components of degree l
+  // at rows l^2 .. l^2 + 2l, m = -l..l, model/so3.h's basis), or undefined: a layer that reads
+  // them starts from inv as degree 0.
+  at::Tensor irreps;
 };
 
 class MessagePassing : public torch::nn::Module {
@@ -28,6 +32,9 @@ class MessagePassing : public torch::nn::Module {
                             const EdgeGeometry& geometry) = 0;
   // True when the layer reads and writes NodeState::equiv (the trunk then starts it at zero).
   virtual bool equivariant() const { return false; }
+  // Whether the trunk applies the activation to the layer's inv output (false for MACE, whose inv
+  // is the running sum of its per-layer readouts).
+  virtual bool activates_output() const { return true; }
 };
 
 using LayerFactory = std::function<std::shared_ptr<MessagePassing>(const LayerSpec&)>;

@@ -23,5 +23,7 @@ std::shared_ptr<MessagePassing> make_painn(const LayerSpec& spec);
 std::shared_ptr<MessagePassing> make_gin(const LayerSpec& spec);
 // model/layers/pna.cpp: PNA.
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec);
+// model/layers/mace.cpp: MACE (equivariant many-body, spherical-tensor features).
+std::shared_ptr<MessagePassing> make_mace(const LayerSpec& spec);
 
 }  // namespace ddgnn

@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
+#include <string>
 
 #include "core/error.h"
 
@@ -110,6 +112,12 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"envelope_exponent", s.layer.envelope.p},
           {"equivariance", s.layer.equivariance},
           {"pna_deg", s.layer.pna_deg},
+          {"max_ell", s.layer.max_ell},
+          {"node_max_ell", s.layer.node_max_ell},
+          {"correlation", s.layer.correlation},
+          {"radial_type", s.layer.radial_type},
+          {"distance_transform", s.layer.distance_transform},
+          {"avg_num_neighbors", s.layer.avg_num_neighbors},
           {"num_conv_layers", s.num_conv_layers},
           {"max_z", s.max_z},
           {"graph_pooling", to_string(s.graph_pooling)},
@@ -139,6 +147,12 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.layer.envelope.p = j.value("envelope_exponent", int64_t(5));
     s.layer.equivariance = j.at("equivariance");
     s.layer.pna_deg = j.at("pna_deg").get<std::vector<int64_t>>();
+    s.layer.max_ell = j.value("max_ell", s.layer.max_ell);
+    s.layer.node_max_ell = j.value("node_max_ell", s.layer.node_max_ell);
+    s.layer.correlation = j.value("correlation", s.layer.correlation);
+    s.layer.radial_type = j.value("radial_type", s.layer.radial_type);
+    s.layer.distance_transform = j.value("distance_transform", s.layer.distance_transform);
+    s.layer.avg_num_neighbors = j.value("avg_num_neighbors", s.layer.avg_num_neighbors);
     s.num_conv_layers = j.at("num_conv_layers");
     s.max_z = j.at("max_z");
     s.graph_pooling = parse_pooling(j.at("graph_pooling"));
@@ -196,6 +210,44 @@ HeadTarget head_target_from_json(const nlohmann::json& j) {
                     "the checkpoint was not written by this version of ddgnn");
   }
   return h;
+}
+
+void check_mace_spec(const LayerSpec& spec, bool require_avg_num_neighbors) {
+  if (spec.max_ell < 0 || spec.max_ell > kMaxMaceEll)
+    throw ConfigError("max_ell " + std::to_string(spec.max_ell) +
+                          ": MACE's spherical harmonics "
+                          "are implemented for degrees 0.." +
+                          std::to_string(kMaxMaceEll),
+                      "set NeuralNetwork.Architecture.max_ell between 0 and " +
+                          std::to_string(kMaxMaceEll) + " (MACE's default is 3)");
+  if (spec.node_max_ell < 0 || spec.node_max_ell > spec.max_ell)
+    throw ConfigError("node_max_ell " + std::to_string(spec.node_max_ell) +
+                          ": the degree of MACE's node features must be between 0 and max_ell (" +
+                          std::to_string(spec.max_ell) + ")",
+                      "set NeuralNetwork.Architecture.node_max_ell to 1 (MACE's default) or up "
+                      "to max_ell");
+  if (spec.correlation < 1 || spec.correlation > 3)
+    throw ConfigError("correlation " + std::to_string(spec.correlation) +
+                          ": MACE's body order per layer must be 1, 2 or 3",
+                      "set NeuralNetwork.Architecture.correlation to 1, 2 or 3 (3 is MACE's "
+                      "default, 2 HydraGNN's)");
+  if (spec.radial_type != "bessel" && spec.radial_type != "gaussian" &&
+      spec.radial_type != "chebyshev")
+    throw ConfigError("radial_type \"" + spec.radial_type + "\" is not a radial basis of MACE",
+                      "use bessel, gaussian or chebyshev");
+  if (spec.distance_transform != "None")
+    throw ConfigError("distance_transform \"" + spec.distance_transform +
+                          "\": ddgnn's MACE implements no distance transform",
+                      "remove the key or set it to \"None\" (Agnesi and Soft, which scale the "
+                      "distance by covalent radii, are not implemented)");
+  if ((require_avg_num_neighbors || spec.avg_num_neighbors != 0.0) &&
+      (!(spec.avg_num_neighbors > 0.0) || !std::isfinite(spec.avg_num_neighbors)))
+    throw ConfigError("avg_num_neighbors " + std::to_string(spec.avg_num_neighbors) +
+                          ": MACE divides its neighbour sums by it, so it must be positive",
+                      "leave it out (the mean in-degree of the training set is used) or give "
+                      "a positive number");
+  if (spec.num_radial < 1) throw ConfigError("num_radial: MACE needs at least one radial function");
+  if (spec.envelope.p < 1) throw ConfigError("envelope_exponent: must be >= 1");
 }
 
 }  // namespace ddgnn

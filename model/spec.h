@@ -60,8 +60,28 @@ struct LayerSpec {
   Envelope envelope;             // SchNet and PaiNN filters
   bool equivariance = false;     // EGNN: update positions-like vectors
   std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
-  int64_t layer_index = 0;       // position in the trunk (0-based)
+  // MACE (HydraGNN's keys): degree of the edges' spherical harmonics and of the message irreps,
+  // degree of the node features, body order of the product basis, radial basis
+  // ("bessel" | "gaussian" | "chebyshev"), distance transform ("None"), and the divisor of the
+  // neighbour sums (the run config's 0 means the mean in-degree of the training set, which the
+  // trainer sets before the model is built).
+  int64_t max_ell = 3;
+  int64_t node_max_ell = 1;
+  int64_t correlation = 2;
+  std::string radial_type = "bessel";
+  std::string distance_transform = "None";
+  double avg_num_neighbors = 1.0;
+  int64_t max_z = 118;      // largest atomic number (element-dependent weights)
+  int64_t num_layers = 1;   // message-passing layers of the trunk
+  int64_t layer_index = 0;  // position in the trunk (0-based); >= num_layers: a conv head
 };
+
+// Highest degree of MACE's spherical harmonics (max_ell).
+constexpr int64_t kMaxMaceEll = 3;
+// The MACE keys of `spec` in range: max_ell 0..kMaxMaceEll, node_max_ell 0..max_ell, correlation
+// 1..3, a known radial_type, distance_transform "None", avg_num_neighbors positive (or 0, "from
+// the training set", unless required). ConfigError naming the key and what to write otherwise.
+void check_mace_spec(const LayerSpec& spec, bool require_avg_num_neighbors);
 
 struct HeadSpec {
   enum Kind { kGraph, kNode };

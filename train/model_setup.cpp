@@ -30,8 +30,8 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-// The PNA layers' in-degree histogram over (at most `max_graphs` graphs of) the training split,
-// this rank's share of them; summed over the ranks by the caller.
+// The in-degree histogram over (at most `max_graphs` graphs of) the training split (PNA's degrees,
+// MACE's mean), this rank's share of them; summed over the ranks by the caller.
 std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& setup,
                                       int64_t max_graphs) {
   std::vector<int64_t> hist;
@@ -215,8 +215,10 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   if (resume) {
     const ModelSetup saved = model_setup_from_json(resume->at("model"));
     nlohmann::json mine = spec_to_json(setup.spec), theirs = spec_to_json(saved.spec);
-    mine.erase("pna_deg");
-    theirs.erase("pna_deg");
+    for (const char* fitted : {"pna_deg", "avg_num_neighbors"}) {  // fitted to the training set
+      mine.erase(fitted);
+      theirs.erase(fitted);
+    }
     mine["precision"] = to_string(setup.precision);
     theirs["precision"] = to_string(saved.precision);
     const auto diff = spec_differences(theirs, mine);
@@ -227,13 +229,15 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
                       "resume with the config that wrote it, or start a new Output.run_dir");
     }
     setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
+    setup.spec.layer.avg_num_neighbors = saved.spec.layer.avg_num_neighbors;
     setup.norm = saved.norm;
     setup.targets.stress = saved.targets.stress;
     return setup;
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
                               setup.targets.heads, s.needs_forces(), s.e0s);
-  if (setup.spec.mpnn_type == "PNA") {
+  const bool fit_avg = setup.spec.mpnn_type == "MACE" && setup.spec.layer.avg_num_neighbors == 0.0;
+  if (setup.spec.mpnn_type == "PNA" || fit_avg) {
     const std::vector<int64_t> local = degree_histogram(data, setup, 2000);
     long double n = (long double)local.size();
     sum(&n, 1);
@@ -244,6 +248,12 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
     deg.assign(h.size(), 0);
     for (size_t k = 0; k < h.size(); ++k) deg[k] = int64_t(h[k]);
     while (deg.size() > 1 && deg.back() == 0) deg.pop_back();
+    if (fit_avg) {  // MACE: the mean in-degree (1 when the sample has no edges)
+      long double atoms = 0, edges = 0;
+      for (size_t k = 0; k < h.size(); ++k) atoms += h[k], edges += (long double)k * h[k];
+      setup.spec.layer.avg_num_neighbors = edges > 0 ? double(edges / atoms) : 1.0;
+    }
+    if (setup.spec.mpnn_type != "PNA") deg.clear();
   }
   return setup;
 }

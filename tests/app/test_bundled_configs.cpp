@@ -74,8 +74,9 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
   for (const auto& e : fs::directory_iterator(std::string(DDGNN_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  const std::vector<std::string> trained = {"cu_eam_schnet.json", "cu_eam_stress_schnet.json",
-                                            "ethanol_schnet.json", "hydragnn_lj_example.json",
+  const std::vector<std::string> trained = {"cu_eam_mace.json",          "cu_eam_schnet.json",
+                                            "cu_eam_stress_schnet.json", "ethanol_mace.json",
+                                            "ethanol_schnet.json",       "hydragnn_lj_example.json",
                                             "si_sw_painn.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
@@ -89,6 +90,17 @@ TEST(BundledConfigs, CuEamStressSchnetTrainsOneEpochWithTheStress) {
   TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("cu_eam_stress_schnet.json", dir, true),
                                dir.file("run"), /*stress=*/true);
+}
+
+TEST(BundledConfigs, CuEamMaceTrainsOneEpochWithTheStress) {
+  const TempDir dir;
+  expect_one_epoch_with_forces(train_one_epoch("cu_eam_mace.json", dir, true), dir.file("run"),
+                               true);
+}
+
+TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {
+  const TempDir dir;
+  expect_one_epoch_with_forces(train_one_epoch("ethanol_mace.json", dir, false), dir.file("run"));
 }
 
 TEST(BundledConfigs, EthanolSchnetTrainsOneEpoch) {

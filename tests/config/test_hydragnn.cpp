@@ -254,5 +254,50 @@ TEST(HydraGnnConfig, TheLennardJonesExampleReadsItsEnergyHead) {
   EXPECT_TRUE(s.gnn.interatomic_potential);
 }
 
+TEST(HydraGnnConfig, MaceKeysAreReadAndCheckedBeforeTraining) {
+  json raw = minimal();
+  arch(raw)["mpnn_type"] = "MACE";
+  arch(raw)["max_ell"] = 2;
+  arch(raw)["node_max_ell"] = 1;
+  arch(raw)["correlation"] = json::array({3, 3});  // HydraGNN's list: one per layer
+  arch(raw)["radial_type"] = "gaussian";
+  arch(raw)["envelope_exponent"] = 6;
+  EXPECT_EQ(error_of(raw), "");
+  TrainSettings s = train_settings(resolve(raw));
+  EXPECT_EQ(s.gnn.mpnn_type, "MACE");
+  EXPECT_EQ(s.gnn.layer.max_ell, 2);
+  EXPECT_EQ(s.gnn.layer.node_max_ell, 1);
+  EXPECT_EQ(s.gnn.layer.correlation, 3);
+  EXPECT_EQ(s.gnn.layer.radial_type, "gaussian");
+  EXPECT_EQ(s.gnn.layer.envelope.p, 6);
+  EXPECT_EQ(s.gnn.layer.avg_num_neighbors, 0.0);  // fitted to the training set
+  arch(raw)["avg_num_neighbors"] = 12.5;
+  EXPECT_EQ(train_settings(resolve(raw)).gnn.layer.avg_num_neighbors, 12.5);
+
+  // Each bad value: an error naming the key, before any data is read.
+  auto with = [&](const char* key, json value) {
+    json bad = raw;
+    arch(bad)[key] = std::move(value);
+    return error_of(bad);
+  };
+  EXPECT_HAS(with("max_ell", 4), "max_ell");
+  EXPECT_HAS(with("node_max_ell", 3), "node_max_ell 3");
+  EXPECT_HAS(with("correlation", 0), "correlation");
+  EXPECT_HAS(with("correlation", 4), "correlation");
+  EXPECT_HAS(with("correlation", json::array({2, 3})), "gives the layers different correlations");
+  EXPECT_HAS(with("correlation", json::array()), "must start with an integer");
+  EXPECT_HAS(with("radial_type", "spline"), "radial_type");
+  EXPECT_HAS(with("distance_transform", "Agnesi"), "distance_transform");
+  EXPECT_NE(error_of(
+                [&] {
+                  json bad = raw;
+                  arch(bad)["distance_transform"] = "Soft";
+                  return bad;
+                }(),
+                kAllow),
+            "");  // not even with --allow-unimplemented: another model
+  EXPECT_HAS(with("avg_num_neighbors", 0), "avg_num_neighbors");
+}
+
 }  // namespace
 }  // namespace ddgnn

@@ -1,0 +1,384 @@
+// MACE (Batatia et al. 2022) as HydraGNN's MACEStack builds a layer
+// (RealAgnosticAttResidualInteractionBlock, then EquivariantProductBasisBlock). Features are
+// spherical tensors [n_atoms, (L+1)^2, F] (NodeState::irreps, model/irreps.h's order), every degree
+// l with parity (-1)^l, F channels each:
+//  1. sc and up: linear maps per degree of the input (sc, the residual, into the output degrees);
+//     down: a linear map of the input scalars.
+//  2. Edge features: a radial basis of the distance (bessel sqrt(2/rc) sin(n pi d/rc)/d, gaussian
+//     SchNet's, or chebyshev T_n(2d/rc - 1)) times the polynomial envelope of order
+//     envelope_exponent. A radial MLP (three hidden layers of F, SiLU) of [edge features, down of
+//     the sender, down of the receiver] gives one weight per path and channel; the weights are
+//     multiplied by the envelope once more (HydraGNN's are not, so its messages jump at the
+//     cutoff, the MLP of a zero basis not being zero).
+//  3. Messages: the tensor product of up(sender) (degrees l1 <= L_in) with Y(r_ij) (l2 <= max_ell)
+//     into degrees l3 <= max_ell, channel by channel, on the paths with l1 + l2 + l3 even; summed
+//     over neighbours, divided by avg_num_neighbors, then a linear map per degree over paths and
+//     channels: A, degrees 0..max_ell.
+//  4. Product basis: B_l = sum over products of 1..correlation factors of A coupled to degree l,
+//     each term weighted per element, term and channel. Products are iterated couplings,
+//     (A_l1 A_l2)_L with l1 <= l2, and ((A_l1 A_l2)_L A_l3)_l with the intermediate L <= max_ell:
+//     they span MACE's symmetric contraction but for intermediates of degree above max_ell.
+//  5. out_l = linear(B_l) + sc_l for l <= L_out (node_max_ell; 0 in the last layer and conv heads).
+//  6. Readout: inv = in.inv + linear(out_0), so the trunk's output is the sum of per-layer
+//     readouts, the embedding being the first (MACE's are summed energies; here the heads read
+//     the sum). No activation follows (activates_output() is false).
+// Linear maps have no bias and N(0, 1) weights divided by sqrt(fan-in) at use (e3nn's).
+#include "model/layers/mace.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/irreps.h"
+#include "model/layers.h"
+#include "model/segment.h"
+#include "model/so3.h"
+
+namespace ddgnn {
+
+static_assert(so3::kMaxL >= kMaxMaceEll, "MACE's degrees need so3's harmonics");
+
+namespace {
+
+bool even(int64_t a) {
+  return a % 2 == 0;
+}
+
+// Degree l's rows of x [N, K, F]: [N, 2l+1, F].
+at::Tensor degree(const at::Tensor& x, int64_t l) {
+  return x.narrow(1, l * l, 2 * l + 1);
+}
+
+// x [..., fan_in] @ w [fan_in, out] / sqrt(fan_in).
+at::Tensor mix(const at::Tensor& x, const at::Tensor& w) {
+  return at::matmul(x, w) * (1.0 / std::sqrt(double(w.size(0))));
+}
+
+// The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
+// module's to(dtype) converts them too, and this is then free).
+at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
+  return c.to(x.device(), x.scalar_type());
+}
+
+// Couples a [N, 2la+1, F] and b [N, 2lb+1, F] channel by channel: coupling [rows, (2la+1)(2lb+1)]
+// -> [N, rows, F].
+at::Tensor couple(const at::Tensor& a, const at::Tensor& b, const at::Tensor& coupling) {
+  const int64_t n = a.size(0), f = a.size(2);
+  const at::Tensor outer = (a.unsqueeze(2) * b.unsqueeze(1)).reshape({n, a.size(1) * b.size(1), f});
+  return at::matmul(coupling, outer);
+}
+
+// The real coupling of degrees la x lb into each of `outs`, stacked by rows:
+// [sum (2L+1), (2la+1)(2lb+1)].
+at::Tensor coupling_rows(int64_t la, int64_t lb, const std::vector<int64_t>& outs) {
+  std::vector<at::Tensor> rows;
+  for (int64_t l : outs)
+    rows.push_back(coupling_tensor(la, lb, l).permute({2, 0, 1}).reshape({2 * l + 1, -1}));
+  return at::cat(rows, 0);
+}
+
+struct Path {
+  int64_t l1, l2, l3, row;  // row: first of its 2l3+1 rows among the messages
+};
+
+// Second-order products: A_l1 A_l2 (l1 <= l2) into degrees `outs` (row offsets `rows`).
+struct PairProduct {
+  int64_t l1, l2;
+  std::vector<int64_t> outs, rows;
+};
+// Third-order products: (pair's degree-L output) A_l3 into degrees `outs`.
+struct TripleProduct {
+  size_t pair;
+  int64_t l_mid, mid_row, l3;
+  std::vector<int64_t> outs, rows;
+};
+
+class Mace : public MessagePassing {
+ public:
+  explicit Mace(const LayerSpec& spec)
+      : m_f(spec.hidden_dim),
+        m_lsh(spec.max_ell),
+        m_lin(spec.layer_index == 0 || spec.layer_index >= spec.num_layers ? 0 : spec.node_max_ell),
+        m_lout(spec.layer_index >= spec.num_layers - 1 ? 0 : spec.node_max_ell),
+        m_correlation(spec.correlation),
+        m_num_radial(spec.num_radial),
+        m_envelope_p(spec.envelope.p),
+        m_avg_neighbours(spec.avg_num_neighbors),
+        m_radial_type(spec.radial_type) {
+    check_mace_spec(spec, /*require_avg_num_neighbors=*/true);
+    const int64_t f = m_f;
+    for (int64_t l = 0; l <= m_lin; ++l) {
+      m_w_up.push_back(param("up" + std::to_string(l), {f, f}));
+      if (l <= m_lout) m_w_sc.push_back(param("sc" + std::to_string(l), {f, f}));
+    }
+    m_w_down = param("down", {f, f});
+
+    // Message paths, and the coupling of Y (rows of Y) with up(sender) (columns) into each path's
+    // rows: [K_sh, rows, K_in].
+    for (int64_t l1 = 0; l1 <= m_lin; ++l1)
+      for (int64_t l2 = 0; l2 <= m_lsh; ++l2)
+        for (int64_t l3 = std::abs(l1 - l2); l3 <= std::min(l1 + l2, m_lsh); ++l3)
+          if (even(l1 + l2 + l3)) {
+            m_paths.push_back({l1, l2, l3, m_rows});
+            m_rows += 2 * l3 + 1;
+          }
+    // Per input degree l1 (its paths' rows are contiguous): the coupling of Y (rows of Y) with
+    // the 2l1+1 components of up(sender), [K_sh, rows of l1's paths x (2l1+1)], and each row's
+    // path (float64 buffers, converted to long at use).
+    const int64_t k_sh = irreps_dim(m_lsh);
+    for (int64_t l1 = 0; l1 <= m_lin; ++l1) {
+      int64_t first = -1, rows = 0;
+      for (const Path& q : m_paths)
+        if (q.l1 == l1) {
+          if (first < 0) first = q.row;
+          rows += 2 * q.l3 + 1;
+        }
+      at::Tensor c = at::zeros({k_sh, rows, 2 * l1 + 1}, at::kDouble);
+      std::vector<double> path_of_row;
+      for (size_t p = 0; p < m_paths.size(); ++p) {
+        const Path& q = m_paths[p];
+        if (q.l1 != l1) continue;
+        c.narrow(0, q.l2 * q.l2, 2 * q.l2 + 1)
+            .narrow(1, q.row - first, 2 * q.l3 + 1)
+            .copy_(coupling_tensor(q.l1, q.l2, q.l3).permute({1, 2, 0}));
+        path_of_row.insert(path_of_row.end(), size_t(2 * q.l3 + 1), double(p));
+      }
+      const std::string k = std::to_string(l1);
+      m_group_rows.push_back(rows);
+      m_group_coupling.push_back(
+          register_buffer("coupling" + k, c.view({k_sh, rows * (2 * l1 + 1)})));
+      m_group_path.push_back(register_buffer("path_of_row" + k, at::tensor(path_of_row)));
+    }
+    const int64_t n_paths = int64_t(m_paths.size());
+    m_r0 = register_module("radial0", torch::nn::Linear(m_num_radial + 2 * f, f));
+    m_r1 = register_module("radial1", torch::nn::Linear(f, f));
+    m_r2 = register_module("radial2", torch::nn::Linear(f, f));
+    m_r3 = register_module("radial3", torch::nn::Linear(f, n_paths * f));
+    for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
+      int64_t np = 0;
+      for (const Path& q : m_paths) np += q.l3 == l3;
+      m_w_msg.push_back(param("message" + std::to_string(l3), {np * f, f}));
+    }
+
+    // Product basis: terms per output degree, counted in the order forward() appends them.
+    std::vector<int64_t> terms(size_t(m_lout + 1), 0);
+    for (int64_t l = 0; l <= m_lout; ++l) terms[size_t(l)] += l <= m_lsh;
+    if (m_correlation >= 2) {
+      for (int64_t l1 = 0; l1 <= m_lsh; ++l1)
+        for (int64_t l2 = l1; l2 <= m_lsh; ++l2) {
+          PairProduct pp{l1, l2, {}, {}};
+          int64_t row = 0;
+          const int64_t top = std::max(m_correlation >= 3 ? m_lsh : 0, m_lout);
+          for (int64_t l = l2 - l1; l <= std::min(l1 + l2, top); ++l)
+            if (even(l1 + l2 + l)) {
+              pp.outs.push_back(l);
+              pp.rows.push_back(row);
+              row += 2 * l + 1;
+              if (l <= m_lout) ++terms[size_t(l)];
+            }
+          if (pp.outs.empty()) continue;
+          m_pair_coupling.push_back(register_buffer("pair" + std::to_string(m_pairs.size()),
+                                                    coupling_rows(l1, l2, pp.outs)));
+          m_pairs.push_back(pp);
+        }
+    }
+    if (m_correlation >= 3) {
+      for (size_t p = 0; p < m_pairs.size(); ++p)
+        for (size_t k = 0; k < m_pairs[p].outs.size(); ++k) {
+          const int64_t lm = m_pairs[p].outs[k];
+          if (lm > m_lsh) continue;
+          for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
+            TripleProduct t{p, lm, m_pairs[p].rows[k], l3, {}, {}};
+            int64_t row = 0;
+            for (int64_t l = std::abs(lm - l3); l <= std::min(lm + l3, m_lout); ++l)
+              if (even(lm + l3 + l)) {
+                t.outs.push_back(l);
+                t.rows.push_back(row);
+                row += 2 * l + 1;
+                ++terms[size_t(l)];
+              }
+            if (t.outs.empty()) continue;
+            m_triple_coupling.push_back(register_buffer("triple" + std::to_string(m_triples.size()),
+                                                        coupling_rows(lm, l3, t.outs)));
+            m_triples.push_back(t);
+          }
+        }
+    }
+    for (int64_t l = 0; l <= m_lout; ++l) {
+      const int64_t n = terms[size_t(l)];
+      m_w_elem.push_back(register_parameter("element" + std::to_string(l),
+                                            at::randn({spec.max_z + 1, n, f}) / std::sqrt(n)));
+      m_w_prod.push_back(param("product" + std::to_string(l), {f, f}));
+    }
+    m_w_read = param("readout", {f, f});
+  }
+
+  bool activates_output() const override { return false; }
+
+  NodeState forward(const NodeState& in, const GraphBatch& batch,
+                    const EdgeGeometry& geometry) override {
+    return run(in, batch, geometry, nullptr);
+  }
+
+  NodeState run(const NodeState& in, const GraphBatch& batch, const EdgeGeometry& geometry,
+                MaceTrace* trace) {
+    const int64_t f = m_f, k_in = irreps_dim(m_lin);
+    const at::Tensor x = in.irreps.defined() ? in.irreps : in.inv.unsqueeze(1);  // [N, K, F]
+    if (x.size(1) < k_in)
+      throw Error("MACE layer: input features of degree up to " +
+                  std::to_string(int64_t(std::sqrt(double(x.size(1)))) - 1) + ", " +
+                  std::to_string(m_lin) + " expected");
+    const int64_t n = x.size(0), e = geometry.len().size(0);
+    const SegmentIndex &send = *batch.senders, &recv = *batch.receivers;
+
+    // 1. up, down.
+    std::vector<at::Tensor> blocks;
+    for (int64_t l = 0; l <= m_lin; ++l) blocks.push_back(mix(degree(x, l), m_w_up[size_t(l)]));
+    const at::Tensor up = at::cat(blocks, 1);               // [N, K_in, F]
+    const at::Tensor down = mix(x.select(1, 0), m_w_down);  // [N, F]
+
+    // 2. Edge features and the paths' weights [E, paths, F].
+    const at::Tensor env = envelope(geometry).unsqueeze(1);  // [E, 1]
+    at::Tensor h = at::cat(
+        {radial_basis(geometry) * env, gather_rows(down, send), gather_rows(down, recv)}, 1);
+    h = at::silu(m_r0(h));
+    h = at::silu(m_r1(h));
+    h = at::silu(m_r2(h));
+    const at::Tensor weights = (m_r3(h) * env).view({e, int64_t(m_paths.size()), f});
+
+    // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
+    const at::Tensor y = spherical_harmonics(geometry.unit(), m_lsh);  // [E, K_sh]
+    // Per input degree l1: sum over its components a of (Y C)[e, row, a] up_a(sender)[e, f],
+    // as 2l1+1 broadcast products (a batched matmul of E tiny matrices costs far more on the
+    // CPU), times each row's path weight.
+    const at::Tensor up_j = gather_rows(up, send);  // [E, K_in, F]
+    std::vector<at::Tensor> msgs;
+    for (int64_t l1 = 0; l1 <= m_lin; ++l1) {
+      const int64_t rows = m_group_rows[size_t(l1)];
+      const at::Tensor yc =
+          at::matmul(y, like(m_group_coupling[size_t(l1)], y)).view({e, rows, 2 * l1 + 1});
+      at::Tensor m;
+      for (int64_t a = 0; a < 2 * l1 + 1; ++a) {
+        const at::Tensor t = yc.narrow(2, a, 1) * up_j.narrow(1, l1 * l1 + a, 1);
+        m = m.defined() ? m + t : t;
+      }
+      msgs.push_back(m * weights.index_select(1, m_group_path[size_t(l1)].to(at::kLong)));
+    }
+    const at::Tensor msg = msgs.size() == 1 ? msgs[0] : at::cat(msgs, 1);  // [E, rows, F]
+    const at::Tensor summed = scatter_sum(msg.reshape({e, m_rows * f}), recv).view({n, m_rows, f});
+    blocks.clear();
+    for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
+      std::vector<at::Tensor> per_path;
+      for (const Path& q : m_paths)
+        if (q.l3 == l3) per_path.push_back(summed.narrow(1, q.row, 2 * l3 + 1));
+      blocks.push_back(mix(at::cat(per_path, 2), m_w_msg[size_t(l3)]));
+    }
+    const at::Tensor a = at::cat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
+
+    // 4. Product basis.
+    std::vector<std::vector<at::Tensor>> terms(size_t(m_lout + 1));
+    for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l) terms[size_t(l)].push_back(degree(a, l));
+    std::vector<at::Tensor> pair_out;
+    for (size_t p = 0; p < m_pairs.size(); ++p) {
+      const PairProduct& pp = m_pairs[p];
+      pair_out.push_back(couple(degree(a, pp.l1), degree(a, pp.l2), like(m_pair_coupling[p], a)));
+      for (size_t k = 0; k < pp.outs.size(); ++k)
+        if (pp.outs[k] <= m_lout)
+          terms[size_t(pp.outs[k])].push_back(
+              pair_out.back().narrow(1, pp.rows[k], 2 * pp.outs[k] + 1));
+    }
+    for (size_t t = 0; t < m_triples.size(); ++t) {
+      const TripleProduct& tp = m_triples[t];
+      const at::Tensor mid = pair_out[tp.pair].narrow(1, tp.mid_row, 2 * tp.l_mid + 1);
+      const at::Tensor u = couple(mid, degree(a, tp.l3), like(m_triple_coupling[t], a));
+      for (size_t k = 0; k < tp.outs.size(); ++k)
+        terms[size_t(tp.outs[k])].push_back(u.narrow(1, tp.rows[k], 2 * tp.outs[k] + 1));
+    }
+    std::vector<at::Tensor> b_blocks, out_blocks;
+    for (int64_t l = 0; l <= m_lout; ++l) {
+      const at::Tensor w = m_w_elem[size_t(l)].index_select(0, batch.z).unsqueeze(2);  // [N,T,1,F]
+      const at::Tensor b = (at::stack(terms[size_t(l)], 1) * w).sum(1);                // [N,2l+1,F]
+      b_blocks.push_back(b);
+      // 5. Output with the residual.
+      at::Tensor o = mix(b, m_w_prod[size_t(l)]);
+      if (l <= m_lin) o = o + mix(degree(x, l), m_w_sc[size_t(l)]);
+      out_blocks.push_back(o);
+    }
+    NodeState out;
+    out.irreps = at::cat(out_blocks, 1);
+    // 6. Readout.
+    out.inv = in.inv + mix(out.irreps.select(1, 0), m_w_read);
+    if (trace) {
+      trace->messages = a;
+      trace->product = at::cat(b_blocks, 1);
+      trace->out = out.irreps;
+    }
+    return out;
+  }
+
+ private:
+  at::Tensor param(const std::string& name, at::IntArrayRef shape) {
+    return register_parameter(name, at::randn(shape));
+  }
+
+  // [E, R] radial basis of the distances.
+  at::Tensor radial_basis(const EdgeGeometry& g) const {
+    const double rc = g.cutoff();
+    if (m_radial_type == "gaussian") return g.gaussians(m_num_radial);
+    if (m_radial_type == "chebyshev") {
+      const at::Tensor t = (2.0 / rc) * g.len().unsqueeze(1) - 1.0;  // [E, 1]
+      std::vector<at::Tensor> cols = {t};
+      at::Tensor prev = at::ones_like(t);
+      for (int64_t k = 1; k < m_num_radial; ++k) {
+        at::Tensor next = 2.0 * t * cols.back() - prev;
+        prev = cols.back();
+        cols.push_back(next);
+      }
+      return at::cat(cols, 1);
+    }
+    return g.bessel(m_num_radial) * std::sqrt(2.0 / rc);
+  }
+
+  // [E] DimeNet's polynomial envelope of order p at d / rc (rc per edge under a smooth cap).
+  at::Tensor envelope(const EdgeGeometry& g) const {
+    const at::Tensor x =
+        g.edge_cutoff().defined() ? g.len() / g.edge_cutoff() : g.len() * (1.0 / g.cutoff());
+    const double p = double(m_envelope_p);
+    const at::Tensor xp = at::pow(x, p);
+    return 1.0 - (p + 1) * (p + 2) / 2 * xp + p * (p + 2) * xp * x - p * (p + 1) / 2 * xp * x * x;
+  }
+
+  int64_t m_f, m_lsh, m_lin, m_lout, m_correlation, m_num_radial, m_envelope_p;
+  double m_avg_neighbours;
+  std::string m_radial_type;
+  std::vector<at::Tensor> m_w_up, m_w_sc, m_w_msg, m_w_elem, m_w_prod;
+  at::Tensor m_w_down, m_w_read;
+  std::vector<int64_t> m_group_rows;
+  std::vector<at::Tensor> m_group_coupling, m_group_path;
+  std::vector<Path> m_paths;
+  int64_t m_rows = 0;
+  std::vector<PairProduct> m_pairs;
+  std::vector<TripleProduct> m_triples;
+  std::vector<at::Tensor> m_pair_coupling, m_triple_coupling;
+  torch::nn::Linear m_r0{nullptr}, m_r1{nullptr}, m_r2{nullptr}, m_r3{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<MessagePassing> make_mace(const LayerSpec& spec) {
+  return std::make_shared<Mace>(spec);
+}
+
+NodeState mace_forward_traced(MessagePassing& layer, const NodeState& in, const GraphBatch& batch,
+                              const EdgeGeometry& geometry, MaceTrace* trace) {
+  auto* mace = dynamic_cast<Mace*>(&layer);
+  if (!mace) throw Error("mace_forward_traced: the layer is not a MACE layer");
+  return mace->run(in, batch, geometry, trace);
+}
+
+}  // namespace ddgnn
