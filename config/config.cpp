@@ -424,6 +424,13 @@ class Resolver {
       m_config.warnings.push_back(arch + "equivariance = true changes nothing for " + model +
                                   ", whose features are invariant (EGNN, SchNet and PAINN are "
                                   "the equivariant models)");
+    if (find_path(root, arch + "enable_interatomic_potential")->get<bool>() &&
+        (model == "GIN" || model == "SAGE" || model == "MFC"))
+      m_config.warnings.push_back(
+          arch + "mpnn_type " + model +
+          " reads the graph but not the distances (as in HydraGNN): its energy is constant "
+          "between changes of neighbours, so its forces and stress are zero; for an "
+          "interatomic potential use SchNet, PAINN, MACE, DimeNet, EGNN, GAT, CGCNN or PNA");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>()) {
       double total = 0;
       for (const char* w :

@@ -45,10 +45,11 @@ std::vector<KeySpec> build_schema() {
   add(section("NeuralNetwork.Architecture", "The message-passing model and its output heads."));
   add(key(arch + "mpnn_type", T::kEnum, "message-passing layer type")
           .required()
-          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "MACE"})
-          .refuses({"GAT", "MFC", "SAGE", "DimeNet", "PNAPlus", "PNAEq"})
+          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "MACE", "DimeNet", "GAT",
+                   "SAGE", "MFC"})
+          .refuses({"PNAPlus", "PNAEq"})
           .with_hint("choose one of the models ddgnn implements: SchNet, EGNN, PAINN, CGCNN, GIN, "
-                     "PNA, MACE"));
+                     "PNA, MACE, DimeNet, GAT, SAGE, MFC"));
   add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
   add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
   add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å").required().gt(0));
@@ -148,13 +149,52 @@ std::vector<KeySpec> build_schema() {
           .def(0.0)
           .ge(0)
           .ddgnn_only());
-  add(key(arch + "num_gaussians", T::kInt, "SchNet: Gaussians expanding each distance")
+  add(key(arch + "num_gaussians", T::kInt, "SchNet and GAT: Gaussians expanding each distance")
           .def(50)
           .ge(1));
   add(key(arch + "num_filters", T::kInt, "SchNet: width of the continuous filters").def(128).ge(1));
   add(key(arch + "num_radial", T::kInt, "PAINN and MACE: radial basis functions per distance")
           .def(6)
           .ge(1));
+  add(key(arch + "heads", T::kInt,
+          "GAT: attention heads of each layer, averaged (HydraGNN fixes 6 and concatenates them "
+          "between layers)")
+          .def(6)
+          .ge(1)
+          .ddgnn_only());
+  add(key(arch + "negative_slope", T::kNumber,
+          "GAT: slope of the leaky ReLU in the attention logits (HydraGNN fixes 0.05)")
+          .def(0.05)
+          .ge(0)
+          .ddgnn_only());
+  add(key(arch + "max_degree", T::kInt,
+          "MFC: atoms with up to this many neighbours get weights of their own, the others "
+          "share those of max_degree (HydraGNN passes max_neighbours)")
+          .derived_default("max_neighbours")
+          .ge(1)
+          .ddgnn_only());
+  add(key(arch + "num_spherical", T::kInt,
+          "DimeNet: spherical harmonics of the angle (with num_radial Bessel functions each)")
+          .def(7)
+          .ge(2));
+  add(key(arch + "basis_emb_size", T::kInt, "DimeNet: width of the basis embedding").def(8).ge(1));
+  add(key(arch + "int_emb_size", T::kInt, "DimeNet: width of the triplet messages").def(64).ge(1));
+  add(key(arch + "out_emb_size", T::kInt, "DimeNet: width of the output block").def(256).ge(1));
+  add(key(arch + "num_before_skip", T::kInt,
+          "DimeNet: residual layers before the skip connection of each interaction")
+          .def(1)
+          .ge(0));
+  add(key(arch + "num_after_skip", T::kInt,
+          "DimeNet: residual layers after the skip connection of each interaction")
+          .def(2)
+          .ge(0));
+  add(key(arch + "max_triplets", T::kInt,
+          "DimeNet: the most triplets (pairs of edges through an atom) a batch may have; more "
+          "stops the run with a message instead of exhausting the memory (about 1 KB each at "
+          "int_emb_size 64)")
+          .def(20000000)
+          .ge(1)
+          .ddgnn_only());
   add(key(arch + "max_ell", T::kInt,
           "MACE: highest degree of the edges' spherical harmonics and of the messages")
           .def(3)

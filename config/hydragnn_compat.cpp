@@ -178,15 +178,11 @@ void check_edge_features(const json& value, const std::string& where) {
 
 void add_hydragnn_architecture_keys(std::vector<KeySpec>& s) {
   const std::string arch = "NeuralNetwork.Architecture.";
-  const std::string dimenet = "used only by DimeNet, which ddgnn does not implement";
   const std::string attention = "used only with global_attn_engine; any value";
   auto add = [&s](KeySpec spec) { s.push_back(std::move(spec)); };
   auto key = [&arch](const std::string& name, KeyType type, std::string description) {
     return make_key_spec(arch + name, type, std::move(description));
   };
-  for (const char* name : {"num_before_skip", "num_after_skip", "int_emb_size", "basis_emb_size",
-                           "out_emb_size", "num_spherical"})
-    add(key(name, T::kInt, dimenet).not_implemented_any_value());
   add(key("global_attn_engine", T::kString,
           "global attention next to the message-passing layers (GPS, EquivariantTransformer)")
           .not_implemented({""})

@@ -58,6 +58,10 @@ TrainSettings train_settings(const Config& c) {
   g.layer.num_gaussians = c.get<int64_t>(kArch + "num_gaussians");
   g.layer.num_filters = c.get<int64_t>(kArch + "num_filters");
   g.layer.num_radial = c.get<int64_t>(kArch + "num_radial");
+  g.layer.heads = c.get<int64_t>(kArch + "heads");
+  g.layer.negative_slope = c.get<double>(kArch + "negative_slope");
+  g.layer.max_degree =
+      get_or<int64_t>(c, kArch + "max_degree", c.get<int64_t>(kArch + "max_neighbours"));
   g.layer.equivariance = c.get<bool>(kArch + "equivariance");
   g.graph_pooling = parse_pooling(c.get<std::string>(kArch + "graph_pooling"));
   g.num_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.num_sharedlayers");
@@ -83,6 +87,14 @@ TrainSettings train_settings(const Config& c) {
   s.graph.smooth_cap = c.get<bool>(kArch + "smooth_neighbour_cap");
   g.layer.envelope.kind = parse_envelope(c.get<std::string>(kArch + "radial_envelope"));
   g.layer.envelope.p = c.get<int64_t>(kArch + "envelope_exponent");
+  g.layer.num_spherical = c.get<int64_t>(kArch + "num_spherical");
+  g.layer.basis_emb_size = c.get<int64_t>(kArch + "basis_emb_size");
+  g.layer.int_emb_size = c.get<int64_t>(kArch + "int_emb_size");
+  g.layer.out_emb_size = c.get<int64_t>(kArch + "out_emb_size");
+  g.layer.num_before_skip = c.get<int64_t>(kArch + "num_before_skip");
+  g.layer.num_after_skip = c.get<int64_t>(kArch + "num_after_skip");
+  g.layer.max_triplets = c.get<int64_t>(kArch + "max_triplets");
+  if (g.mpnn_type == "DimeNet") check_dimenet_spec(g.layer);
   g.layer.max_ell = c.get<int64_t>(kArch + "max_ell");
   g.layer.node_max_ell = c.get<int64_t>(kArch + "node_max_ell");
   g.layer.correlation = c.get<int64_t>(kArch + "correlation");
@@ -91,15 +103,15 @@ TrainSettings train_settings(const Config& c) {
   g.layer.avg_num_neighbors = get_or<double>(c, kArch + "avg_num_neighbors", 0.0);
   if (g.mpnn_type == "MACE") check_mace_spec(g.layer, /*require_avg_num_neighbors=*/false);
   // MACE's messages always end with its polynomial envelope (envelope_exponent).
-  const bool has_envelope =
-      g.mpnn_type == "SchNet" || g.mpnn_type == "PAINN" || g.mpnn_type == "MACE";
+  const bool has_envelope = g.mpnn_type == "SchNet" || g.mpnn_type == "PAINN" ||
+                            g.mpnn_type == "MACE" || g.mpnn_type == "GAT";
   if (s.graph.smooth_cap && !has_envelope)
     throw ConfigError(kArch + "smooth_neighbour_cap: " + g.mpnn_type +
                           " has no radial envelope to end at the farthest kept neighbour",
-                      "use it with mpnn_type SchNet, PAINN or MACE, or set it false");
+                      "use it with mpnn_type SchNet, PAINN, MACE or GAT, or set it false");
   if (g.layer.envelope.kind != Envelope::kCosine && !has_envelope)
     throw ConfigError(kArch + "radial_envelope: " + g.mpnn_type + " has no radial envelope",
-                      "use it with mpnn_type SchNet, PAINN or MACE, or leave it cosine");
+                      "use it with mpnn_type SchNet, PAINN, MACE or GAT, or leave it cosine");
 
   // Heads.
   const auto names = c.get<std::vector<std::string>>(kVars + "output_names");

@@ -78,6 +78,15 @@ Bf16Autocast::~Bf16Autocast() {
   set_autocast_dtype(m_device, m_was_dtype);
 }
 
+AutocastOff::AutocastOff(c10::DeviceType device)
+    : m_device(device), m_was_enabled(autocast_enabled(device)) {
+  if (m_was_enabled) set_autocast(device, false);
+}
+
+AutocastOff::~AutocastOff() {
+  if (m_was_enabled) set_autocast(m_device, true);
+}
+
 GenericKernels::GenericKernels() {
   g_generic_scopes.fetch_add(1, std::memory_order_relaxed);
 }

@@ -41,4 +41,19 @@ class Bf16Autocast {
   c10::ScalarType m_was_dtype = c10::ScalarType::Float;
 };
 
+// Suspends Bf16Autocast on `device` for a scope: a region whose products must stay in float32
+// (MACE's body-order products, whose bfloat16 rounding errors multiply). Inputs already in
+// bfloat16 must be cast by the caller.
+class AutocastOff {
+ public:
+  explicit AutocastOff(c10::DeviceType device);
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  c10::DeviceType m_device;
+  bool m_was_enabled;
+};
+
 }  // namespace ddgnn

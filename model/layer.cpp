@@ -23,6 +23,10 @@ std::map<std::string, LayerFactory>& registry() {
     builtin.emplace("GIN", make_gin);
     builtin.emplace("PNA", make_pna);
     builtin.emplace("MACE", make_mace);
+    builtin.emplace("DimeNet", make_dimenet);
+    builtin.emplace("GAT", make_gat);
+    builtin.emplace("SAGE", make_sage);
+    builtin.emplace("MFC", make_mfc);
     return builtin;
   }();
   return r;

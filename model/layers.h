@@ -25,5 +25,13 @@ std::shared_ptr<MessagePassing> make_gin(const LayerSpec& spec);
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec);
 // model/layers/mace.cpp: MACE (equivariant many-body, spherical-tensor features).
 std::shared_ptr<MessagePassing> make_mace(const LayerSpec& spec);
+// model/layers/dimenet.cpp: DimeNet++ (triplets of the radius graph, angular basis).
+std::shared_ptr<MessagePassing> make_dimenet(const LayerSpec& spec);
+// model/layers/gat.cpp: GAT (GATv2 attention, heads averaged, distances in the logits).
+std::shared_ptr<MessagePassing> make_gat(const LayerSpec& spec);
+// model/layers/sage.cpp: GraphSAGE (SAGEConv, mean aggregation).
+std::shared_ptr<MessagePassing> make_sage(const LayerSpec& spec);
+// model/layers/mfc.cpp: MFC (MFConv, degree-specific weights).
+std::shared_ptr<MessagePassing> make_mfc(const LayerSpec& spec);
 
 }  // namespace ddgnn

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -112,12 +113,22 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"envelope_exponent", s.layer.envelope.p},
           {"equivariance", s.layer.equivariance},
           {"pna_deg", s.layer.pna_deg},
+          {"num_spherical", s.layer.num_spherical},
+          {"basis_emb_size", s.layer.basis_emb_size},
+          {"int_emb_size", s.layer.int_emb_size},
+          {"out_emb_size", s.layer.out_emb_size},
+          {"num_before_skip", s.layer.num_before_skip},
+          {"num_after_skip", s.layer.num_after_skip},
+          {"max_triplets", s.layer.max_triplets},
           {"max_ell", s.layer.max_ell},
           {"node_max_ell", s.layer.node_max_ell},
           {"correlation", s.layer.correlation},
           {"radial_type", s.layer.radial_type},
           {"distance_transform", s.layer.distance_transform},
           {"avg_num_neighbors", s.layer.avg_num_neighbors},
+          {"attention_heads", s.layer.heads},
+          {"negative_slope", s.layer.negative_slope},
+          {"max_degree", s.layer.max_degree},
           {"num_conv_layers", s.num_conv_layers},
           {"max_z", s.max_z},
           {"graph_pooling", to_string(s.graph_pooling)},
@@ -147,12 +158,22 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.layer.envelope.p = j.value("envelope_exponent", int64_t(5));
     s.layer.equivariance = j.at("equivariance");
     s.layer.pna_deg = j.at("pna_deg").get<std::vector<int64_t>>();
+    s.layer.num_spherical = j.value("num_spherical", s.layer.num_spherical);
+    s.layer.basis_emb_size = j.value("basis_emb_size", s.layer.basis_emb_size);
+    s.layer.int_emb_size = j.value("int_emb_size", s.layer.int_emb_size);
+    s.layer.out_emb_size = j.value("out_emb_size", s.layer.out_emb_size);
+    s.layer.num_before_skip = j.value("num_before_skip", s.layer.num_before_skip);
+    s.layer.num_after_skip = j.value("num_after_skip", s.layer.num_after_skip);
+    s.layer.max_triplets = j.value("max_triplets", s.layer.max_triplets);
     s.layer.max_ell = j.value("max_ell", s.layer.max_ell);
     s.layer.node_max_ell = j.value("node_max_ell", s.layer.node_max_ell);
     s.layer.correlation = j.value("correlation", s.layer.correlation);
     s.layer.radial_type = j.value("radial_type", s.layer.radial_type);
     s.layer.distance_transform = j.value("distance_transform", s.layer.distance_transform);
     s.layer.avg_num_neighbors = j.value("avg_num_neighbors", s.layer.avg_num_neighbors);
+    s.layer.heads = j.value("attention_heads", s.layer.heads);
+    s.layer.negative_slope = j.value("negative_slope", s.layer.negative_slope);
+    s.layer.max_degree = j.value("max_degree", s.layer.max_degree);
     s.num_conv_layers = j.at("num_conv_layers");
     s.max_z = j.at("max_z");
     s.graph_pooling = parse_pooling(j.at("graph_pooling"));
@@ -247,6 +268,29 @@ void check_mace_spec(const LayerSpec& spec, bool require_avg_num_neighbors) {
                       "leave it out (the mean in-degree of the training set is used) or give "
                       "a positive number");
   if (spec.num_radial < 1) throw ConfigError("num_radial: MACE needs at least one radial function");
+  if (spec.envelope.p < 1) throw ConfigError("envelope_exponent: must be >= 1");
+}
+
+void check_dimenet_spec(const LayerSpec& spec) {
+  if (spec.num_spherical < 2)
+    throw ConfigError("num_spherical " + std::to_string(spec.num_spherical) +
+                          ": DimeNet's angular basis needs at least 2 spherical harmonics (the "
+                          "angle enters from degree 1)",
+                      "set NeuralNetwork.Architecture.num_spherical to 7 (DimeNet++'s) or at "
+                      "least 2");
+  const std::pair<const char*, int64_t> positive[] = {{"num_radial", spec.num_radial},
+                                                      {"basis_emb_size", spec.basis_emb_size},
+                                                      {"int_emb_size", spec.int_emb_size},
+                                                      {"out_emb_size", spec.out_emb_size},
+                                                      {"max_triplets", spec.max_triplets}};
+  for (const auto& [name, value] : positive)
+    if (value < 1)
+      throw ConfigError(std::string(name) + " " + std::to_string(value) +
+                        ": DimeNet needs it to be at least 1");
+  if (spec.num_before_skip < 0 || spec.num_after_skip < 0)
+    throw ConfigError(
+        "num_before_skip / num_after_skip: DimeNet's residual layers cannot be "
+        "negative in number");
   if (spec.envelope.p < 1) throw ConfigError("envelope_exponent: must be >= 1");
 }
 

@@ -60,6 +60,16 @@ struct LayerSpec {
   Envelope envelope;             // SchNet and PaiNN filters
   bool equivariance = false;     // EGNN: update positions-like vectors
   std::vector<int64_t> pna_deg;  // PNA: histogram of in-degrees of the training set
+  // DimeNet++ (HydraGNN's keys): spherical harmonics and Bessel functions per distance, widths of
+  // the basis embedding, the triplet messages and the output block, residual layers before and
+  // after the skip connection; and the most triplets a batch may have (memory).
+  int64_t num_spherical = 7;
+  int64_t basis_emb_size = 8;
+  int64_t int_emb_size = 64;
+  int64_t out_emb_size = 256;
+  int64_t num_before_skip = 1;
+  int64_t num_after_skip = 2;
+  int64_t max_triplets = 20000000;
   // MACE (HydraGNN's keys): degree of the edges' spherical harmonics and of the message irreps,
   // degree of the node features, body order of the product basis, radial basis
   // ("bessel" | "gaussian" | "chebyshev"), distance transform ("None"), and the divisor of the
@@ -71,9 +81,12 @@ struct LayerSpec {
   std::string radial_type = "bessel";
   std::string distance_transform = "None";
   double avg_num_neighbors = 1.0;
-  int64_t max_z = 118;      // largest atomic number (element-dependent weights)
-  int64_t num_layers = 1;   // message-passing layers of the trunk
-  int64_t layer_index = 0;  // position in the trunk (0-based); >= num_layers: a conv head
+  int64_t heads = 6;             // GAT: attention heads (HydraGNN's fixed 6), averaged
+  double negative_slope = 0.05;  // GAT: slope of the attention's leaky ReLU (HydraGNN's 0.05)
+  int64_t max_degree = 10;       // MFC: degrees with their own weights (HydraGNN: max_neighbours)
+  int64_t max_z = 118;           // largest atomic number (element-dependent weights)
+  int64_t num_layers = 1;        // message-passing layers of the trunk
+  int64_t layer_index = 0;       // position in the trunk (0-based); >= num_layers: a conv head
 };
 
 // Highest degree of MACE's spherical harmonics (max_ell).
@@ -82,6 +95,9 @@ constexpr int64_t kMaxMaceEll = 3;
 // 1..3, a known radial_type, distance_transform "None", avg_num_neighbors positive (or 0, "from
 // the training set", unless required). ConfigError naming the key and what to write otherwise.
 void check_mace_spec(const LayerSpec& spec, bool require_avg_num_neighbors);
+// DimeNet's keys in range: num_spherical >= 2, num_radial, the widths and max_triplets >= 1,
+// the residual counts >= 0; ConfigError naming the key and what to write otherwise.
+void check_dimenet_spec(const LayerSpec& spec);
 
 struct HeadSpec {
   enum Kind { kGraph, kNode };

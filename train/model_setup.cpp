@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "loader/elements.h"
 #include "loader/targets.h"
+#include "model/layers/dimenet.h"
 #include "model/precision.h"
 #include "train/collate.h"
 #include "train/run_log.h"
@@ -50,6 +51,23 @@ std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& s
     }
   });
   return hist;
+}
+
+// DimeNet: the most triplets per graph over (at most `max_graphs` graphs of) this rank's training
+// split, by blocks of 64 graphs (their mean, so that one dense graph in a block is not hidden).
+double max_triplets_per_graph(const TrainData& data, const ModelSetup& setup, int64_t max_graphs) {
+  double most = 0.0;
+  int64_t seen = 0;
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
+    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
+      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
+      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
+      seen += int64_t(ids.size());
+      const PreparedBatch b = prepare_batch(block, ids, setup);
+      most = std::max(most, double(dimenet_triplets(b.batch).kj.size(0)) / double(ids.size()));
+    }
+  });
+  return most;
 }
 
 }  // namespace
@@ -236,6 +254,22 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
                               setup.targets.heads, s.needs_forces(), s.e0s);
+  if (setup.spec.mpnn_type == "DimeNet") {  // the triplets' memory, before the first step
+    // Every rank checks its share of the training split; all stop if any share exceeds.
+    const double batch = max_triplets_per_graph(data, setup, 2000) * double(s.batch_size);
+    const bool over = batch > double(setup.spec.layer.max_triplets);
+    long double tally[2] = {over ? 1.0L : 0.0L, over ? (long double)batch : 0.0L};
+    sum(tally, 2);
+    if (tally[0] > 0)
+      throw ConfigError("DimeNet: batches of " + std::to_string(s.batch_size) + " graphs of " +
+                            "this training set have up to about " +
+                            std::to_string(int64_t(tally[1] / tally[0])) + " triplets, above " +
+                            "Architecture.max_triplets (" +
+                            std::to_string(setup.spec.layer.max_triplets) + ")",
+                        "lower Training.batch_size or Architecture.radius, or raise "
+                        "Architecture.max_triplets if the memory allows (about 1 KB per triplet "
+                        "at int_emb_size 64)");
+  }
   const bool fit_avg = setup.spec.mpnn_type == "MACE" && setup.spec.layer.avg_num_neighbors == 0.0;
   if (setup.spec.mpnn_type == "PNA" || fit_avg) {
     const std::vector<int64_t> local = degree_histogram(data, setup, 2000);

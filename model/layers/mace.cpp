@@ -10,7 +10,8 @@
 //     the sender, down of the receiver] gives one weight per path and channel; the weights are
 //     multiplied by the envelope once more (HydraGNN's are not, so its messages jump at the
 //     cutoff, the MLP of a zero basis not being zero).
-//  3. Messages: the tensor product of up(sender) (degrees l1 <= L_in) with Y(r_ij) (l2 <= max_ell)
+//  3. Messages: the tensor product (model/tensor_product.h) of up(sender) (degrees l1 <= L_in) with
+//  Y(r_ij) (l2 <= max_ell)
 //     into degrees l3 <= max_ell, channel by channel, on the paths with l1 + l2 + l3 even; summed
 //     over neighbours, divided by avg_num_neighbors, then a linear map per degree over paths and
 //     channels: A, degrees 0..max_ell.
@@ -34,10 +35,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/device.h"
 #include "model/irreps.h"
 #include "model/layers.h"
 #include "model/segment.h"
 #include "model/so3.h"
+#include "model/tensor_product.h"
 
 namespace ddgnn {
 
@@ -54,9 +57,12 @@ at::Tensor degree(const at::Tensor& x, int64_t l) {
   return x.narrow(1, l * l, 2 * l + 1);
 }
 
-// x [..., fan_in] @ w [fan_in, out] / sqrt(fan_in).
+// x [..., fan_in] @ w [fan_in, out] / sqrt(fan_in), as one 2-d matrix product (LibTorch's matmul
+// of a strided 3-d tensor can fall back to a batched product of tiny matrices).
 at::Tensor mix(const at::Tensor& x, const at::Tensor& w) {
-  return at::matmul(x, w) * (1.0 / std::sqrt(double(w.size(0))));
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(1);
+  return at::mm(x.reshape({-1, w.size(0)}), w).view(shape) * (1.0 / std::sqrt(double(w.size(0))));
 }
 
 // The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
@@ -66,11 +72,14 @@ at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
 }
 
 // Couples a [N, 2la+1, F] and b [N, 2lb+1, F] channel by channel: coupling [rows, (2la+1)(2lb+1)]
-// -> [N, rows, F].
+// -> [N, rows, F]. One matrix product over all atoms and channels ([N F, ab] [ab, rows]): a
+// product of the 2-d coupling with the 3-d outer product would run as N tiny batched products.
 at::Tensor couple(const at::Tensor& a, const at::Tensor& b, const at::Tensor& coupling) {
   const int64_t n = a.size(0), f = a.size(2);
-  const at::Tensor outer = (a.unsqueeze(2) * b.unsqueeze(1)).reshape({n, a.size(1) * b.size(1), f});
-  return at::matmul(coupling, outer);
+  const at::Tensor outer =
+      (a.unsqueeze(2) * b.unsqueeze(1)).reshape({n, a.size(1) * b.size(1), f});   // [N, ab, F]
+  const at::Tensor flat = outer.transpose(1, 2).reshape({n * f, outer.size(1)});  // [N F, ab]
+  return at::mm(flat, coupling.t()).view({n, f, coupling.size(0)}).transpose(1, 2);
 }
 
 // The real coupling of degrees la x lb into each of `outs`, stacked by rows:
@@ -127,33 +136,27 @@ class Mace : public MessagePassing {
             m_paths.push_back({l1, l2, l3, m_rows});
             m_rows += 2 * l3 + 1;
           }
-    // Per input degree l1 (its paths' rows are contiguous): the coupling of Y (rows of Y) with
-    // the 2l1+1 components of up(sender), [K_sh, rows of l1's paths x (2l1+1)], and each row's
-    // path (float64 buffers, converted to long at use).
-    const int64_t k_sh = irreps_dim(m_lsh);
-    for (int64_t l1 = 0; l1 <= m_lin; ++l1) {
-      int64_t first = -1, rows = 0;
-      for (const Path& q : m_paths)
-        if (q.l1 == l1) {
-          if (first < 0) first = q.row;
-          rows += 2 * q.l3 + 1;
-        }
-      at::Tensor c = at::zeros({k_sh, rows, 2 * l1 + 1}, at::kDouble);
-      std::vector<double> path_of_row;
-      for (size_t p = 0; p < m_paths.size(); ++p) {
-        const Path& q = m_paths[p];
-        if (q.l1 != l1) continue;
-        c.narrow(0, q.l2 * q.l2, 2 * q.l2 + 1)
-            .narrow(1, q.row - first, 2 * q.l3 + 1)
-            .copy_(coupling_tensor(q.l1, q.l2, q.l3).permute({1, 2, 0}));
-        path_of_row.insert(path_of_row.end(), size_t(2 * q.l3 + 1), double(p));
-      }
-      const std::string k = std::to_string(l1);
-      m_group_rows.push_back(rows);
-      m_group_coupling.push_back(
-          register_buffer("coupling" + k, c.view({k_sh, rows * (2 * l1 + 1)})));
-      m_group_path.push_back(register_buffer("path_of_row" + k, at::tensor(path_of_row)));
+    // The coupling of Y (rows of Y) with up(sender) (columns) into each path's rows,
+    // [K_sh, rows x K_in], and the pattern of the nonzero (row, column, path) of the product.
+    const int64_t k_sh = irreps_dim(m_lsh), k_in = irreps_dim(m_lin);
+    at::Tensor c = at::zeros({k_sh, m_rows, k_in}, at::kDouble);
+    m_pattern.I = m_rows;
+    m_pattern.J = k_in;
+    m_pattern.P = int64_t(m_paths.size());
+    for (size_t p = 0; p < m_paths.size(); ++p) {
+      const Path& q = m_paths[p];
+      const at::Tensor cg = coupling_tensor(q.l1, q.l2, q.l3);  // [a, b, c]
+      c.narrow(0, q.l2 * q.l2, 2 * q.l2 + 1)
+          .narrow(1, q.row, 2 * q.l3 + 1)
+          .narrow(2, q.l1 * q.l1, 2 * q.l1 + 1)
+          .copy_(cg.permute({1, 2, 0}));
+      const at::Tensor used = cg.abs().amax(1) > 1e-12;  // [a, c]: coupled through some b
+      for (int64_t ci = 0; ci < 2 * q.l3 + 1; ++ci)
+        for (int64_t ai = 0; ai < 2 * q.l1 + 1; ++ai)
+          if (used[ai][ci].item<bool>())
+            m_pattern.entries.push_back({q.row + ci, q.l1 * q.l1 + ai, int64_t(p)});
     }
+    m_coupling = register_buffer("coupling", c.view({k_sh, m_rows * k_in}));
     const int64_t n_paths = int64_t(m_paths.size());
     m_r0 = register_module("radial0", torch::nn::Linear(m_num_radial + 2 * f, f));
     m_r1 = register_module("radial1", torch::nn::Linear(f, f));
@@ -253,24 +256,13 @@ class Mace : public MessagePassing {
 
     // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
     const at::Tensor y = spherical_harmonics(geometry.unit(), m_lsh);  // [E, K_sh]
-    // Per input degree l1: sum over its components a of (Y C)[e, row, a] up_a(sender)[e, f],
-    // as 2l1+1 broadcast products (a batched matmul of E tiny matrices costs far more on the
-    // CPU), times each row's path weight.
-    const at::Tensor up_j = gather_rows(up, send);  // [E, K_in, F]
-    std::vector<at::Tensor> msgs;
-    for (int64_t l1 = 0; l1 <= m_lin; ++l1) {
-      const int64_t rows = m_group_rows[size_t(l1)];
-      const at::Tensor yc =
-          at::matmul(y, like(m_group_coupling[size_t(l1)], y)).view({e, rows, 2 * l1 + 1});
-      at::Tensor m;
-      for (int64_t a = 0; a < 2 * l1 + 1; ++a) {
-        const at::Tensor t = yc.narrow(2, a, 1) * up_j.narrow(1, l1 * l1 + a, 1);
-        m = m.defined() ? m + t : t;
-      }
-      msgs.push_back(m * weights.index_select(1, m_group_path[size_t(l1)].to(at::kLong)));
-    }
-    const at::Tensor msg = msgs.size() == 1 ? msgs[0] : at::cat(msgs, 1);  // [E, rows, F]
-    const at::Tensor summed = scatter_sum(msg.reshape({e, m_rows * f}), recv).view({n, m_rows, f});
+    // Summed over receivers by the fused tensor-product kernel (model/tensor_product.h): no
+    // [E, rows, F] intermediate.
+    const at::Tensor yc = at::matmul(y, like(m_coupling, y)).view({e, m_rows, k_in});
+    // Under bf16 autocast the linear maps run in bfloat16; the tensor product runs in float32.
+    const auto dt = in.inv.scalar_type() == at::kBFloat16 ? at::kFloat : in.inv.scalar_type();
+    const at::Tensor summed =
+        tp_message(yc.to(dt), weights.to(dt), up.to(dt), m_pattern, send, recv);  // [N, rows, F]
     blocks.clear();
     for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
       std::vector<at::Tensor> per_path;
@@ -278,9 +270,12 @@ class Mace : public MessagePassing {
         if (q.l3 == l3) per_path.push_back(summed.narrow(1, q.row, 2 * l3 + 1));
       blocks.push_back(mix(at::cat(per_path, 2), m_w_msg[size_t(l3)]));
     }
-    const at::Tensor a = at::cat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
+    const at::Tensor a_in = at::cat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
 
-    // 4. Product basis.
+    // 4. Product basis, in float32 under bf16 autocast (products of up to three bfloat16
+    // factors lose too much).
+    const AutocastOff float32(a_in.device().type());
+    const at::Tensor a = a_in.scalar_type() == at::kBFloat16 ? a_in.to(at::kFloat) : a_in;
     std::vector<std::vector<at::Tensor>> terms(size_t(m_lout + 1));
     for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l) terms[size_t(l)].push_back(degree(a, l));
     std::vector<at::Tensor> pair_out;
@@ -358,8 +353,8 @@ class Mace : public MessagePassing {
   std::string m_radial_type;
   std::vector<at::Tensor> m_w_up, m_w_sc, m_w_msg, m_w_elem, m_w_prod;
   at::Tensor m_w_down, m_w_read;
-  std::vector<int64_t> m_group_rows;
-  std::vector<at::Tensor> m_group_coupling, m_group_path;
+  at::Tensor m_coupling;
+  CouplingPattern m_pattern;
   std::vector<Path> m_paths;
   int64_t m_rows = 0;
   std::vector<PairProduct> m_pairs;

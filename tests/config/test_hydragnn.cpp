@@ -299,5 +299,19 @@ TEST(HydraGnnConfig, MaceKeysAreReadAndCheckedBeforeTraining) {
   EXPECT_HAS(with("avg_num_neighbors", 0), "avg_num_neighbors");
 }
 
+TEST(HydraGnnConfig, AnInteratomicPotentialOfAGraphOnlyModelIsAWarning) {
+  json raw = minimal();
+  arch(raw)["enable_interatomic_potential"] = true;
+  voi(raw)["type"] = json::array({"node"});
+  for (const char* model : {"SAGE", "MFC", "GIN"}) {
+    arch(raw)["mpnn_type"] = model;
+    const Config c = resolve(raw);
+    ASSERT_EQ(c.warnings.size(), 1u) << model;
+    EXPECT_HAS(c.warnings[0], "forces and stress are zero");
+  }
+  arch(raw)["mpnn_type"] = "GAT";
+  EXPECT_TRUE(resolve(raw).warnings.empty());
+}
+
 }  // namespace
 }  // namespace ddgnn

@@ -1,0 +1,292 @@
+// DimeNet++ (Gasteiger et al. 2020) as HydraGNN's DIMEStack builds a layer from PyTorch Geometric's
+// blocks: Linear(F, F) on the atoms; the embedding block (edge message m_ji = act(W [x_i, x_j,
+// act(W_rbf rbf_ji)])); the interaction block (InteractionPPBlock: messages of the edges kj into
+// j, times the radial basis, projected down to int_emb_size, times the spherical basis of each
+// triplet k -> j -> i, summed into ji, projected up, then residual layers num_before_skip, a skip
+// connection and num_after_skip); the output block (OutputPPBlock: messages times a radial filter
+// summed into their receivers, up to out_emb_size, one hidden layer, down to F). SiLU inside.
+// Bases (PyG's): rbf_n(d) = u(d/rc) sin(f_n d/rc) with trainable f_n (n pi at start) and
+// u(x) = (1 + a x^p + b x^(p+1) + c x^(p+2)) / x the envelope of order p = envelope_exponent + 1;
+// sbf_ln = u(d_kj/rc) N_ln j_l(z_ln d_kj/rc) sqrt((2l+1)/4pi) P_l(cos angle), z_ln the n-th zero
+// of the spherical Bessel function j_l and N_ln = sqrt(2)/|j_(l+1)(z_ln)| (unit norm with weight
+// x^2 on [0, 1]); the angle at i between j and k. Differences from HydraGNN: each layer has its own
+// radial frequencies (HydraGNN's stack shares one basis); a triplet is dropped only when kj is
+// ji's reverse, not whenever k is the atom i (which would drop i's own periodic images in cells
+// smaller than twice the cutoff); the angle enters through its cosine (no atan2, whose gradient
+// is singular for collinear atoms); the Bessel functions are evaluated in float64.
+#include "model/layers/dimenet.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/layers.h"
+#include "model/segment.h"
+
+namespace ddgnn {
+
+namespace {
+
+// Below l + 1 the power series of j_l, above it the upward recurrence from j_0 and j_1 (which
+// loses about 2l digits as x goes to 0; the series' terms stay below e^(x^2 / (4l + 6)) there).
+double series_limit(int l) {
+  return l + 1.0;
+}
+
+// j_l(x) = x^l / (2l+1)!! sum_k (-x^2/2)^k / (k! (2l+3)(2l+5)...(2l+2k+1)): T a double or tensor.
+template <class T>
+T bessel_series(int l, const T& x) {
+  double dfact = 1.0;
+  for (int k = 1; k <= 2 * l + 1; k += 2) dfact *= k;
+  const T x2 = x * x * (-0.5);
+  T term = x * 0.0 + 1.0, sum = x * 0.0 + 1.0;
+  for (int k = 1; k <= 40; ++k) {
+    term = term * x2 * (1.0 / (k * (2.0 * l + 2 * k + 1)));
+    sum = sum + term;
+  }
+  T p = x * 0.0 + 1.0;
+  for (int k = 0; k < l; ++k) p = p * x;
+  return p * sum * (1.0 / dfact);
+}
+
+double sin_of(double x) {
+  return std::sin(x);
+}
+double cos_of(double x) {
+  return std::cos(x);
+}
+at::Tensor sin_of(const at::Tensor& x) {
+  return at::sin(x);
+}
+at::Tensor cos_of(const at::Tensor& x) {
+  return at::cos(x);
+}
+
+template <class T>
+T bessel_recurrence(int l, const T& x) {
+  T jm = sin_of(x) / x;
+  if (l == 0) return jm;
+  T j = sin_of(x) / (x * x) - cos_of(x) / x;
+  for (int k = 1; k < l; ++k) {
+    T next = j * (2.0 * k + 1) / x - jm;
+    jm = j;
+    j = next;
+  }
+  return j;
+}
+
+// j_l of a float64 tensor of positive arguments, differentiable: each branch on its own clamped
+// arguments (so neither is evaluated where it is inaccurate or infinite), joined by where.
+at::Tensor spherical_bessel_tensor(int l, const at::Tensor& x) {
+  const double limit = series_limit(l);
+  return at::where(x < limit, bessel_series(l, at::clamp_max(x, limit)),
+                   bessel_recurrence(l, at::clamp_min(x, limit)));
+}
+
+}  // namespace
+
+double spherical_bessel(int l, double x) {
+  return x < series_limit(l) ? bessel_series(l, x) : bessel_recurrence(l, x);
+}
+
+std::vector<double> spherical_bessel_zeros(int l, int n) {
+  // Zeros of j_0 are k pi; those of j_l interlace those of j_(l-1): the k-th lies between its
+  // k-th and (k+1)-th. Bisection in each bracket.
+  std::vector<double> z(size_t(n + l));
+  for (int k = 0; k < n + l; ++k) z[size_t(k)] = (k + 1) * M_PI;
+  for (int order = 1; order <= l; ++order) {
+    std::vector<double> next(size_t(n + l - order));
+    for (size_t k = 0; k < next.size(); ++k) {
+      double a = z[k], b = z[k + 1];
+      double fa = spherical_bessel(order, a);
+      for (int it = 0; it < 200 && b - a > 1e-15 * b; ++it) {
+        const double m = 0.5 * (a + b), fm = spherical_bessel(order, m);
+        if ((fm < 0) == (fa < 0)) {
+          a = m;
+          fa = fm;
+        } else {
+          b = m;
+        }
+      }
+      next[k] = 0.5 * (a + b);
+    }
+    z = std::move(next);
+  }
+  z.resize(size_t(n));
+  return z;
+}
+
+Triplets dimenet_triplets(const GraphBatch& batch) {
+  const SegmentIndex& recv = *batch.receivers;
+  const at::Tensor& send = batch.senders->index;  // [E]
+  const int64_t n = recv.n_rows;
+  const auto opts = send.options();
+  const at::Tensor deg = recv.ptr.narrow(0, 1, n) - recv.ptr.narrow(0, 0, n);  // [N] in-degree
+  const at::Tensor count = deg.index_select(0, send);  // [E] edges into each edge's sender
+  const at::Tensor edges = at::arange(send.size(0), opts);
+  const at::Tensor ji = at::repeat_interleave(edges, count);
+  const at::Tensor first = at::cumsum(count, 0) - count;  // each ji's first triplet
+  const at::Tensor local = at::arange(ji.size(0), opts) - first.index_select(0, ji);
+  const at::Tensor pos = recv.ptr.index_select(0, send.index_select(0, ji)) + local;
+  const at::Tensor kj = recv.order.defined() ? recv.order.index_select(0, pos) : pos;
+  // kj is ji's reverse when k = i and its shift is the opposite one (the same image).
+  const at::Tensor reverse =
+      send.index_select(0, kj).eq(recv.index.index_select(0, ji)) &
+      batch.edge_shift.index_select(0, kj).eq(-batch.edge_shift.index_select(0, ji)).all(1);
+  const at::Tensor keep = at::logical_not(reverse).nonzero().view({-1});
+  return {kj.index_select(0, keep), ji.index_select(0, keep)};
+}
+
+namespace {
+
+class DimeNet : public MessagePassing {
+ public:
+  explicit DimeNet(const LayerSpec& spec)
+      : m_f(spec.hidden_dim),
+        m_r(spec.num_radial),
+        m_s(spec.num_spherical),
+        m_p(spec.envelope.p + 1),
+        m_rc(spec.radius),
+        m_max_triplets(spec.max_triplets),
+        m_before(spec.num_before_skip),
+        m_after(spec.num_after_skip) {
+    check_dimenet_spec(spec);
+    const int64_t f = m_f, r = m_r, s = m_s, b = spec.basis_emb_size, i = spec.int_emb_size,
+                  o = spec.out_emb_size;
+    m_freq = register_parameter("freq", at::arange(1, r + 1, at::kFloat) * M_PI);
+    std::vector<double> zeros, norms;
+    for (int l = 0; l < s; ++l)
+      for (double z : spherical_bessel_zeros(l, int(r))) {
+        zeros.push_back(z);
+        norms.push_back(std::sqrt(2.0) / std::abs(spherical_bessel(l + 1, z)));
+      }
+    // [S R] float64 constants, not buffers: a module's to(float) would round them.
+    m_zeros = at::tensor(zeros);
+    m_norms = at::tensor(norms);
+    auto lin = [&](const std::string& name, int64_t in, int64_t out, bool bias = true) {
+      return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
+    };
+    m_lin = lin("lin", f, f);
+    m_emb_rbf = lin("emb_rbf", r, f);
+    m_emb = lin("emb", 3 * f, f);
+    m_rbf1 = lin("int_rbf1", r, b, false);
+    m_rbf2 = lin("int_rbf2", b, f, false);
+    m_sbf1 = lin("int_sbf1", s * r, b, false);
+    m_sbf2 = lin("int_sbf2", b, i, false);
+    m_kj = lin("int_kj", f, f);
+    m_ji = lin("int_ji", f, f);
+    m_down = lin("int_down", f, i, false);
+    m_up = lin("int_up", i, f, false);
+    m_skip = lin("int_skip", f, f);
+    for (int64_t k = 0; k < 2 * (m_before + m_after); ++k)
+      m_residual.push_back(lin("int_res" + std::to_string(k), f, f));
+    m_out_rbf = lin("out_rbf", r, f, false);
+    m_out_up = lin("out_up", f, o, false);
+    m_out_hidden = lin("out_hidden", o, o);
+    m_out = lin("out", o, f, false);
+  }
+
+  NodeState forward(const NodeState& in, const GraphBatch& batch,
+                    const EdgeGeometry& geometry) override {
+    const Triplets t = dimenet_triplets(batch);
+    const int64_t n_triplets = t.kj.size(0), e = geometry.len().size(0);
+    if (n_triplets > m_max_triplets)
+      throw DataError("DimeNet: a batch of " + std::to_string(batch.n_graphs) + " graphs has " +
+                          std::to_string(n_triplets) +
+                          " triplets, above Architecture.max_triplets (" +
+                          std::to_string(m_max_triplets) + ")",
+                      "lower Training.batch_size or Architecture.radius, or raise max_triplets "
+                      "if the memory allows (about 1 KB per triplet for F = 64)");
+    const SegmentIndex &send = *batch.senders, &recv = *batch.receivers;
+
+    // Bases, in float64 then the model's dtype.
+    const at::Tensor d = geometry.len().to(at::kDouble) * (1.0 / m_rc);  // [E] in (0, 1)
+    const double p = double(m_p), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2), c = -p * (p + 1) / 2;
+    const at::Tensor dp = at::pow(d, p);
+    const at::Tensor u = (1.0 + a * dp + b * dp * d + c * dp * d * d) / d;  // [E]
+    const auto dtype = in.inv.scalar_type();
+    const at::Tensor rbf =
+        (u.unsqueeze(1) * at::sin(m_freq.to(at::kDouble) * d.unsqueeze(1))).to(dtype);  // [E, R]
+    const at::Tensor sbf = spherical_basis(geometry, t, d, u).to(dtype);                // [T, S R]
+
+    // Layer input, embedding block: edge messages [E, F].
+    const at::Tensor x = m_lin(in.inv);
+    const at::Tensor m = at::silu(
+        m_emb(at::cat({gather_rows(x, recv), gather_rows(x, send), at::silu(m_emb_rbf(rbf))}, 1)));
+
+    // Interaction block.
+    const at::Tensor into_i = at::silu(m_ji(m));
+    at::Tensor from_k = at::silu(m_kj(m)) * m_rbf2(m_rbf1(rbf));
+    from_k = at::silu(m_down(from_k));                            // [E, I]
+    from_k = from_k.index_select(0, t.kj) * m_sbf2(m_sbf1(sbf));  // [T, I]
+    from_k = at::silu(m_up(
+        at::zeros({e, from_k.size(1)}, from_k.options()).index_add(0, t.ji, from_k)));  // [E, F]
+    at::Tensor h = into_i + from_k;
+    size_t k = 0;
+    for (int64_t r = 0; r < m_before; ++r, k += 2) h = residual(h, k);
+    h = at::silu(m_skip(h)) + m;
+    for (int64_t r = 0; r < m_after; ++r, k += 2) h = residual(h, k);
+
+    // Output block: node features [N, F].
+    at::Tensor y = scatter_sum(m_out_rbf(rbf) * h, recv);
+    y = at::silu(m_out_hidden(m_out_up(y)));
+    NodeState out;
+    out.inv = m_out(y);
+    return out;
+  }
+
+ private:
+  at::Tensor residual(const at::Tensor& h, size_t k) {
+    return h + at::silu(m_residual[k + 1]->forward(at::silu(m_residual[k]->forward(h))));
+  }
+
+  // [T, S R]: the radial part of edge kj times the angular part of each triplet.
+  at::Tensor spherical_basis(const EdgeGeometry& g, const Triplets& t, const at::Tensor& d,
+                             const at::Tensor& u) const {
+    const int64_t s = m_s, r = m_r;
+    const at::Tensor arg = d.unsqueeze(1) * m_zeros.to(d.device()).unsqueeze(0);  // [E, S R]
+    std::vector<at::Tensor> radial;  // j_l on each block of R columns (the zeros of j_l)
+    for (int64_t l = 0; l < s; ++l)
+      radial.push_back(spherical_bessel_tensor(int(l), arg.narrow(1, l * r, r)));
+    const at::Tensor rad =
+        at::cat(radial, 1) * m_norms.to(d.device()).unsqueeze(0) * u.unsqueeze(1);  // [E, S R]
+    // cos of the angle at i between r_ij and r_ik = r_kj + r_ij (both from i).
+    const at::Tensor v_ji = g.vec().index_select(0, t.ji).to(at::kDouble);
+    const at::Tensor v_ki = g.vec().index_select(0, t.kj).to(at::kDouble) + v_ji;
+    const at::Tensor cosine =
+        (v_ji * v_ki).sum(1) / at::sqrt((v_ji * v_ji).sum(1) * (v_ki * v_ki).sum(1));  // [T]
+    std::vector<at::Tensor> legendre = {at::ones_like(cosine), cosine};
+    for (int64_t l = 1; l + 1 < s; ++l)
+      legendre.push_back(((2.0 * double(l) + 1.0) * cosine * legendre.back() -
+                          double(l) * legendre[size_t(l - 1)]) /
+                         double(l + 1));
+    std::vector<at::Tensor> angular;
+    for (int64_t l = 0; l < s; ++l)
+      angular.push_back(legendre[size_t(l)] * std::sqrt((2.0 * double(l) + 1.0) / (4.0 * M_PI)));
+    const at::Tensor ang = at::stack(angular, 1);  // [T, S]
+    return (rad.index_select(0, t.kj).view({-1, s, r}) * ang.unsqueeze(2)).view({-1, s * r});
+  }
+
+  int64_t m_f, m_r, m_s, m_p;
+  double m_rc;
+  int64_t m_max_triplets, m_before, m_after;
+  at::Tensor m_freq, m_zeros, m_norms;
+  torch::nn::Linear m_lin{nullptr}, m_emb_rbf{nullptr}, m_emb{nullptr}, m_rbf1{nullptr},
+      m_rbf2{nullptr}, m_sbf1{nullptr}, m_sbf2{nullptr}, m_kj{nullptr}, m_ji{nullptr},
+      m_down{nullptr}, m_up{nullptr}, m_skip{nullptr}, m_out_rbf{nullptr}, m_out_up{nullptr},
+      m_out_hidden{nullptr}, m_out{nullptr};
+  std::vector<torch::nn::Linear> m_residual;
+};
+
+}  // namespace
+
+std::shared_ptr<MessagePassing> make_dimenet(const LayerSpec& spec) {
+  return std::make_shared<DimeNet>(spec);
+}
+
+}  // namespace ddgnn

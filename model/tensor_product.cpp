@@ -1,0 +1,410 @@
+// The tensor-product message family of model/tensor_product.h: fused CPU kernels (loops over
+// edges, F innermost, no [E, rows, F] intermediate) as autograd functions whose backward passes
+// call each other, and the ATen versions that run off the CPU.
+#include "model/tensor_product.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/device.h"
+#include "model/segment_generic.h"
+
+namespace ddgnn {
+
+CouplingPattern CouplingPattern::transposed() const {
+  CouplingPattern t;
+  t.I = J;
+  t.J = I;
+  t.P = P;
+  t.entries.reserve(entries.size());
+  for (const auto& [i, j, p] : entries) t.entries.push_back({j, i, p});
+  return t;
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Throws unless every entry is in range and no (i, j) repeats.
+void check_pattern(const CouplingPattern& c, const char* op) {
+  if (c.I < 0 || c.J < 0 || c.P < 0)
+    throw Error(std::string(op) + ": coupling pattern with negative dimensions");
+  std::vector<char> seen(size_t(c.I * c.J), 0);
+  for (const auto& [i, j, p] : c.entries) {
+    if (i < 0 || i >= c.I || j < 0 || j >= c.J || p < 0 || p >= c.P)
+      throw Error(std::string(op) + ": coupling entry (" + std::to_string(i) + ", " +
+                  std::to_string(j) + ", " + std::to_string(p) +
+                  ") outside I=" + std::to_string(c.I) + ", J=" + std::to_string(c.J) +
+                  ", P=" + std::to_string(c.P));
+    if (seen[size_t(i * c.J + j)]++)
+      throw Error(std::string(op) + ": coupling entry (" + std::to_string(i) + ", " +
+                  std::to_string(j) + ") appears twice");
+  }
+}
+
+// Throws unless t is [rows, a, b] (a or b < 0: any size).
+void check_shape(const at::Tensor& t, int64_t rows, int64_t a, int64_t b, const char* op,
+                 const char* name) {
+  if (t.dim() != 3 || t.size(0) != rows || (a >= 0 && t.size(1) != a) || (b >= 0 && t.size(2) != b))
+    throw Error(std::string(op) + ": " + name + " has shape " + std::to_string(t.dim()) + "-D " +
+                c10::str(t.sizes()) + ", expected [" + std::to_string(rows) + ", " +
+                (a >= 0 ? std::to_string(a) : "*") + ", " + (b >= 0 ? std::to_string(b) : "*") +
+                "]");
+}
+
+// Throws unless src and dst map the e edges and the three tensors share a dtype and a device.
+void check_maps(const SegmentIndex& src, const SegmentIndex& dst, int64_t e, const at::Tensor& a,
+                const at::Tensor& b, const at::Tensor& c, const char* op) {
+  if (src.index.numel() != e || dst.index.numel() != e)
+    throw Error(std::string(op) + ": src and dst must map the " + std::to_string(e) + " edges");
+  if (a.scalar_type() != b.scalar_type() || a.scalar_type() != c.scalar_type() ||
+      a.device() != b.device() || a.device() != c.device())
+    throw Error(std::string(op) + ": the three tensors must share one dtype and one device");
+}
+
+// The pattern as the kernels and autograd contexts keep it: entries [n, 3] int64 on the CPU.
+struct Coupling {
+  int64_t I = 0, J = 0, P = 0;
+  at::Tensor entries;
+
+  int64_t size() const { return entries.size(0); }
+  const int64_t* data() const { return entries.data_ptr<int64_t>(); }
+  Coupling transposed() const {
+    at::Tensor t = at::stack({entries.select(1, 1), entries.select(1, 0), entries.select(1, 2)}, 1);
+    return {J, I, P, t};
+  }
+};
+
+Coupling make_coupling(const CouplingPattern& c) {
+  at::Tensor entries = at::empty({int64_t(c.entries.size()), 3}, at::kLong);
+  int64_t* ep = entries.data_ptr<int64_t>();
+  for (const auto& e : c.entries)
+    for (int64_t k = 0; k < 3; ++k) *ep++ = e[size_t(k)];
+  return {c.I, c.J, c.P, entries};
+}
+
+void save_coupling(AutogradContext* ctx, const Coupling& c, const SegmentIndex* src,
+                   const SegmentIndex* dst) {
+  ctx->saved_data["I"] = c.I;
+  ctx->saved_data["J"] = c.J;
+  ctx->saved_data["P"] = c.P;
+  ctx->saved_data["entries"] = c.entries;
+  ctx->saved_data["src"] = reinterpret_cast<int64_t>(src);
+  ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+}
+
+Coupling saved_coupling(AutogradContext* ctx) {
+  return {ctx->saved_data["I"].toInt(), ctx->saved_data["J"].toInt(), ctx->saved_data["P"].toInt(),
+          ctx->saved_data["entries"].toTensor()};
+}
+
+// Pointer to a SegmentIndex kept in an autograd context (the batch owns the index).
+const SegmentIndex* saved_index(AutogradContext* ctx, const char* key) {
+  return reinterpret_cast<const SegmentIndex*>(ctx->saved_data[key].toInt());
+}
+
+// tp_message without autograd: each edge's products added straight into out[dst(e)], edges in
+// their own order (W and G, the large operands, are read sequentially).
+at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const at::Tensor& x_in,
+                          const Coupling& c, const SegmentIndex& src, const SegmentIndex& dst) {
+  const at::Tensor g = g_in.contiguous(), w = w_in.contiguous(), x = x_in.contiguous();
+  const int64_t e_count = g.size(0), f = w.size(2), n = c.size();
+  const int64_t ni = c.I, nj = c.J, np = c.P;
+  at::Tensor out = at::zeros({dst.n_rows, ni, f}, x.options());
+  if (e_count == 0 || f == 0 || n == 0) return out;
+  const int64_t* from = src.index.data_ptr<int64_t>();
+  const int64_t* to = dst.index.data_ptr<int64_t>();
+  const int64_t* ent = c.data();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_message", [&] {
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    const scalar_t* wp = w.data_ptr<scalar_t>();
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* ge = gp + e * ni * nj;
+      const scalar_t* we = wp + e * np * f;
+      const scalar_t* xe = xp + from[e] * nj * f;
+      scalar_t* oe = op + to[e] * ni * f;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
+        const scalar_t coef = ge[i * nj + j];
+        scalar_t* __restrict__ o = oe + i * f;
+        const scalar_t* __restrict__ ws = we + p * f;
+        const scalar_t* __restrict__ xs = xe + j * f;
+        for (int64_t q = 0; q < f; ++q) o[q] += coef * ws[q] * xs[q];
+      }
+    }
+  });
+  return out;
+}
+
+// tp_weight_grad without autograd.
+at::Tensor tp_weight_grad_raw(const at::Tensor& g_in, const at::Tensor& x_in,
+                              const at::Tensor& y_in, const Coupling& c, const SegmentIndex& src,
+                              const SegmentIndex& dst) {
+  const at::Tensor g = g_in.contiguous(), x = x_in.contiguous(), y = y_in.contiguous();
+  const int64_t e_count = g.size(0), f = x.size(2), n = c.size();
+  const int64_t ni = c.I, nj = c.J, np = c.P;
+  at::Tensor out = at::zeros({e_count, np, f}, x.options());
+  if (e_count == 0 || f == 0 || n == 0) return out;
+  const int64_t* from = src.index.data_ptr<int64_t>();
+  const int64_t* to = dst.index.data_ptr<int64_t>();
+  const int64_t* ent = c.data();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_weight_grad", [&] {
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* ge = gp + e * ni * nj;
+      const scalar_t* xe = xp + from[e] * nj * f;
+      const scalar_t* ye = yp + to[e] * ni * f;
+      scalar_t* oe = op + e * np * f;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
+        const scalar_t coef = ge[i * nj + j];
+        scalar_t* __restrict__ o = oe + p * f;
+        const scalar_t* __restrict__ xs = xe + j * f;
+        const scalar_t* __restrict__ ys = ye + i * f;
+        for (int64_t q = 0; q < f; ++q) o[q] += coef * xs[q] * ys[q];
+      }
+    }
+  });
+  return out;
+}
+
+// tp_coupling_grad without autograd. The sum over f runs in kLanes interleaved partial sums (so
+// that it vectorises without reassociation flags).
+at::Tensor tp_coupling_grad_raw(const at::Tensor& w_in, const at::Tensor& x_in,
+                                const at::Tensor& y_in, const Coupling& c, const SegmentIndex& src,
+                                const SegmentIndex& dst) {
+  const at::Tensor w = w_in.contiguous(), x = x_in.contiguous(), y = y_in.contiguous();
+  const int64_t e_count = w.size(0), f = w.size(2), n = c.size();
+  const int64_t ni = c.I, nj = c.J, np = c.P;
+  at::Tensor out = at::zeros({e_count, ni, nj}, x.options());
+  if (e_count == 0 || n == 0) return out;
+  const int64_t* from = src.index.data_ptr<int64_t>();
+  const int64_t* to = dst.index.data_ptr<int64_t>();
+  const int64_t* ent = c.data();
+  constexpr int64_t kLanes = 8;
+  const int64_t f_lanes = f - f % kLanes;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_coupling_grad", [&] {
+    const scalar_t* wp = w.data_ptr<scalar_t>();
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    for (int64_t e = 0; e < e_count; ++e) {
+      const scalar_t* we = wp + e * np * f;
+      const scalar_t* xe = xp + from[e] * nj * f;
+      const scalar_t* ye = yp + to[e] * ni * f;
+      scalar_t* oe = op + e * ni * nj;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
+        const scalar_t* __restrict__ ws = we + p * f;
+        const scalar_t* __restrict__ xs = xe + j * f;
+        const scalar_t* __restrict__ ys = ye + i * f;
+        scalar_t lane[kLanes] = {};
+        for (int64_t q = 0; q < f_lanes; q += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) lane[l] += ws[q + l] * xs[q + l] * ys[q + l];
+        scalar_t acc = 0;
+        for (int64_t q = f_lanes; q < f; ++q) acc += ws[q] * xs[q] * ys[q];
+        for (int64_t l = 0; l < kLanes; ++l) acc += lane[l];
+        oe[i * nj + j] = acc;
+      }
+    }
+  });
+  return out;
+}
+
+struct TpWeightGrad;
+struct TpCouplingGrad;
+
+struct TpMessage : public torch::autograd::Function<TpMessage> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& w,
+                            const at::Tensor& x, const Coupling* c, const SegmentIndex* src,
+                            const SegmentIndex* dst) {
+    save_coupling(ctx, *c, src, dst);
+    ctx->save_for_backward({g, w, x});
+    return tp_message_raw(g, w, x, *c, *src, *dst);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+struct TpWeightGrad : public torch::autograd::Function<TpWeightGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& x,
+                            const at::Tensor& y, const Coupling* c, const SegmentIndex* src,
+                            const SegmentIndex* dst) {
+    save_coupling(ctx, *c, src, dst);
+    ctx->save_for_backward({g, x, y});
+    return tp_weight_grad_raw(g, x, y, *c, *src, *dst);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+struct TpCouplingGrad : public torch::autograd::Function<TpCouplingGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& x,
+                            const at::Tensor& y, const Coupling* c, const SegmentIndex* src,
+                            const SegmentIndex* dst) {
+    save_coupling(ctx, *c, src, dst);
+    ctx->save_for_backward({w, x, y});
+    return tp_coupling_grad_raw(w, x, y, *c, *src, *dst);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad);
+};
+
+variable_list TpMessage::backward(AutogradContext* ctx, variable_list grad) {
+  const auto saved = ctx->get_saved_variables();
+  const Coupling c = saved_coupling(ctx);
+  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const at::Tensor &g = saved[0], &w = saved[1], &x = saved[2], &gout = grad[0];
+  at::Tensor dg, dw, dx;
+  if (ctx->needs_input_grad(0)) dg = TpCouplingGrad::apply(w, x, gout, &c, src, dst);
+  if (ctx->needs_input_grad(1)) dw = TpWeightGrad::apply(g, x, gout, &c, src, dst);
+  if (ctx->needs_input_grad(2)) {
+    const Coupling ct = c.transposed();
+    dx = TpMessage::apply(g.transpose(1, 2), w, gout, &ct, dst, src);
+  }
+  return {dg, dw, dx, at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+variable_list TpWeightGrad::backward(AutogradContext* ctx, variable_list grad) {
+  const auto saved = ctx->get_saved_variables();
+  const Coupling c = saved_coupling(ctx);
+  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const at::Tensor &g = saved[0], &x = saved[1], &y = saved[2], &gout = grad[0];
+  at::Tensor dg, dx, dy;
+  if (ctx->needs_input_grad(0)) dg = TpCouplingGrad::apply(gout, x, y, &c, src, dst);
+  if (ctx->needs_input_grad(1)) {
+    const Coupling ct = c.transposed();
+    dx = TpMessage::apply(g.transpose(1, 2), gout, y, &ct, dst, src);
+  }
+  if (ctx->needs_input_grad(2)) dy = TpMessage::apply(g, gout, x, &c, src, dst);
+  return {dg, dx, dy, at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+variable_list TpCouplingGrad::backward(AutogradContext* ctx, variable_list grad) {
+  const auto saved = ctx->get_saved_variables();
+  const Coupling c = saved_coupling(ctx);
+  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const at::Tensor &w = saved[0], &x = saved[1], &y = saved[2], &gout = grad[0];
+  at::Tensor dw, dx, dy;
+  if (ctx->needs_input_grad(0)) dw = TpWeightGrad::apply(gout, x, y, &c, src, dst);
+  if (ctx->needs_input_grad(1)) {
+    const Coupling ct = c.transposed();
+    dx = TpMessage::apply(gout.transpose(1, 2), w, y, &ct, dst, src);
+  }
+  if (ctx->needs_input_grad(2)) dy = TpMessage::apply(gout, w, x, &c, src, dst);
+  return {dw, dx, dy, at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+// The pattern as index tensors on `device`, for the ATen versions.
+struct EntryMaps {
+  at::Tensor i, j, p, ij;  // [n] int64: row, column, path, and flat i * J + j of every entry
+};
+
+EntryMaps entry_maps(const CouplingPattern& c, c10::Device device) {
+  const int64_t n = int64_t(c.entries.size());
+  at::Tensor host = at::empty({4, n}, at::kLong);
+  int64_t* hp = host.data_ptr<int64_t>();
+  for (int64_t k = 0; k < n; ++k) {
+    const auto& [i, j, p] = c.entries[size_t(k)];
+    hp[k] = i;
+    hp[n + k] = j;
+    hp[2 * n + k] = p;
+    hp[3 * n + k] = i * c.J + j;
+  }
+  const at::Tensor dev = host.to(device);
+  return {dev[0], dev[1], dev[2], dev[3]};
+}
+
+// out[e, index[k], ...] = sum over entries k of x[e, k, ...]: x [E, n, ...] -> [E, rows, ...].
+at::Tensor sum_entries(const at::Tensor& x, const at::Tensor& index, int64_t rows) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] = rows;
+  return at::zeros(shape, x.options()).index_add(1, index, x);
+}
+
+}  // namespace
+
+at::Tensor tp_message_reference(const at::Tensor& G, const at::Tensor& W, const at::Tensor& X,
+                                const CouplingPattern& pattern, const SegmentIndex& src,
+                                const SegmentIndex& dst) {
+  const EntryMaps m = entry_maps(pattern, X.device());
+  const at::Tensor xe = generic::gather_rows(X.index_select(1, m.j), src);  // [E, n, F]
+  const at::Tensor ge = G.flatten(1).index_select(1, m.ij).unsqueeze(2);    // [E, n, 1]
+  const at::Tensor prod = ge * W.index_select(1, m.p) * xe;                 // [E, n, F]
+  return generic::scatter_sum(sum_entries(prod, m.i, pattern.I), dst);      // [dst.n_rows, I, F]
+}
+
+at::Tensor tp_weight_grad_reference(const at::Tensor& G, const at::Tensor& X, const at::Tensor& Y,
+                                    const CouplingPattern& pattern, const SegmentIndex& src,
+                                    const SegmentIndex& dst) {
+  const EntryMaps m = entry_maps(pattern, X.device());
+  const at::Tensor xe = generic::gather_rows(X.index_select(1, m.j), src);  // [E, n, F]
+  const at::Tensor ye = generic::gather_rows(Y.index_select(1, m.i), dst);  // [E, n, F]
+  const at::Tensor ge = G.flatten(1).index_select(1, m.ij).unsqueeze(2);    // [E, n, 1]
+  return sum_entries(ge * xe * ye, m.p, pattern.P);                         // [E, P, F]
+}
+
+at::Tensor tp_coupling_grad_reference(const at::Tensor& W, const at::Tensor& X, const at::Tensor& Y,
+                                      const CouplingPattern& pattern, const SegmentIndex& src,
+                                      const SegmentIndex& dst) {
+  const EntryMaps m = entry_maps(pattern, X.device());
+  const at::Tensor xe = generic::gather_rows(X.index_select(1, m.j), src);  // [E, n, F]
+  const at::Tensor ye = generic::gather_rows(Y.index_select(1, m.i), dst);  // [E, n, F]
+  const at::Tensor val = (W.index_select(1, m.p) * xe * ye).sum(2);         // [E, n]
+  return sum_entries(val, m.ij, pattern.I * pattern.J).view({W.size(0), pattern.I, pattern.J});
+}
+
+at::Tensor tp_message(const at::Tensor& G, const at::Tensor& W, const at::Tensor& X,
+                      const CouplingPattern& pattern, const SegmentIndex& src,
+                      const SegmentIndex& dst) {
+  const char* op = "tp_message";
+  check_pattern(pattern, op);
+  const int64_t e = G.dim() > 0 ? G.size(0) : -1, f = X.dim() == 3 ? X.size(2) : -1;
+  check_shape(G, e, pattern.I, pattern.J, op, "G");
+  check_shape(W, e, pattern.P, f, op, "W");
+  check_shape(X, src.n_rows, pattern.J, -1, op, "X");
+  check_maps(src, dst, e, G, W, X, op);
+  if (!fused_kernels(X)) return tp_message_reference(G, W, X, pattern, src, dst);
+  const Coupling c = make_coupling(pattern);
+  return TpMessage::apply(G, W, X, &c, &src, &dst);
+}
+
+at::Tensor tp_weight_grad(const at::Tensor& G, const at::Tensor& X, const at::Tensor& Y,
+                          const CouplingPattern& pattern, const SegmentIndex& src,
+                          const SegmentIndex& dst) {
+  const char* op = "tp_weight_grad";
+  check_pattern(pattern, op);
+  const int64_t e = G.dim() > 0 ? G.size(0) : -1, f = X.dim() == 3 ? X.size(2) : -1;
+  check_shape(G, e, pattern.I, pattern.J, op, "G");
+  check_shape(X, src.n_rows, pattern.J, -1, op, "X");
+  check_shape(Y, dst.n_rows, pattern.I, f, op, "Y");
+  check_maps(src, dst, e, G, X, Y, op);
+  if (!fused_kernels(X)) return tp_weight_grad_reference(G, X, Y, pattern, src, dst);
+  const Coupling c = make_coupling(pattern);
+  return TpWeightGrad::apply(G, X, Y, &c, &src, &dst);
+}
+
+at::Tensor tp_coupling_grad(const at::Tensor& W, const at::Tensor& X, const at::Tensor& Y,
+                            const CouplingPattern& pattern, const SegmentIndex& src,
+                            const SegmentIndex& dst) {
+  const char* op = "tp_coupling_grad";
+  check_pattern(pattern, op);
+  const int64_t e = W.dim() > 0 ? W.size(0) : -1, f = X.dim() == 3 ? X.size(2) : -1;
+  check_shape(W, e, pattern.P, f, op, "W");
+  check_shape(X, src.n_rows, pattern.J, -1, op, "X");
+  check_shape(Y, dst.n_rows, pattern.I, f, op, "Y");
+  check_maps(src, dst, e, W, X, Y, op);
+  if (!fused_kernels(X)) return tp_coupling_grad_reference(W, X, Y, pattern, src, dst);
+  const Coupling c = make_coupling(pattern);
+  return TpCouplingGrad::apply(W, X, Y, &c, &src, &dst);
+}
+
+}  // namespace ddgnn
