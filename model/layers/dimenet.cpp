@@ -32,60 +32,68 @@ namespace ddgnn {
 
 namespace {
 
-// Below l + 1 the power series of j_l, above it the upward recurrence from j_0 and j_1 (which
-// loses about 2l digits as x goes to 0; the series' terms stay below e^(x^2 / (4l + 6)) there).
-double series_limit(int l) {
-  return l + 1.0;
+// Below x = 1 the power series of j_l (eight terms: each is below x^2 / (2k (2l + 2k + 1)) times
+// the one before, so the eighth is under 1e-17 of the first), above it the upward recurrence from
+// j_0 and j_1, which loses about l digits at x = 1 (relative error 1e-7 at l = 6, and the basis
+// sees x = 1 only for atoms closer than rc / z_l1, 0.1 rc at l = 6).
+double series_limit(int /*l*/) {
+  return 1.0;
 }
+constexpr int kSeriesTerms = 8;
 
-// j_l(x) = x^l / (2l+1)!! sum_k (-x^2/2)^k / (k! (2l+3)(2l+5)...(2l+2k+1)): T a double or tensor.
-template <class T>
-T bessel_series(int l, const T& x) {
+// j_l(x) = x^l / (2l+1)!! sum_k (-x^2/2)^k / (k! (2l+3)(2l+5)...(2l+2k+1)).
+double bessel_series(int l, double x) {
   double dfact = 1.0;
   for (int k = 1; k <= 2 * l + 1; k += 2) dfact *= k;
-  const T x2 = x * x * (-0.5);
-  T term = x * 0.0 + 1.0, sum = x * 0.0 + 1.0;
-  for (int k = 1; k <= 40; ++k) {
-    term = term * x2 * (1.0 / (k * (2.0 * l + 2 * k + 1)));
-    sum = sum + term;
+  const double x2 = -0.5 * x * x;
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k <= kSeriesTerms; ++k) {
+    term *= x2 / (k * (2.0 * l + 2 * k + 1));
+    sum += term;
   }
-  T p = x * 0.0 + 1.0;
-  for (int k = 0; k < l; ++k) p = p * x;
-  return p * sum * (1.0 / dfact);
+  return std::pow(x, l) * sum / dfact;
 }
 
-double sin_of(double x) {
-  return std::sin(x);
-}
-double cos_of(double x) {
-  return std::cos(x);
-}
-at::Tensor sin_of(const at::Tensor& x) {
-  return at::sin(x);
-}
-at::Tensor cos_of(const at::Tensor& x) {
-  return at::cos(x);
-}
-
-template <class T>
-T bessel_recurrence(int l, const T& x) {
-  T jm = sin_of(x) / x;
+// j_l(x) by the upward recurrence j_(k+1) = (2k+1)/x j_k - j_(k-1) from j_0 and j_1.
+double bessel_recurrence(int l, double x) {
+  double jm = std::sin(x) / x;
   if (l == 0) return jm;
-  T j = sin_of(x) / (x * x) - cos_of(x) / x;
+  double j = std::sin(x) / (x * x) - std::cos(x) / x;
   for (int k = 1; k < l; ++k) {
-    T next = j * (2.0 * k + 1) / x - jm;
+    const double next = (2.0 * k + 1) / x * j - jm;
     jm = j;
     j = next;
   }
   return j;
 }
 
-// j_l of a float64 tensor of positive arguments, differentiable: each branch on its own clamped
-// arguments (so neither is evaluated where it is inaccurate or infinite), joined by where.
-at::Tensor spherical_bessel_tensor(int l, const at::Tensor& x) {
-  const double limit = series_limit(l);
-  return at::where(x < limit, bessel_series(l, at::clamp_max(x, limit)),
-                   bessel_recurrence(l, at::clamp_min(x, limit)));
+// j_(l_c)(x[:, c]) for every column c at once, l_c = order[c] (a [C] float64 tensor of integers
+// 0..lmax): one pass of the recurrence and one of the series over all columns, joined by where;
+// each branch on its own clamped arguments (neither evaluated where it is inaccurate or
+// infinite). Float64, differentiable to any order.
+at::Tensor spherical_bessel_columns(const at::Tensor& x, const at::Tensor& order, int64_t lmax) {
+  const double limit = series_limit(0);
+  const at::Tensor xr = at::clamp_min(x, limit), inv = 1.0 / xr, sn = at::sin(xr);
+  at::Tensor jm = sn * inv, j = (jm - at::cos(xr)) * inv;
+  at::Tensor rec = at::where(order == 0.0, jm, j);
+  for (int64_t k = 1; k < lmax; ++k) {
+    at::Tensor next = j * inv * (2.0 * double(k) + 1.0) - jm;
+    rec = at::where(order == double(k + 1), next, rec);
+    jm = j;
+    j = next;
+  }
+  // Series: x^l / (2l+1)!! sum_k prod_(q<=k) (-x^2/2) / (q (2l + 2q + 1)).
+  const at::Tensor xs = at::clamp_max(x, limit), x2 = xs * xs * (-0.5);
+  at::Tensor term = at::ones_like(xs), sum = at::ones_like(xs);
+  for (int q = 1; q <= kSeriesTerms; ++q) {
+    term = term * x2 / ((2.0 * order + (2.0 * q + 1.0)) * double(q));
+    sum = sum + term;
+  }
+  at::Tensor dfact = at::ones_like(order);  // (2l+1)!!
+  for (int64_t k = 1; k <= lmax; ++k)
+    dfact = at::where(order >= double(k), dfact * (2.0 * double(k) + 1.0), dfact);
+  const at::Tensor series = at::pow(xs, order) * sum / dfact;
+  return at::where(x < limit, series, rec);
 }
 
 }  // namespace
@@ -168,6 +176,7 @@ class DimeNet : public MessagePassing {
     // [S R] float64 constants, not buffers: a module's to(float) would round them.
     m_zeros = at::tensor(zeros);
     m_norms = at::tensor(norms);
+    m_orders = at::arange(s, at::kDouble).repeat_interleave(r);  // l of each column
     auto lin = [&](const std::string& name, int64_t in, int64_t out, bool bias = true) {
       return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
     };
@@ -250,11 +259,9 @@ class DimeNet : public MessagePassing {
                              const at::Tensor& u) const {
     const int64_t s = m_s, r = m_r;
     const at::Tensor arg = d.unsqueeze(1) * m_zeros.to(d.device()).unsqueeze(0);  // [E, S R]
-    std::vector<at::Tensor> radial;  // j_l on each block of R columns (the zeros of j_l)
-    for (int64_t l = 0; l < s; ++l)
-      radial.push_back(spherical_bessel_tensor(int(l), arg.narrow(1, l * r, r)));
-    const at::Tensor rad =
-        at::cat(radial, 1) * m_norms.to(d.device()).unsqueeze(0) * u.unsqueeze(1);  // [E, S R]
+    const at::Tensor rad = spherical_bessel_columns(arg, m_orders.to(d.device()), s - 1) *
+                           m_norms.to(d.device()).unsqueeze(0) *
+                           u.unsqueeze(1);  // [E, S R], j_l on block l
     // cos of the angle at i between r_ij and r_ik = r_kj + r_ij (both from i).
     const at::Tensor v_ji = g.vec().index_select(0, t.ji).to(at::kDouble);
     const at::Tensor v_ki = g.vec().index_select(0, t.kj).to(at::kDouble) + v_ji;
@@ -275,7 +282,7 @@ class DimeNet : public MessagePassing {
   int64_t m_f, m_r, m_s, m_p;
   double m_rc;
   int64_t m_max_triplets, m_before, m_after;
-  at::Tensor m_freq, m_zeros, m_norms;
+  at::Tensor m_freq, m_zeros, m_norms, m_orders;
   torch::nn::Linear m_lin{nullptr}, m_emb_rbf{nullptr}, m_emb{nullptr}, m_rbf1{nullptr},
       m_rbf2{nullptr}, m_sbf1{nullptr}, m_sbf2{nullptr}, m_kj{nullptr}, m_ji{nullptr},
       m_down{nullptr}, m_up{nullptr}, m_skip{nullptr}, m_out_rbf{nullptr}, m_out_up{nullptr},

@@ -52,9 +52,30 @@ bool even(int64_t a) {
   return a % 2 == 0;
 }
 
-// Degree l's rows of x [N, K, F]: [N, 2l+1, F].
-at::Tensor degree(const at::Tensor& x, int64_t l) {
-  return x.narrow(1, l * l, 2 * l + 1);
+// x [N, K, F] split along dim 1 into blocks of `sizes` rows, by one split whose backward is one
+// concatenation (a narrow's backward writes a zero tensor of x's full size for every block).
+std::vector<at::Tensor> blocks_of(const at::Tensor& x, const std::vector<int64_t>& sizes) {
+  if (sizes.size() == 1) return {x};
+  return x.split_with_sizes(sizes, 1);
+}
+
+// The rows of the degrees 0..lmax: 1, 3, 5, ...
+std::vector<int64_t> degree_sizes(int64_t lmax) {
+  std::vector<int64_t> s;
+  for (int64_t l = 0; l <= lmax; ++l) s.push_back(2 * l + 1);
+  return s;
+}
+
+// The degrees 0..lmax of x [N, (lmax+1)^2, F] (and more rows of x, which are left out).
+std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
+  return blocks_of(x.narrow(1, 0, irreps_dim(lmax)), degree_sizes(lmax));
+}
+
+// Row sizes of each output of a coupling with outputs `outs`.
+std::vector<int64_t> out_sizes(const std::vector<int64_t>& outs) {
+  std::vector<int64_t> s;
+  for (int64_t l : outs) s.push_back(2 * l + 1);
+  return s;
 }
 
 // x [..., fan_in] @ w [fan_in, out] / sqrt(fan_in), as one 2-d matrix product (LibTorch's matmul
@@ -103,7 +124,7 @@ struct PairProduct {
 // Third-order products: (pair's degree-L output) A_l3 into degrees `outs`.
 struct TripleProduct {
   size_t pair;
-  int64_t l_mid, mid_row, l3;
+  int64_t l_mid, mid_index, l3;  // mid_index: which of the pair's outputs
   std::vector<int64_t> outs, rows;
 };
 
@@ -196,7 +217,7 @@ class Mace : public MessagePassing {
           const int64_t lm = m_pairs[p].outs[k];
           if (lm > m_lsh) continue;
           for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
-            TripleProduct t{p, lm, m_pairs[p].rows[k], l3, {}, {}};
+            TripleProduct t{p, lm, int64_t(k), l3, {}, {}};
             int64_t row = 0;
             for (int64_t l = std::abs(lm - l3); l <= std::min(lm + l3, m_lout); ++l)
               if (even(lm + l3 + l)) {
@@ -241,7 +262,8 @@ class Mace : public MessagePassing {
 
     // 1. up, down.
     std::vector<at::Tensor> blocks;
-    for (int64_t l = 0; l <= m_lin; ++l) blocks.push_back(mix(degree(x, l), m_w_up[size_t(l)]));
+    const std::vector<at::Tensor> xd = degrees(x, m_lin);
+    for (int64_t l = 0; l <= m_lin; ++l) blocks.push_back(mix(xd[size_t(l)], m_w_up[size_t(l)]));
     const at::Tensor up = at::cat(blocks, 1);               // [N, K_in, F]
     const at::Tensor down = mix(x.select(1, 0), m_w_down);  // [N, F]
 
@@ -263,11 +285,14 @@ class Mace : public MessagePassing {
     const auto dt = in.inv.scalar_type() == at::kBFloat16 ? at::kFloat : in.inv.scalar_type();
     const at::Tensor summed =
         tp_message(yc.to(dt), weights.to(dt), up.to(dt), m_pattern, send, recv);  // [N, rows, F]
+    std::vector<int64_t> path_rows;
+    for (const Path& q : m_paths) path_rows.push_back(2 * q.l3 + 1);
+    const std::vector<at::Tensor> per_row = blocks_of(summed, path_rows);  // one per path
     blocks.clear();
     for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
       std::vector<at::Tensor> per_path;
       for (const Path& q : m_paths)
-        if (q.l3 == l3) per_path.push_back(summed.narrow(1, q.row, 2 * l3 + 1));
+        if (q.l3 == l3) per_path.push_back(per_row[size_t(&q - m_paths.data())]);
       blocks.push_back(mix(at::cat(per_path, 2), m_w_msg[size_t(l3)]));
     }
     const at::Tensor a_in = at::cat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
@@ -277,22 +302,24 @@ class Mace : public MessagePassing {
     const AutocastOff float32(a_in.device().type());
     const at::Tensor a = a_in.scalar_type() == at::kBFloat16 ? a_in.to(at::kFloat) : a_in;
     std::vector<std::vector<at::Tensor>> terms(size_t(m_lout + 1));
-    for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l) terms[size_t(l)].push_back(degree(a, l));
-    std::vector<at::Tensor> pair_out;
+    const std::vector<at::Tensor> ad = degrees(a, m_lsh);
+    for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l)
+      terms[size_t(l)].push_back(ad[size_t(l)]);
+    std::vector<std::vector<at::Tensor>> pair_out;
     for (size_t p = 0; p < m_pairs.size(); ++p) {
       const PairProduct& pp = m_pairs[p];
-      pair_out.push_back(couple(degree(a, pp.l1), degree(a, pp.l2), like(m_pair_coupling[p], a)));
+      pair_out.push_back(
+          blocks_of(couple(ad[size_t(pp.l1)], ad[size_t(pp.l2)], like(m_pair_coupling[p], a)),
+                    out_sizes(pp.outs)));
       for (size_t k = 0; k < pp.outs.size(); ++k)
-        if (pp.outs[k] <= m_lout)
-          terms[size_t(pp.outs[k])].push_back(
-              pair_out.back().narrow(1, pp.rows[k], 2 * pp.outs[k] + 1));
+        if (pp.outs[k] <= m_lout) terms[size_t(pp.outs[k])].push_back(pair_out.back()[k]);
     }
     for (size_t t = 0; t < m_triples.size(); ++t) {
       const TripleProduct& tp = m_triples[t];
-      const at::Tensor mid = pair_out[tp.pair].narrow(1, tp.mid_row, 2 * tp.l_mid + 1);
-      const at::Tensor u = couple(mid, degree(a, tp.l3), like(m_triple_coupling[t], a));
-      for (size_t k = 0; k < tp.outs.size(); ++k)
-        terms[size_t(tp.outs[k])].push_back(u.narrow(1, tp.rows[k], 2 * tp.outs[k] + 1));
+      const at::Tensor& mid = pair_out[tp.pair][size_t(tp.mid_index)];
+      const std::vector<at::Tensor> u = blocks_of(
+          couple(mid, ad[size_t(tp.l3)], like(m_triple_coupling[t], a)), out_sizes(tp.outs));
+      for (size_t k = 0; k < tp.outs.size(); ++k) terms[size_t(tp.outs[k])].push_back(u[k]);
     }
     std::vector<at::Tensor> b_blocks, out_blocks;
     for (int64_t l = 0; l <= m_lout; ++l) {
@@ -301,7 +328,7 @@ class Mace : public MessagePassing {
       b_blocks.push_back(b);
       // 5. Output with the residual.
       at::Tensor o = mix(b, m_w_prod[size_t(l)]);
-      if (l <= m_lin) o = o + mix(degree(x, l), m_w_sc[size_t(l)]);
+      if (l <= m_lin) o = o + mix(xd[size_t(l)], m_w_sc[size_t(l)]);
       out_blocks.push_back(o);
     }
     NodeState out;
