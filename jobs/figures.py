@@ -108,7 +108,7 @@ def loader_figure(path):
                 ax.set_xlabel("batch (records)")
             if j == 0:
                 ax.set_ylabel("µs per record")
-    handles, labels = {}, []
+    handles = {}
     for ax in fig.get_axes():
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
@@ -193,7 +193,9 @@ def scaling_figure(path, cores):
     return fig
 
 
-def learning_figure(run_dirs):
+def learning_figure(run_dirs, by_time=False):
+    """Validation energy and force MAE of each run against its epoch, or with `by_time` against
+    the minutes since it started (metrics.csv's elapsed_s), to compare models at equal time."""
     plt = pyplot()
     fig, (e_ax, f_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for run in run_dirs:
@@ -206,8 +208,12 @@ def learning_figure(run_dirs):
         if not rows:
             raise InputError(f"{path}: no epoch rows")
         name = os.path.basename(os.path.normpath(run))
-        epochs = [number(path, n, "epoch", r["epoch"], integer=True)
-                  for n, r in enumerate(rows, start=2)]
+        if by_time:
+            epochs = [number(path, n, "elapsed_s", r["elapsed_s"]) / 60
+                      for n, r in enumerate(rows, start=2)]
+        else:
+            epochs = [number(path, n, "epoch", r["epoch"], integer=True)
+                      for n, r in enumerate(rows, start=2)]
         for ax, col in ((e_ax, "validate_energy_mae_mev_atom"), (f_ax, "validate_force_mae_mev_a")):
             if col in rows[0] and rows[0][col]:
                 ax.plot(epochs, [number(path, n, col, r[col]) for n, r in enumerate(rows, 2)],
@@ -215,7 +221,7 @@ def learning_figure(run_dirs):
     for ax, what in ((e_ax, "validation energy MAE (meV/atom)"),
                      (f_ax, "validation force MAE (meV/Å)")):
         ax.set_yscale("log")
-        ax.set_xlabel("epoch")
+        ax.set_xlabel("minutes" if by_time else "epoch")
         ax.set_ylabel(what)
         ax.grid(color="#e8e8e8", linewidth=0.6)
         ax.legend(frameon=False, fontsize=8)
@@ -480,6 +486,7 @@ def main(argv=None):
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p = sub.add_parser("learning")
     p.add_argument("runs", nargs="+")
+    p.add_argument("--time", action="store_true", help="against minutes instead of epochs")
     p.add_argument("--out", required=True)
     p = sub.add_parser("auto")
     p.add_argument("csv")
@@ -501,7 +508,7 @@ def main(argv=None):
                 write_text(args.table, table)
                 print(f"wrote {args.table}")
         else:
-            fig = learning_figure(args.runs)
+            fig = learning_figure(args.runs, args.time)
         write_png(fig, args.out)
     except InputError as e:
         print(f"figures: error: {e}", file=sys.stderr)

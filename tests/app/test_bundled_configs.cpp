@@ -75,9 +75,9 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   const std::vector<std::string> trained = {"cu_eam_mace.json",          "cu_eam_schnet.json",
-                                            "cu_eam_stress_schnet.json", "ethanol_mace.json",
-                                            "ethanol_schnet.json",       "hydragnn_lj_example.json",
-                                            "si_sw_painn.json"};
+                                            "cu_eam_stress_schnet.json", "ethanol_dimenet.json",
+                                            "ethanol_mace.json",         "ethanol_schnet.json",
+                                            "hydragnn_lj_example.json",  "si_sw_painn.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
@@ -96,6 +96,12 @@ TEST(BundledConfigs, CuEamMaceTrainsOneEpochWithTheStress) {
   const TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("cu_eam_mace.json", dir, true), dir.file("run"),
                                true);
+}
+
+TEST(BundledConfigs, EthanolDimeNetTrainsOneEpoch) {
+  const TempDir dir;
+  expect_one_epoch_with_forces(train_one_epoch("ethanol_dimenet.json", dir, false),
+                               dir.file("run"));
 }
 
 TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {
