@@ -31,41 +31,43 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// Calls f with each batch of up to 64 graphs of this rank's training split, the first
+// `max_graphs` graphs in all, and the batch's graph count.
+template <class F>
+void visit_train_batches(const TrainData& data, const ModelSetup& setup, int64_t max_graphs,
+                         F&& f) {
+  int64_t seen = 0;
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
+    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
+      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
+      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
+      seen += int64_t(ids.size());
+      f(prepare_batch(block, ids, setup), int64_t(ids.size()));
+    }
+  });
+}
+
 // The in-degree histogram over (at most `max_graphs` graphs of) the training split (PNA's degrees,
 // MACE's mean), this rank's share of them; summed over the ranks by the caller.
 std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& setup,
                                       int64_t max_graphs) {
   std::vector<int64_t> hist;
-  int64_t seen = 0;
-  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
-    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
-      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
-      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
-      seen += int64_t(ids.size());
-      const PreparedBatch b = prepare_batch(block, ids, setup);
-      const at::Tensor deg = at::bincount(b.batch.edge_index[1], {}, b.batch.n_atoms());
-      const at::Tensor h = at::bincount(deg);
-      const int64_t* hp = h.data_ptr<int64_t>();
-      if (hist.size() < size_t(h.numel())) hist.resize(size_t(h.numel()), 0);
-      for (int64_t k = 0; k < h.numel(); ++k) hist[size_t(k)] += hp[k];
-    }
+  visit_train_batches(data, setup, max_graphs, [&](const PreparedBatch& b, int64_t) {
+    const at::Tensor deg = at::bincount(b.batch.edge_index[1], {}, b.batch.n_atoms());
+    const at::Tensor h = at::bincount(deg);
+    const int64_t* hp = h.data_ptr<int64_t>();
+    if (hist.size() < size_t(h.numel())) hist.resize(size_t(h.numel()), 0);
+    for (int64_t k = 0; k < h.numel(); ++k) hist[size_t(k)] += hp[k];
   });
   return hist;
 }
 
-// DimeNet: the most triplets per graph over (at most `max_graphs` graphs of) this rank's training
-// split, by blocks of 64 graphs (their mean, so that one dense graph in a block is not hidden).
+// DimeNet: triplets per graph over (at most `max_graphs` graphs of) this rank's training split,
+// the largest mean of a batch of 64 (a training batch of B graphs has about B times it).
 double max_triplets_per_graph(const TrainData& data, const ModelSetup& setup, int64_t max_graphs) {
   double most = 0.0;
-  int64_t seen = 0;
-  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& all) {
-    for (size_t i = 0; i < all.size() && seen < max_graphs; i += 64) {
-      const size_t end = std::min(all.size(), i + size_t(std::min<int64_t>(64, max_graphs - seen)));
-      const std::vector<int64_t> ids(all.begin() + long(i), all.begin() + long(end));
-      seen += int64_t(ids.size());
-      const PreparedBatch b = prepare_batch(block, ids, setup);
-      most = std::max(most, double(dimenet_triplets(b.batch).kj.size(0)) / double(ids.size()));
-    }
+  visit_train_batches(data, setup, max_graphs, [&](const PreparedBatch& b, int64_t graphs) {
+    most = std::max(most, double(dimenet_triplets(b.batch).kj.size(0)) / double(graphs));
   });
   return most;
 }

@@ -37,7 +37,8 @@ double last_value(const std::string& csv, const std::string& column) {
 
 // Trains configs/<name> for one epoch from the repository root (where its paths start) on a
 // Lennard-Jones set of 500 frames written into `dir`.
-Result train_one_epoch(const std::string& name, const TempDir& dir, bool periodic) {
+Result train_one_epoch(const std::string& name, const TempDir& dir, bool periodic,
+                       const std::string& extra = "") {
   testing::LjOptions lj;
   lj.n_frames = 500;  // ten blocks of 50 for the split by block
   lj.periodic = periodic;
@@ -47,7 +48,7 @@ Result train_one_epoch(const std::string& name, const TempDir& dir, bool periodi
   fs::current_path(DDGNN_SOURCE_DIR);
   const Result r = run("train -c configs/" + name + " --set Training.num_epoch=1 --set " +
                        "Dataset.path=" + data + " --set Output.run_dir=" + dir.file("run") +
-                       " --set Output.progress=lines");
+                       " --set Output.progress=lines " + extra);
   fs::current_path(before);
   return r;
 }
@@ -102,6 +103,17 @@ TEST(BundledConfigs, EthanolDimeNetTrainsOneEpoch) {
   const TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("ethanol_dimenet.json", dir, false),
                                dir.file("run"));
+}
+
+TEST(BundledConfigs, DimeNetWithTooManyTripletsStopsBeforeTheFirstStep) {
+  const TempDir dir;
+  const Result r = train_one_epoch("ethanol_dimenet.json", dir, false,
+                                   "--set NeuralNetwork.Architecture.max_triplets=100");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("triplets, above Architecture.max_triplets (100)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("lower Training.batch_size"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << "no step was taken: " << r.out;
 }
 
 TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {

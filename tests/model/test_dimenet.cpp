@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/layer_checks.h"
 #include "../common/structures.h"
 #include "core/error.h"
 #include "model/batch.h"
@@ -34,13 +35,7 @@ Structure periodic_cell() {
 }
 // A distorted CH4 and an isolated H, not periodic.
 Structure molecule() {
-  Structure s;
-  s.z = {6, 1, 1, 1, 1, 1};
-  s.pos = {0.02,  -0.01, 0.03, 0.65, 0.6,   0.66,  -0.6, -0.64, 0.61,
-           -0.63, 0.62,  -0.6, 0.61, -0.66, -0.62, 5.0,  5.0,   5.0};
-  s.cell = std::vector<double>(9, 0.0);
-  s.pbc = {0, 0, 0};
-  return s;
+  return testing::ch4_and_lone_h();
 }
 GraphBatch batch_of(const std::vector<Structure>& ss) {
   return testing::batch_of(ss, kRadius);
@@ -69,11 +64,7 @@ std::shared_ptr<MessagePassing> layer(const LayerSpec& s = spec()) {
 }
 
 at::Tensor features(const GraphBatch& b) {
-  std::mt19937 rng(11);
-  std::normal_distribution<double> normal;
-  std::vector<double> table(128 * kF);
-  for (double& x : table) x = normal(rng);
-  return at::tensor(table).view({128, kF}).index_select(0, b.z);
+  return testing::atom_features(b, kF);
 }
 at::Tensor run(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos) {
   const EdgeGeometry g(b, pos, kRadius);
@@ -100,7 +91,9 @@ TEST(DimeNetBasis, SphericalBesselZerosAndNormalisation) {
     const auto z = spherical_bessel_zeros(l, 6);
     for (size_t n = 0; n < z.size(); ++n) {
       EXPECT_LT(std::abs(spherical_bessel(l, z[n])), 1e-12) << l << " " << n;
-      if (n > 0) EXPECT_GT(z[n], z[n - 1]);
+      if (n > 0) {
+        EXPECT_GT(z[n], z[n - 1]);
+      }
       // Int_0^1 x^2 (N j_l(z x))^2 dx = 1 with N = sqrt(2) / |j_(l+1)(z)| (midpoint rule).
       const double norm = std::sqrt(2.0) / std::abs(spherical_bessel(l + 1, z[n]));
       double integral = 0;
@@ -144,30 +137,8 @@ TEST(DimeNetLayer, EnergyInvariantUnderRotationTranslationPermutationAndImageShi
   const Structure cell = periodic_cell(), mol = molecule();
   const double e0 = energy(*l, {cell, mol});
   const double tol = 1e-10 * std::max(1.0, std::abs(e0));
-  Structure rc = cell, rm = mol;
-  const double a = 0.7, c = -1.1;
-  const double r[3][3] = {{std::cos(a) * std::cos(c), -std::sin(a), std::cos(a) * std::sin(c)},
-                          {std::sin(a) * std::cos(c), std::cos(a), std::sin(a) * std::sin(c)},
-                          {-std::sin(c), 0, std::cos(c)}};
-  for (auto* xs : {&rc.pos, &rc.cell, &rm.pos})
-    for (size_t k = 0; k + 2 < xs->size(); k += 3) {
-      const double x[3] = {(*xs)[k], (*xs)[k + 1], (*xs)[k + 2]};
-      for (int i = 0; i < 3; ++i) (*xs)[k + i] = r[i][0] * x[0] + r[i][1] * x[1] + r[i][2] * x[2];
-    }
-  EXPECT_NEAR(energy(*l, {rc, rm}), e0, tol) << "rotation";
-  Structure tc = cell, tm = mol;
-  for (size_t k = 0; k < tc.pos.size(); ++k) tc.pos[k] += 0.37 * double(k % 3) - 0.5;
-  for (size_t k = 0; k < tm.pos.size(); ++k) tm.pos[k] += 1.3 - 0.2 * double(k % 3);
-  EXPECT_NEAR(energy(*l, {tc, tm}), e0, tol) << "translation";
-  Structure pc = cell;
-  for (size_t i = 0; i < 8; ++i) {
-    pc.z[i] = cell.z[7 - i];
-    for (int k = 0; k < 3; ++k) pc.pos[3 * i + k] = cell.pos[3 * (7 - i) + k];
-  }
-  EXPECT_NEAR(energy(*l, {pc, mol}), e0, tol) << "permutation";
-  Structure sc = cell;
-  for (int k = 0; k < 3; ++k) sc.pos[9 + k] += cell.cell[3 + k] - cell.cell[6 + k];
-  EXPECT_NEAR(energy(*l, {sc, mol}), e0, tol) << "periodic image shift";
+  for (const auto& [what, structures] : testing::invariance_cases(cell, mol))
+    EXPECT_NEAR(energy(*l, structures), e0, tol) << what;
 }
 
 TEST(DimeNetLayer, ForcesMatchCentralFiniteDifferences) {

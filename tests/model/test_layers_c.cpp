@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/layer_checks.h"
 #include "../common/structures.h"
 #include "core/error.h"
 #include "model/batch.h"
@@ -29,6 +30,7 @@ constexpr double kSlope = 0.2;
 constexpr int64_t kMaxDegree = 3;
 constexpr int64_t kGaussians = 10;
 
+using testing::expect_close;
 using testing::Structure;
 
 // 8 atoms in a perturbed triclinic periodic cell (every atom has more than kMaxDegree neighbours).
@@ -37,13 +39,7 @@ Structure periodic_cell() {
 }
 // A distorted CH4 (4 neighbours each) and one isolated H (no neighbours), not periodic.
 Structure molecule() {
-  Structure s;
-  s.z = {6, 1, 1, 1, 1, 1};
-  s.pos = {0.02,  -0.01, 0.03, 0.65, 0.6,   0.66,  -0.6, -0.64, 0.61,
-           -0.63, 0.62,  -0.6, 0.61, -0.66, -0.62, 5.0,  5.0,   5.0};
-  s.cell = std::vector<double>(9, 0.0);
-  s.pbc = {0, 0, 0};
-  return s;
+  return testing::ch4_and_lone_h();
 }
 // A bent chain of 4 atoms: in-degrees 1, 2, 2, 1.
 Structure chain() {
@@ -84,11 +80,7 @@ std::shared_ptr<MessagePassing> layer(const std::string& name, const LayerSpec& 
 
 // Input features from the atomic number (so they follow atoms under permutation): [n_atoms, F].
 at::Tensor features(const GraphBatch& b) {
-  std::mt19937 rng(11);
-  std::normal_distribution<double> normal;
-  std::vector<double> table(128 * kF);
-  for (double& x : table) x = normal(rng);
-  return at::tensor(table).view({128, kF}).index_select(0, b.z);
+  return testing::atom_features(b, kF);
 }
 
 NodeState run(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos) {
@@ -185,35 +177,12 @@ double energy(MessagePassing& l, const std::vector<Structure>& s) {
   return run(l, b, b.pos).inv.sum().item<double>();
 }
 
-// Rotation matrix from Euler angles.
 std::vector<double> rotation() {
-  const double a = 0.7, c = -1.1, e = 2.3;
-  const at::Tensor rz =
-      at::tensor({std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a), 0.0, 0.0, 0.0, 1.0})
-          .view({3, 3});
-  const at::Tensor ry =
-      at::tensor({std::cos(c), 0.0, std::sin(c), 0.0, 1.0, 0.0, -std::sin(c), 0.0, std::cos(c)})
-          .view({3, 3});
-  const at::Tensor rx =
-      at::tensor({1.0, 0.0, 0.0, 0.0, std::cos(e), -std::sin(e), 0.0, std::sin(e), std::cos(e)})
-          .view({3, 3});
-  const at::Tensor r = at::matmul(rz, at::matmul(ry, rx)).contiguous();
-  return std::vector<double>(r.data_ptr<double>(), r.data_ptr<double>() + 9);
+  return testing::euler_rotation();
 }
 
-// Row vectors x (length 3 each) -> R x.
 void rotate(std::vector<double>& xs, const std::vector<double>& r) {
-  for (size_t k = 0; k + 2 < xs.size(); k += 3) {
-    const double x[3] = {xs[k], xs[k + 1], xs[k + 2]};
-    for (int i = 0; i < 3; ++i)
-      xs[k + i] = r[3 * i] * x[0] + r[3 * i + 1] * x[1] + r[3 * i + 2] * x[2];
-  }
-}
-
-void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  const double err = (a - b).abs().max().item<double>();
-  EXPECT_LT(err, tol) << what << ": max |difference| " << err;
+  testing::rotate_rows(xs, r);
 }
 
 const std::vector<std::string> kLayers = {"GAT", "SAGE", "MFC"};
@@ -294,29 +263,16 @@ TEST_P(LayersC, SumIsInvariantUnderRotationTranslationPermutationAndImageShift) 
   const double e0 = energy(*l, {cell, mol});
   const double tol = 1e-10 * std::max(1.0, std::abs(e0));
 
-  Structure rc = cell, rm = mol;
-  const auto r = rotation();
-  rotate(rc.pos, r), rotate(rc.cell, r), rotate(rm.pos, r);
-  EXPECT_NEAR(energy(*l, {rc, rm}), e0, tol) << "rotation";
-
-  Structure tc = cell, tm = mol;
-  for (size_t k = 0; k < tc.pos.size(); ++k) tc.pos[k] += 0.37 * double(k % 3) - 0.5;
-  for (size_t k = 0; k < tm.pos.size(); ++k) tm.pos[k] += 1.3 - 0.2 * double(k % 3);
-  EXPECT_NEAR(energy(*l, {tc, tm}), e0, tol) << "translation";
-
+  for (const auto& [what, structures] : testing::invariance_cases(cell, mol))
+    EXPECT_NEAR(energy(*l, structures), e0, tol) << what;
   Structure pc = cell;  // reversed atom order
   for (size_t a = 0; a < 8; ++a) {
     pc.z[a] = cell.z[7 - a];
     for (int c = 0; c < 3; ++c) pc.pos[3 * a + c] = cell.pos[3 * (7 - a) + c];
   }
-  EXPECT_NEAR(energy(*l, {pc, mol}), e0, tol) << "permutation";
   const GraphBatch b0 = batch_of({cell}), bp = batch_of({pc});
   expect_close(run(*l, bp, bp.pos).inv.flip(0), run(*l, b0, b0.pos).inv, 1e-10,
                "per-atom permutation");
-
-  Structure sc = cell;  // atom 3 moved by a lattice vector a2 - a3
-  for (int c = 0; c < 3; ++c) sc.pos[9 + c] += cell.cell[3 + c] - cell.cell[6 + c];
-  EXPECT_NEAR(energy(*l, {sc, mol}), e0, tol) << "periodic image shift";
 }
 
 TEST_P(LayersC, BatchOfTwoEqualsEachAlone) {

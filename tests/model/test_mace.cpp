@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/layer_checks.h"
 #include "../common/structures.h"
 #include "core/error.h"
 #include "model/batch.h"
@@ -29,6 +30,7 @@ namespace {
 constexpr int64_t kF = 6;
 constexpr double kRadius = 3.2;
 
+using testing::expect_close;
 using testing::Structure;
 
 Structure periodic_cell() {
@@ -36,13 +38,7 @@ Structure periodic_cell() {
 }
 // A distorted CH4 and an isolated H (no neighbours), not periodic.
 Structure molecule() {
-  Structure s;
-  s.z = {6, 1, 1, 1, 1, 1};
-  s.pos = {0.02,  -0.01, 0.03, 0.65, 0.6,   0.66,  -0.6, -0.64, 0.61,
-           -0.63, 0.62,  -0.6, 0.61, -0.66, -0.62, 5.0,  5.0,   5.0};
-  s.cell = std::vector<double>(9, 0.0);
-  s.pbc = {0, 0, 0};
-  return s;
+  return testing::ch4_and_lone_h();
 }
 GraphBatch batch_of(const std::vector<Structure>& ss) {
   return testing::batch_of(ss, kRadius);
@@ -86,11 +82,7 @@ struct Stack {
 
 // Input scalars from the atomic number (they follow atoms under permutation): [n_atoms, F].
 at::Tensor features(const GraphBatch& b) {
-  std::mt19937 rng(11);
-  std::normal_distribution<double> normal;
-  std::vector<double> table(128 * kF);
-  for (double& x : table) x = normal(rng);
-  return at::tensor(table).view({128, kF}).index_select(0, b.z);
+  return testing::atom_features(b, kF);
 }
 
 struct Traced {
@@ -115,23 +107,12 @@ double energy(const Stack& s, const std::vector<Structure>& ss) {
   return energy_of(run(s, b, b.pos).out).item<double>();
 }
 
+// The shared rotation, or its product with the inversion.
 so3::Mat3 rotation(bool improper) {
-  const double a = 0.7, c = -1.1, e = 2.3;
-  const double rz[3][3] = {
-      {std::cos(a), -std::sin(a), 0}, {std::sin(a), std::cos(a), 0}, {0, 0, 1}};
-  const double ry[3][3] = {
-      {std::cos(c), 0, std::sin(c)}, {0, 1, 0}, {-std::sin(c), 0, std::cos(c)}};
-  const double rx[3][3] = {
-      {1, 0, 0}, {0, std::cos(e), -std::sin(e)}, {0, std::sin(e), std::cos(e)}};
-  so3::Mat3 r{}, t{};
+  const std::vector<double> e = testing::euler_rotation();
+  so3::Mat3 r{};
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      for (int k = 0; k < 3; ++k) t[i][j] += ry[i][k] * rx[k][j];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      for (int k = 0; k < 3; ++k) r[i][j] += rz[i][k] * t[k][j];
-      if (improper) r[i][j] = -r[i][j];
-    }
+    for (int j = 0; j < 3; ++j) r[i][j] = improper ? -e[size_t(3 * i + j)] : e[size_t(3 * i + j)];
   return r;
 }
 void rotate(std::vector<double>& xs, const so3::Mat3& r) {
@@ -152,11 +133,6 @@ at::Tensor rotate_irreps(const at::Tensor& x, const so3::Mat3& r) {
   return at::cat(blocks, 1);
 }
 
-void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  const double err = (a - b).abs().max().item<double>();
-  EXPECT_LT(err, tol) << what << ": max |difference| " << err;
-}
 // |a - b| <= tol * max |b| (features grow with the body order: a relative bound).
 void expect_close_relative(const at::Tensor& a, const at::Tensor& b, double tol,
                            const std::string& what) {
@@ -228,19 +204,10 @@ TEST(MaceLayer, EnergyInvariantUnderTranslationPermutationAndImageShift) {
   const Structure cell = periodic_cell(), mol = molecule();
   const double e0 = energy(s, {cell, mol});
   const double tol = 1e-10 * std::max(1.0, std::abs(e0));
-  Structure tc = cell, tm = mol;
-  for (size_t k = 0; k < tc.pos.size(); ++k) tc.pos[k] += 0.37 * double(k % 3) - 0.5;
-  for (size_t k = 0; k < tm.pos.size(); ++k) tm.pos[k] += 1.3 - 0.2 * double(k % 3);
-  EXPECT_NEAR(energy(s, {tc, tm}), e0, tol) << "translation";
-  Structure pc = cell;  // reversed atom order
-  for (size_t a = 0; a < 8; ++a) {
-    pc.z[a] = cell.z[7 - a];
-    for (int c = 0; c < 3; ++c) pc.pos[3 * a + c] = cell.pos[3 * (7 - a) + c];
-  }
-  EXPECT_NEAR(energy(s, {pc, mol}), e0, tol) << "permutation";
-  Structure sc = cell;  // atom 3 moved by a lattice vector a2 - a3
-  for (int c = 0; c < 3; ++c) sc.pos[9 + c] += cell.cell[3 + c] - cell.cell[6 + c];
-  EXPECT_NEAR(energy(s, {sc, mol}), e0, tol) << "periodic image shift";
+  for (const auto& [what, structures] : testing::invariance_cases(cell, mol))
+    if (what != "rotation") {  // rotations: the Wigner-D test above, every intermediate
+      EXPECT_NEAR(energy(s, structures), e0, tol) << what;
+    }
 }
 
 TEST(MaceLayer, ForcesMatchCentralFiniteDifferences) {
