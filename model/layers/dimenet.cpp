@@ -36,9 +36,7 @@ namespace {
 // the one before, so the eighth is under 1e-17 of the first), above it the upward recurrence from
 // j_0 and j_1, which loses about l digits at x = 1 (relative error 1e-7 at l = 6, and the basis
 // sees x = 1 only for atoms closer than rc / z_l1, 0.1 rc at l = 6).
-double series_limit(int /*l*/) {
-  return 1.0;
-}
+constexpr double kSeriesLimit = 1.0;
 constexpr int kSeriesTerms = 8;
 
 // j_l(x) = x^l / (2l+1)!! sum_k (-x^2/2)^k / (k! (2l+3)(2l+5)...(2l+2k+1)).
@@ -72,7 +70,7 @@ double bessel_recurrence(int l, double x) {
 // each branch on its own clamped arguments (neither evaluated where it is inaccurate or
 // infinite). Float64, differentiable to any order.
 at::Tensor spherical_bessel_columns(const at::Tensor& x, const at::Tensor& order, int64_t lmax) {
-  const double limit = series_limit(0);
+  const double limit = kSeriesLimit;
   const at::Tensor xr = at::clamp_min(x, limit), inv = 1.0 / xr, sn = at::sin(xr);
   at::Tensor jm = sn * inv, j = (jm - at::cos(xr)) * inv;
   at::Tensor rec = at::where(order == 0.0, jm, j);
@@ -99,7 +97,7 @@ at::Tensor spherical_bessel_columns(const at::Tensor& x, const at::Tensor& order
 }  // namespace
 
 double spherical_bessel(int l, double x) {
-  return x < series_limit(l) ? bessel_series(l, x) : bessel_recurrence(l, x);
+  return x < kSeriesLimit ? bessel_series(l, x) : bessel_recurrence(l, x);
 }
 
 std::vector<double> spherical_bessel_zeros(int l, int n) {

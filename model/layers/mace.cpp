@@ -116,16 +116,16 @@ struct Path {
   int64_t l1, l2, l3, row;  // row: first of its 2l3+1 rows among the messages
 };
 
-// Second-order products: A_l1 A_l2 (l1 <= l2) into degrees `outs` (row offsets `rows`).
+// Second-order products: A_l1 A_l2 (l1 <= l2) into degrees `outs`.
 struct PairProduct {
   int64_t l1, l2;
-  std::vector<int64_t> outs, rows;
+  std::vector<int64_t> outs;
 };
 // Third-order products: (pair's degree-L output) A_l3 into degrees `outs`.
 struct TripleProduct {
   size_t pair;
-  int64_t l_mid, mid_index, l3;  // mid_index: which of the pair's outputs
-  std::vector<int64_t> outs, rows;
+  int64_t mid_index, l3;  // mid_index: which of the pair's outputs
+  std::vector<int64_t> outs;
 };
 
 class Mace : public MessagePassing {
@@ -148,8 +148,7 @@ class Mace : public MessagePassing {
     }
     m_w_down = param("down", {f, f});
 
-    // Message paths, and the coupling of Y (rows of Y) with up(sender) (columns) into each path's
-    // rows: [K_sh, rows, K_in].
+    // Message paths, each with its first row among the messages.
     for (int64_t l1 = 0; l1 <= m_lin; ++l1)
       for (int64_t l2 = 0; l2 <= m_lsh; ++l2)
         for (int64_t l3 = std::abs(l1 - l2); l3 <= std::min(l1 + l2, m_lsh); ++l3)
@@ -195,14 +194,11 @@ class Mace : public MessagePassing {
     if (m_correlation >= 2) {
       for (int64_t l1 = 0; l1 <= m_lsh; ++l1)
         for (int64_t l2 = l1; l2 <= m_lsh; ++l2) {
-          PairProduct pp{l1, l2, {}, {}};
-          int64_t row = 0;
+          PairProduct pp{l1, l2, {}};
           const int64_t top = std::max(m_correlation >= 3 ? m_lsh : 0, m_lout);
           for (int64_t l = l2 - l1; l <= std::min(l1 + l2, top); ++l)
             if (even(l1 + l2 + l)) {
               pp.outs.push_back(l);
-              pp.rows.push_back(row);
-              row += 2 * l + 1;
               if (l <= m_lout) ++terms[size_t(l)];
             }
           if (pp.outs.empty()) continue;
@@ -217,13 +213,10 @@ class Mace : public MessagePassing {
           const int64_t lm = m_pairs[p].outs[k];
           if (lm > m_lsh) continue;
           for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
-            TripleProduct t{p, lm, int64_t(k), l3, {}, {}};
-            int64_t row = 0;
+            TripleProduct t{p, int64_t(k), l3, {}};
             for (int64_t l = std::abs(lm - l3); l <= std::min(lm + l3, m_lout); ++l)
               if (even(lm + l3 + l)) {
                 t.outs.push_back(l);
-                t.rows.push_back(row);
-                row += 2 * l + 1;
                 ++terms[size_t(l)];
               }
             if (t.outs.empty()) continue;
@@ -257,7 +250,7 @@ class Mace : public MessagePassing {
       throw Error("MACE layer: input features of degree up to " +
                   std::to_string(int64_t(std::sqrt(double(x.size(1)))) - 1) + ", " +
                   std::to_string(m_lin) + " expected");
-    const int64_t n = x.size(0), e = geometry.len().size(0);
+    const int64_t e = geometry.len().size(0);
     const SegmentIndex &send = *batch.senders, &recv = *batch.receivers;
 
     // 1. up, down.
