@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -15,6 +17,7 @@
 
 #include "../common/structures.h"
 #include "model/batch.h"
+#include "model/layer.h"
 
 namespace ddgnn::testing {
 
@@ -101,6 +104,59 @@ inline void expect_close(const at::Tensor& a, const at::Tensor& b, double tol,
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
   const double err = (a - b).abs().max().item<double>();
   EXPECT_LT(err, tol) << what << ": max |difference| " << err;
+}
+
+// A layer against its plain-ops reference, both functions of the positions (float64): outputs,
+// the parameter gradients of a weighted sum of them (each parameter used, when
+// `every_parameter_used`) and, when `uses_pos`, the forces d sum(inv) / d pos and the parameter
+// gradients of a weighted sum of the forces (second derivatives), each to 1e-10.
+inline void expect_matches_reference(MessagePassing& l, const GraphBatch& b,
+                                     const std::function<NodeState(const at::Tensor&)>& fast,
+                                     const std::function<NodeState(const at::Tensor&)>& ref,
+                                     bool uses_pos, bool every_parameter_used) {
+  const std::vector<at::Tensor> params = l.parameters();
+  std::vector<std::vector<at::Tensor>> grads1, grads2;
+  std::vector<NodeState> outs;
+  std::vector<at::Tensor> forces;
+  at::Tensor w_inv, w_equiv;
+  const at::Tensor w_pos = at::randn({b.n_atoms(), 3}, at::kDouble);
+  for (int is_fast = 1; is_fast >= 0; --is_fast) {
+    const at::Tensor pos = b.pos.clone().requires_grad_(true);
+    const NodeState out = is_fast ? fast(pos) : ref(pos);
+    if (!w_inv.defined()) w_inv = at::randn(out.inv.sizes(), at::kDouble);
+    if (out.equiv.defined() && !w_equiv.defined())
+      w_equiv = at::randn(out.equiv.sizes(), at::kDouble);
+    outs.push_back(out);
+    at::Tensor loss = (out.inv * w_inv).sum();
+    if (out.equiv.defined()) loss = loss + (out.equiv * w_equiv).sum();
+    grads1.push_back(torch::autograd::grad({loss}, params, {}, true, false, true));
+    if (!uses_pos) continue;
+    const at::Tensor force = torch::autograd::grad({out.inv.sum()}, {pos}, {}, true, true)[0];
+    forces.push_back(force);
+    grads2.push_back(
+        torch::autograd::grad({(force * w_pos).sum()}, params, {}, false, false, true));
+  }
+  expect_close(outs[0].inv, outs[1].inv, 1e-10, "inv");
+  if (outs[0].equiv.defined()) expect_close(outs[0].equiv, outs[1].equiv, 1e-10, "equiv");
+  const auto names = l.named_parameters().keys();
+  for (size_t k = 0; k < params.size(); ++k) {
+    ASSERT_TRUE(grads1[0][k].defined() && grads1[1][k].defined()) << names[k];
+    expect_close(grads1[0][k], grads1[1][k], 1e-10, "d loss / d " + names[k]);
+    if (every_parameter_used) {
+      EXPECT_GT(grads1[0][k].abs().max().item<double>(), 1e-6) << names[k] << " is not used";
+    }
+  }
+  if (!uses_pos) return;
+  expect_close(forces[0], forces[1], 1e-10, "d sum(inv) / d pos");
+  EXPECT_GT(forces[0].abs().max().item<double>(), 1e-4);
+  int n_defined = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    ASSERT_EQ(grads2[0][k].defined(), grads2[1][k].defined()) << names[k];
+    if (!grads2[0][k].defined()) continue;
+    ++n_defined;
+    expect_close(grads2[0][k], grads2[1][k], 1e-10, "d (forces . w) / d " + names[k]);
+  }
+  EXPECT_GT(n_defined, int(params.size()) / 2);
 }
 
 }  // namespace ddgnn::testing
