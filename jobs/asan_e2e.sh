@@ -9,11 +9,12 @@
 #   bash jobs/asan_e2e.sh FRAMES.extxyz        e.g. 200 frames of cu_eam (jobs/data/generate.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+cores=$(bash jobs/cores.sh)  # not nproc: it reads OMP_NUM_THREADS
 xyz=${1:?usage: jobs/asan_e2e.sh FRAMES.extxyz (a small periodic set with forces and stress)}
 CC=clang CXX=clang++ cmake -S . -B build-asan-torch -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDDGNN_SANITIZE=address,undefined -DDDGNN_WITH_TORCH=ON -DDDGNN_WITH_CUDA=OFF \
   -DDDGNN_BUILD_BENCH=OFF -DDDGNN_BUILD_TESTS=OFF > /dev/null || exit 1
-cmake --build build-asan-torch -j"$(nproc)" --target ddgnn || exit 1
+cmake --build build-asan-torch -j"$cores" --target ddgnn || exit 1
 b=./build-asan-torch/app/ddgnn
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_osc=^rdma

@@ -12,6 +12,7 @@
 #   jobs/fuzz.sh --seconds 30 config   one target
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cores=$(bash jobs/cores.sh)  # not nproc: it reads OMP_NUM_THREADS
 seconds=60
 targets=()
 while [ $# -gt 0 ]; do
@@ -40,7 +41,7 @@ done
 build=build-sanitize
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDGNN_FUZZ=ON \
   -DDDGNN_WITH_TORCH=OFF -DDDGNN_WITH_CUDA=OFF -DDDGNN_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
+cmake --build "$build" -j"$cores" --target "${targets[@]/#/fuzz_}"
 
 status=0
 printf '%-8s %12s %10s %8s %9s %7s %8s\n' target executions "exec/s" edges features corpus crashes

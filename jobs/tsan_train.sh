@@ -8,11 +8,12 @@
 #   bash jobs/tsan_train.sh DATASET.h5        e.g. a 200-frame cu_eam set
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cores=$(bash jobs/cores.sh)  # not nproc: it reads OMP_NUM_THREADS
 data=${1:?usage: jobs/tsan_train.sh DATASET.h5 (a small periodic set, e.g. 200 frames of cu_eam)}
 CC=clang CXX=clang++ cmake -S . -B build-tsan-torch -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDDGNN_SANITIZE=thread -DDDGNN_WITH_TORCH=ON -DDDGNN_WITH_CUDA=OFF -DDDGNN_BUILD_BENCH=OFF \
   -DDDGNN_BUILD_TESTS=OFF > /dev/null
-cmake --build build-tsan-torch -j"$(nproc)" --target ddgnn
+cmake --build build-tsan-torch -j"$cores" --target ddgnn
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OMPI_MCA_osc=^rdma
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 setarch=()

@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
-# The short GPU check, for a lease of a few minutes: builds the GPU binary and the GPU tests
-# (jobs/build.sh --gpu ddgnn test_gpu), runs them, then, while time is left, trains the bundled
-# ethanol config on the GPU. Logs go to the output folder. Stops itself before the deadline.
-# usage: jobs/gpu/check.sh [out_dir=gpu_out] [deadline_s=560]
+# The short GPU check, for a lease of a few minutes: builds the GPU binary, the GPU tests and the
+# training benchmark (jobs/build.sh --gpu ddgnn test_gpu bench_train), runs the tests, measures
+# every mpnn_type's training throughput (float32, then bf16 for three), then, while time is left,
+# trains the bundled ethanol config on the GPU. Logs go to the output folder (at most 7 files).
+# Stops itself before the deadline.
+# usage: jobs/gpu/check.sh [out_dir=gpu_out] [deadline_s=560] [bench_steps=10]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${1:-gpu_out}
 deadline=${2:-560}
+steps=${3:-10}
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1
 left() { echo $((deadline - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 echo "== build (t = ${SECONDS} s)"
-timeout $(($(left) - 60)) bash jobs/build.sh --gpu ddgnn test_gpu > "$out/build.log" 2>&1 ||
-  { echo "build failed or ran out of time (t = ${SECONDS} s)"; grep -E "error|Error|FAILED" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
+timeout $(($(left) - 60)) bash jobs/build.sh --gpu ddgnn test_gpu bench_train > "$out/build.log" 2>&1
+rc=$?
+[ -f build-gpu/.ninja_log ] && cp build-gpu/.ninja_log "$out/ninja_log.txt"
+if [ $rc -ne 0 ]; then
+  echo "build failed or ran out of time (t = ${SECONDS} s)"
+  grep -E "error|Error|FAILED" "$out/build.log" | head -30
+  tail -5 "$out/build.log"
+  exit 1
+fi
 # shellcheck disable=SC1091
 [ -f .gpu_deps/env.sh ] && . .gpu_deps/env.sh
 echo "== GPU tests (t = ${SECONDS} s)"
-timeout $(($(left) - 5)) ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" |
+timeout $(($(left) < 200 ? $(left) - 5 : 200)) ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" |
   grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|which is|relative|difference|error" | head -60
-if [ "$(left)" -gt 60 ] && [ -f data/ethanol.h5 ]; then
-  s=$(($(left) - 30))
+echo "== training throughput, every mpnn_type, float32 then bf16 (t = ${SECONDS} s)"
+if [ "$(left)" -gt 90 ]; then
+  timeout $(($(left) - 60)) ./build-gpu/bench/bench_train "$steps" all ab - cuda 2>&1 | tee "$out/bench.txt"
+fi
+if [ "$(left)" -gt 70 ]; then
+  timeout $(($(left) - 50)) ./build-gpu/bench/bench_train "$steps" SchNet,PAINN,MACE ab - cuda bf16 2>&1 |
+    tee -a "$out/bench.txt"
+fi
+if [ "$(left)" -gt 45 ] && [ -f data/ethanol.h5 ]; then
+  s=$(($(left) - 25))
   echo "== ethanol on the GPU for ${s} s (t = ${SECONDS} s)"
   ./build-gpu/app/ddgnn train -c configs/ethanol_schnet.json --overwrite --set Runtime.device=cuda \
     --set NeuralNetwork.Training.time_limit_s="$s" --set Output.run_dir=runs/gpu_ethanol 2>&1 |
