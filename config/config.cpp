@@ -430,7 +430,8 @@ class Resolver {
           arch + "mpnn_type " + model +
           " reads the graph but not the distances (as in HydraGNN): its energy is constant "
           "between changes of neighbours, so its forces and stress are zero; for an "
-          "interatomic potential use SchNet, PAINN, MACE, DimeNet, EGNN, GAT, CGCNN or PNA");
+          "interatomic potential use SchNet, PAINN, MACE, DimeNet, EGNN, GAT, CGCNN, PNA or "
+          "PNAPlus");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>()) {
       double total = 0;
       for (const char* w :

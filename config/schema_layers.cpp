@@ -17,7 +17,8 @@ void add_layer_type_keys(std::vector<KeySpec>& s) {
           .def(50)
           .ge(1));
   add(key(arch + "num_filters", T::kInt, "SchNet: width of the continuous filters").def(128).ge(1));
-  add(key(arch + "num_radial", T::kInt, "PAINN and MACE: radial basis functions per distance")
+  add(key(arch + "num_radial", T::kInt,
+          "PAINN, MACE, DimeNet and PNAPlus: radial basis functions per distance")
           .def(6)
           .ge(1));
   add(key(arch + "heads", T::kInt,

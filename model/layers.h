@@ -21,8 +21,9 @@ std::shared_ptr<MessagePassing> make_cgcnn(const LayerSpec& spec);
 std::shared_ptr<MessagePassing> make_painn(const LayerSpec& spec);
 // model/layers/gin.cpp: GIN.
 std::shared_ptr<MessagePassing> make_gin(const LayerSpec& spec);
-// model/layers/pna.cpp: PNA.
+// model/layers/pna.cpp: PNA, and PNAPlus (PNA with DimeNet's radial basis).
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec);
+std::shared_ptr<MessagePassing> make_pna_plus(const LayerSpec& spec);
 // model/layers/mace.cpp: MACE (equivariant many-body, spherical-tensor features).
 std::shared_ptr<MessagePassing> make_mace(const LayerSpec& spec);
 // model/layers/dimenet.cpp: DimeNet++ (triplets of the radius graph, angular basis).

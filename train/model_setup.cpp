@@ -273,7 +273,8 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
                         "at int_emb_size 64)");
   }
   const bool fit_avg = setup.spec.mpnn_type == "MACE" && setup.spec.layer.avg_num_neighbors == 0.0;
-  if (setup.spec.mpnn_type == "PNA" || fit_avg) {
+  const bool pna = setup.spec.mpnn_type == "PNA" || setup.spec.mpnn_type == "PNAPlus";
+  if (pna || fit_avg) {
     const std::vector<int64_t> local = degree_histogram(data, setup, 2000);
     long double n = (long double)local.size();
     sum(&n, 1);
@@ -289,7 +290,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
       for (size_t k = 0; k < h.size(); ++k) atoms += h[k], edges += (long double)k * h[k];
       setup.spec.layer.avg_num_neighbors = edges > 0 ? double(edges / atoms) : 1.0;
     }
-    if (setup.spec.mpnn_type != "PNA") deg.clear();
+    if (!pna) deg.clear();
   }
   return setup;
 }

@@ -127,6 +127,17 @@ std::vector<double> spherical_bessel_zeros(int l, int n) {
   return z;
 }
 
+BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p_order,
+                           const at::Tensor& freq, c10::ScalarType dtype) {
+  const at::Tensor x = len.to(at::kDouble) * (1.0 / rc);  // [E] in (0, 1)
+  const double p = double(p_order), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2),
+               c = -p * (p + 1) / 2;
+  const at::Tensor xp = at::pow(x, p);
+  const at::Tensor u = (1.0 + a * xp + b * xp * x + c * xp * x * x) / x;  // [E]
+  const at::Tensor rbf = u.unsqueeze(1) * at::sin(freq.to(at::kDouble) * x.unsqueeze(1));
+  return {x, u, rbf.to(dtype)};
+}
+
 Triplets dimenet_triplets(const GraphBatch& batch) {
   const SegmentIndex& recv = *batch.receivers;
   const at::Tensor& send = batch.senders->index;  // [E]
@@ -212,14 +223,10 @@ class DimeNet : public MessagePassing {
     const SegmentIndex &send = *batch.senders, &recv = *batch.receivers;
 
     // Bases, in float64 then the model's dtype.
-    const at::Tensor d = geometry.len().to(at::kDouble) * (1.0 / m_rc);  // [E] in (0, 1)
-    const double p = double(m_p), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2), c = -p * (p + 1) / 2;
-    const at::Tensor dp = at::pow(d, p);
-    const at::Tensor u = (1.0 + a * dp + b * dp * d + c * dp * d * d) / d;  // [E]
     const auto dtype = in.inv.scalar_type();
-    const at::Tensor rbf =
-        (u.unsqueeze(1) * at::sin(m_freq.to(at::kDouble) * d.unsqueeze(1))).to(dtype);  // [E, R]
-    const at::Tensor sbf = spherical_basis(geometry, t, d, u).to(dtype);                // [T, S R]
+    const BesselRadial radial = bessel_radial(geometry.len(), m_rc, m_p, m_freq, dtype);
+    const at::Tensor& rbf = radial.rbf;                                                 // [E, R]
+    const at::Tensor sbf = spherical_basis(geometry, t, radial.x, radial.u).to(dtype);  // [T, S R]
 
     // Layer input, embedding block: edge messages [E, F].
     const at::Tensor x = m_lin(in.inv);

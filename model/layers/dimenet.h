@@ -1,5 +1,6 @@
-// DimeNet's building blocks that the tests check on their own: the triplets of a batch's radius
-// graph and the spherical Bessel functions of its basis. The layer is make_layer("DimeNet", spec).
+// DimeNet's building blocks that the tests check on their own, and its radial basis, which PNAPlus
+// shares: the triplets of a batch's radius graph, the spherical Bessel functions of its basis, and
+// PyG's BesselBasisLayer. The layer is make_layer("DimeNet", spec).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,6 +19,16 @@ struct Triplets {
   at::Tensor kj, ji;
 };
 Triplets dimenet_triplets(const GraphBatch& batch);
+
+// PyG's BesselBasisLayer: rbf [E, R] = u(x) sin(freq_n x), x = d / rc, with u(x) = (1 + a x^p +
+// b x^(p+1) + c x^(p+2)) / x the envelope of order p (zero with its first two derivatives at x =
+// 1) and freq [R] the (trainable) frequencies, n pi at the start. Evaluated in float64 (x and u
+// are returned in it for DimeNet's spherical basis), rbf in `dtype`. len: [E] edge lengths, Å.
+struct BesselRadial {
+  at::Tensor x, u, rbf;
+};
+BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p, const at::Tensor& freq,
+                           c10::ScalarType dtype);
 
 // The spherical Bessel function j_l(x), x > 0, in double precision.
 double spherical_bessel(int l, double x);

@@ -1,6 +1,12 @@
-// PNA (Corso et al. 2020) as PyG's PNAConv with towers = 1, pre/post_layers = 1, as HydraGNN uses
-// it: messages M([h_i, h_j, e_ij]) (e_ij: Gaussian expansion of |r_ij|), aggregated by mean, min,
-// max, std, scaled by identity, amplification, attenuation; then post and lin Linears, residual.
+// PNA (Corso et al. 2020) as PyG's PNAConv with towers = 1, pre/post_layers = 1, as HydraGNN's
+// PNAStack uses it: messages M([h_i, h_j, e_ij]) (e_ij: Gaussian expansion of |r_ij| through a
+// Linear), aggregated by mean, min, max, std, scaled by identity, amplification, attenuation and
+// linear; then post and lin Linears, residual. PNAPlus (HydraGNN's PNAPlusStack): e_ij is
+// relu(Linear(rbf_ij)) of PyG's Bessel basis (DimeNet's, model/layers/dimenet.h: num_radial
+// functions, trainable frequencies, envelope of order envelope_exponent + 1), and the message is
+// multiplied by Linear(rbf_ij) (no bias), so that it vanishes at the cutoff. As HydraGNN's, the
+// degree scalers and min/max/std make both non-smooth as neighbours cross the cutoff. Each
+// PNAPlus layer has its own frequencies (HydraGNN's stack shares one basis).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <torch/nn/module.h>
@@ -13,6 +19,7 @@
 #include "model/activation.h"
 #include "model/device.h"
 #include "model/layers.h"
+#include "model/layers/dimenet.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -83,24 +90,40 @@ at::Tensor segment_extreme_generic(const at::Tensor& msg, const SegmentIndex& re
 
 class Pna : public MessagePassing {
  public:
-  explicit Pna(const LayerSpec& spec)
-      : m_f(spec.hidden_dim), m_num_gaussians(spec.num_gaussians), m_deg_hist(spec.pna_deg) {
+  Pna(const LayerSpec& spec, bool plus)
+      : m_f(spec.hidden_dim),
+        m_plus(plus),
+        m_basis(plus ? spec.num_radial : spec.num_gaussians),
+        m_p(spec.envelope.p + 1),
+        m_rc(spec.radius),
+        m_deg_hist(spec.pna_deg) {
     const int64_t f = m_f;
-    m_edge_encoder = register_module("edge_encoder", torch::nn::Linear(m_num_gaussians, f));
+    if (plus && (m_basis < 1 || m_p < 2))
+      throw ConfigError("PNAPlus needs num_radial >= 1 and envelope_exponent >= 1");
+    if (plus) {
+      m_freq = register_parameter("freq", at::arange(1, m_basis + 1, at::kFloat) * M_PI);
+      m_rbf_lin = register_module(
+          "rbf_lin", torch::nn::Linear(torch::nn::LinearOptions(m_basis, f).bias(false)));
+    }
+    // PNAPlus: HydraGNN's rbf_emb (then relu); PNA: the edge encoder of the Gaussians.
+    m_edge_encoder =
+        register_module(plus ? "rbf_emb" : "edge_encoder", torch::nn::Linear(m_basis, f));
     m_pre = register_module("pre", torch::nn::Linear(3 * f, f));
-    m_post = register_module("post", torch::nn::Linear((4 * 3 + 1) * f, f));
+    m_post = register_module("post", torch::nn::Linear((4 * kScalers + 1) * f, f));
     m_lin = register_module("lin", torch::nn::Linear(f, f));
     if (!m_deg_hist.empty()) {
-      double sum = 0, count = 0;
+      double sum_log = 0, sum_lin = 0, count = 0;
       for (size_t k = 0; k < m_deg_hist.size(); ++k) {
         if (m_deg_hist[k] < 0) throw ConfigError("pna_deg: histogram counts must be >= 0");
-        sum += double(m_deg_hist[k]) * std::log(double(k) + 1.0);
+        sum_log += double(m_deg_hist[k]) * std::log(double(k) + 1.0);
+        sum_lin += double(m_deg_hist[k]) * double(k);
         count += double(m_deg_hist[k]);
       }
-      if (!(sum > 0))
+      if (!(sum_log > 0))
         throw ConfigError("pna_deg: the in-degree histogram has no atom with a neighbour",
                           "compute it from the training set's radius graphs");
-      m_avg_log = sum / count;
+      m_avg_log = sum_log / count;
+      m_avg_lin = sum_lin / count;
     }
   }
 
@@ -112,21 +135,31 @@ class Pna : public MessagePassing {
     const SegmentIndex& recv = *batch.receivers;
     // pre([h_i, h_j, enc(e_ij)]) with pre's weight split by column block: the h parts are
     // multiplied on atoms, then gathered to edges. msg [n_edges, F].
-    const at::Tensor& w = m_pre->weight;                                         // [F, 3F]
-    const at::Tensor enc = m_edge_encoder(geometry.gaussians(m_num_gaussians));  // [n_edges, F]
-    const at::Tensor msg = gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), recv) +
-                           gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
-                           at::addmm(m_pre->bias, enc, w.narrow(1, 2 * f, f).t());
+    const at::Tensor& w = m_pre->weight;  // [F, 3F]
+    at::Tensor rbf, enc;
+    if (m_plus) {
+      rbf = bessel_radial(geometry.len(), m_rc, m_p, m_freq, h.scalar_type()).rbf;  // [E, R]
+      enc = at::relu(m_edge_encoder(rbf));
+    } else {
+      enc = m_edge_encoder(geometry.gaussians(m_basis));  // [n_edges, F]
+    }
+    at::Tensor msg = gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), recv) +
+                     gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
+                     at::addmm(m_pre->bias, enc, w.narrow(1, 2 * f, f).t());
+    if (m_plus) msg = msg * m_rbf_lin(rbf);
 
-    at::Tensor deg = (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
-                         .to(h.scalar_type())
-                         .unsqueeze(1);  // [n_atoms, 1]
-    // Without a training-set histogram, the normaliser is this batch's mean log(deg + 1) (a 0-dim
-    // tensor, not read back to the host): then a graph's output depends on the batch it is in
-    // (set pna_deg for reproducible results).
+    const at::Tensor raw_deg =
+        (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
+            .to(h.scalar_type())
+            .unsqueeze(1);  // [n_atoms, 1]
+    // Without a training-set histogram, the normalisers are this batch's mean log(deg + 1) and
+    // mean degree (0-dim tensors, not read back to the host): then a graph's output depends on the
+    // batch it is in (set pna_deg for reproducible results).
+    const bool from_batch = m_deg_hist.empty();
     const at::Tensor batch_avg_log =
-        m_deg_hist.empty() ? at::log(deg + 1.0).mean().clamp_min(1e-12) : at::Tensor();
-    deg = deg.clamp_min(1.0);
+        from_batch ? at::log(raw_deg + 1.0).mean().clamp_min(1e-12) : at::Tensor();
+    const at::Tensor batch_avg_lin = from_batch ? raw_deg.mean().clamp_min(1e-12) : at::Tensor();
+    const at::Tensor deg = raw_deg.clamp_min(1.0);
     const at::Tensor mean = scatter_sum(msg, recv) / deg;
     const at::Tensor mean2 = scatter_sum(msg * msg, recv) / deg;
     const at::Tensor std = at::sqrt(at::relu(mean2 - mean * mean) + kStdEps);
@@ -138,36 +171,45 @@ class Pna : public MessagePassing {
         at::cat({mean, extreme(/*take_max=*/false), extreme(/*take_max=*/true), std},
                 1);  // [n_atoms, 4F]
     const at::Tensor log_deg = at::log(deg + 1.0);
-    // The amplification and attenuation scalers [n_atoms, 1].
-    const at::Tensor amplify =
-        batch_avg_log.defined() ? log_deg / batch_avg_log : log_deg / m_avg_log;
-    const at::Tensor attenuate =
-        batch_avg_log.defined() ? batch_avg_log / log_deg : m_avg_log / log_deg;
-    // post([h, agg, agg * amp, agg * att]) with post's weight split by column block and the
-    // per-atom scalers applied after the matmul ((agg * a) W^T = a (agg W^T)): same math, no
-    // [n_atoms, 13F] concatenation (nor its slice backward in the force loss).
-    const at::Tensor& wp = m_post->weight;  // [F, 13F]
+    // The amplification, attenuation and linear scalers [n_atoms, 1].
+    const at::Tensor amplify = from_batch ? log_deg / batch_avg_log : log_deg / m_avg_log;
+    const at::Tensor attenuate = from_batch ? batch_avg_log / log_deg : m_avg_log / log_deg;
+    const at::Tensor linear = from_batch ? deg / batch_avg_lin : deg / m_avg_lin;
+    // post([h, agg, agg * amp, agg * att, agg * lin]) with post's weight split by column block
+    // and the per-atom scalers applied after the matmul ((agg * a) W^T = a (agg W^T)): same math,
+    // no [n_atoms, 17F] concatenation (nor its slice backward in the force loss).
+    const at::Tensor& wp = m_post->weight;  // [F, 17F]
     const auto block = [&](int64_t k) {
       return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
     };
     const at::Tensor post = at::addmm(m_post->bias, h, wp.narrow(1, 0, f).t()) + block(0) +
-                            block(1) * amplify + block(2) * attenuate;
+                            block(1) * amplify + block(2) * attenuate + block(3) * linear;
     NodeState out;
     out.inv = h + m_lin(post);
     return out;
   }
 
  private:
-  int64_t m_f, m_num_gaussians;
+  static constexpr int64_t kScalers = 4;  // identity, amplification, attenuation, linear
+  int64_t m_f;
+  bool m_plus;
+  int64_t m_basis, m_p;
+  double m_rc;
   std::vector<int64_t> m_deg_hist;
-  double m_avg_log = 0.0;
-  torch::nn::Linear m_edge_encoder{nullptr}, m_pre{nullptr}, m_post{nullptr}, m_lin{nullptr};
+  double m_avg_log = 0.0, m_avg_lin = 0.0;
+  at::Tensor m_freq;
+  torch::nn::Linear m_edge_encoder{nullptr}, m_pre{nullptr}, m_post{nullptr}, m_lin{nullptr},
+      m_rbf_lin{nullptr};
 };
 
 }  // namespace
 
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec) {
-  return std::make_shared<Pna>(spec);
+  return std::make_shared<Pna>(spec, /*plus=*/false);
+}
+
+std::shared_ptr<MessagePassing> make_pna_plus(const LayerSpec& spec) {
+  return std::make_shared<Pna>(spec, /*plus=*/true);
 }
 
 }  // namespace ddgnn

@@ -193,7 +193,7 @@ TEST(Config, ValueNotInEnumListsTheAllowedOnes) {
   raw["NeuralNetwork"]["Architecture"]["mpnn_type"] = "PNAEq";
   e = error_of([&] { resolve(raw); });
   EXPECT_HAS(e, "\"PNAEq\" is a HydraGNN value that ddgnn does not implement");
-  EXPECT_HAS(e, "SchNet, EGNN, PAINN, CGCNN, GIN, PNA, MACE, DimeNet, GAT, SAGE, MFC");
+  EXPECT_HAS(e, "SchNet, EGNN, PAINN, CGCNN, GIN, PNA, PNAPlus, MACE, DimeNet, GAT, SAGE, MFC");
   // A refused value stays an error even with --allow-unimplemented: nothing can stand in for it.
   EXPECT_NE(error_of([&] { resolve(raw, {}, ConfigOptions{true}); }), "");
 

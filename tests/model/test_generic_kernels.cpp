@@ -445,10 +445,13 @@ TEST_P(Bf16Model, AutocastStaysNearFloat32AndHandsBackFloat32) {
   expect_rel(bf16[0], fp32[0], 0.05, "energy");
   const double force_error = ((bf16[1] - fp32[1]).norm() / fp32[1].norm()).item<double>();
   // Not for GIN, SAGE, MFC (they read no geometry: zero forces) nor max pooling, whose forces come
-  // from the atom holding each feature's maximum, which rounding may hand to another atom.
+  // from the atom holding each feature's maximum, which rounding may hand to another atom. PNA's
+  // min and max aggregators do the same per atom (the edge holding each extreme), so its bound is
+  // looser.
   if (c.mpnn_type != "GIN" && c.mpnn_type != "SAGE" && c.mpnn_type != "MFC" &&
       model_spec(c).graph_pooling != Pooling::kMax) {
-    EXPECT_LT(force_error, 0.1);  // seen: 0.5-5.5%
+    const bool extremes = c.mpnn_type == "PNA" || c.mpnn_type == "PNAPlus";
+    EXPECT_LT(force_error, extremes ? 0.3 : 0.1);  // seen: 0.5-5.5%, PNA 15%
   }
   // ... and the products really were in bfloat16: not float32's numbers.
   EXPECT_GT(max_abs(bf16[0] - fp32[0]), 1e-5 * max_abs(fp32[0]));

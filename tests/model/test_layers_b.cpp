@@ -1,6 +1,7 @@
-// PAINN, GIN and PNA layers in float64: registry and shapes; a plain-ops reference (index_select /
-// index_add, per-atom min/max) with the same weights gives the same outputs, parameter gradients
-// and second derivatives; invariances; forces against finite differences; batching.
+// PAINN, GIN, PNA and PNAPlus layers in float64: registry and shapes; a plain-ops reference
+// (index_select / index_add, per-atom min/max) with the same weights gives the same outputs,
+// parameter gradients and second derivatives; invariances; forces against finite differences;
+// batching.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -137,23 +138,42 @@ NodeState ref_gin(MessagePassing& l, const GraphBatch& b, const at::Tensor& /*po
   return {P.lin(at::silu(P.lin((1.0 + P.p["eps"]) * h + agg, "lin1")), "lin2"), {}, {}};
 }
 
-NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos) {
+// PNA, and PNAPlus (plus): edge features from PyG's Bessel basis written out here (u(x) sin(f x),
+// u the envelope of order p = 6, the default envelope_exponent 5 plus one), the message times
+// Linear(rbf). Per atom: the four aggregators, each scaled by identity, amplification,
+// attenuation and linear (deg / mean degree of the histogram).
+NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos, bool plus) {
   const Params P{l.named_parameters()};
   const RefGeometry g(b, pos);
   const at::Tensor h = features(b);
-  const int64_t n_g = 10;
-  const double sp = kRadius / double(n_g - 1);
-  const at::Tensor dmu = g.len.unsqueeze(1) - at::linspace(0.0, kRadius, n_g, h.options());
-  const at::Tensor e = at::exp(at::clamp_min(-0.5 / (sp * sp) * dmu * dmu, -80.0));
-  const at::Tensor msg = P.lin(
-      at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), P.lin(e, "edge_encoder")}, 1),
-      "pre");
-  double avg_log = 0, count = 0;
+  at::Tensor edge;
+  if (plus) {
+    const at::Tensor x = g.len / kRadius;
+    const double p = 6, a = -(p + 1) * (p + 2) / 2, bb = p * (p + 2), c = -p * (p + 1) / 2;
+    const at::Tensor u =
+        1.0 / x + a * at::pow(x, p - 1) + bb * at::pow(x, p) + c * at::pow(x, p + 1);
+    const at::Tensor rbf = u.unsqueeze(1) * at::sin(P.p["freq"] * x.unsqueeze(1));
+    edge = at::relu(P.lin(rbf, "rbf_emb"));
+    const at::Tensor gate = P.lin(rbf, "rbf_lin");
+    edge = at::cat({edge, gate}, 1);
+  } else {
+    const int64_t n_g = 10;
+    const double sp = kRadius / double(n_g - 1);
+    const at::Tensor dmu = g.len.unsqueeze(1) - at::linspace(0.0, kRadius, n_g, h.options());
+    edge = P.lin(at::exp(at::clamp_min(-0.5 / (sp * sp) * dmu * dmu, -80.0)), "edge_encoder");
+  }
+  at::Tensor msg =
+      P.lin(at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), edge.narrow(1, 0, kF)}, 1),
+            "pre");
+  if (plus) msg = msg * edge.narrow(1, kF, kF);
+  double avg_log = 0, avg_lin = 0, count = 0;
   for (size_t k = 0; k < kDegHist.size(); ++k) {
     avg_log += double(kDegHist[k]) * std::log(double(k) + 1.0);
+    avg_lin += double(kDegHist[k]) * double(k);
     count += double(kDegHist[k]);
   }
   avg_log /= count;
+  avg_lin /= count;
   std::vector<at::Tensor> rows;
   for (int64_t i = 0; i < b.n_atoms(); ++i) {
     const at::Tensor idx = (g.dst == i).nonzero().view(-1);
@@ -169,8 +189,9 @@ NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos)
       agg = at::cat(
           {mean, std::get<0>(m.min(0)), std::get<0>(m.max(0)), at::sqrt(at::relu(var) + 1e-5)});
     }
-    const double ld = std::log(double(std::max<int64_t>(deg, 1)) + 1.0);
-    rows.push_back(at::cat({h[i], agg, agg * (ld / avg_log), agg * (avg_log / ld)}));
+    const double d1 = double(std::max<int64_t>(deg, 1)), ld = std::log(d1 + 1.0);
+    rows.push_back(
+        at::cat({h[i], agg, agg * (ld / avg_log), agg * (avg_log / ld), agg * (d1 / avg_lin)}));
   }
   return {h + P.lin(P.lin(at::stack(rows), "post"), "lin"), {}, {}};
 }
@@ -179,7 +200,14 @@ using RefFn = NodeState (*)(MessagePassing&, const GraphBatch&, const at::Tensor
 
 RefFn reference(const std::string& name) {
   if (name == "GIN") return ref_gin;
-  if (name == "PNA") return ref_pna;
+  if (name == "PNA")
+    return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
+      return ref_pna(l, b, p, false);
+    };
+  if (name == "PNAPlus")
+    return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
+      return ref_pna(l, b, p, true);
+    };
   return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
     return ref_painn(l, b, p);
   };
@@ -200,7 +228,7 @@ void rotate(std::vector<double>& xs, const std::vector<double>& r) {
   testing::rotate_rows(xs, r);
 }
 
-const std::vector<std::string> kLayers = {"PAINN", "GIN", "PNA"};
+const std::vector<std::string> kLayers = {"PAINN", "GIN", "PNA", "PNAPlus"};
 
 class LayersB : public ::testing::TestWithParam<std::string> {};
 
@@ -262,6 +290,7 @@ TEST(PAINNLayer, EquivariantVectorsRotateWithTheStructure) {
 }
 
 class LayersBForces : public ::testing::TestWithParam<std::string> {};
+class PNALayers : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayersBForces, GradientMatchesCentralFiniteDifferences) {
   auto l = layer(GetParam());
@@ -295,9 +324,11 @@ TEST_P(LayersB, BatchOfTwoEqualsEachAlone) {
     expect_close(out.equiv.narrow(0, 8, 6), run(*l, second, second.pos).equiv, 1e-12, "equiv");
 }
 
-// Without pna_deg the normaliser is the batch's own mean log(deg + 1): the same as passing the
-// batch's in-degree histogram. A histogram with no neighbours at all is a ConfigError.
-TEST(PNALayer, WithoutHistogramUsesTheBatchInDegrees) {
+// Without pna_deg the normalisers are the batch's own mean log(deg + 1) and mean degree: the same
+// as passing the batch's in-degree histogram. A histogram with no neighbours at all is a
+// ConfigError.
+TEST_P(PNALayers, WithoutHistogramUseTheBatchInDegrees) {
+  const std::string name = GetParam();
   const GraphBatch b = batch_of({periodic_cell(), molecule()});
   const at::Tensor deg =
       b.receivers->ptr.narrow(0, 1, b.n_atoms()) - b.receivers->ptr.narrow(0, 0, b.n_atoms());
@@ -307,25 +338,59 @@ TEST(PNALayer, WithoutHistogramUsesTheBatchInDegrees) {
   with.pna_deg = hist;
   without.pna_deg.clear();
   at::manual_seed(5);
-  auto l_with = make_layer("PNA", with);
+  auto l_with = make_layer(name, with);
   at::manual_seed(5);
-  auto l_without = make_layer("PNA", without);
+  auto l_without = make_layer(name, without);
   l_with->to(at::kDouble), l_without->to(at::kDouble);
   const at::Tensor out = run(*l_without, b, b.pos).inv;
   expect_close(out, run(*l_with, b, b.pos).inv, 1e-12, "batch histogram");
   EXPECT_TRUE(at::isfinite(out).all().item<bool>());
   at::manual_seed(5);
-  auto l_other = make_layer("PNA", spec());  // the fixed histogram kDegHist
+  auto l_other = make_layer(name, spec());  // the fixed histogram kDegHist
   l_other->to(at::kDouble);
   EXPECT_GT((run(*l_other, b, b.pos).inv - out).abs().max().item<double>(), 1e-6);
   LayerSpec bad = spec();
   bad.pna_deg = {3};
-  EXPECT_THROW(make_layer("PNA", bad), ConfigError);
+  EXPECT_THROW(make_layer(name, bad), ConfigError);
+}
+
+// PNAPlus's messages end in Linear(rbf), and its Bessel basis vanishes at the cutoff: a C-O pair
+// just inside the radius gives each atom what an atom without neighbours gets (one neighbour and
+// none are the same degree after PyG's clamp to 1), so the energy does not jump as the pair
+// separates. PNA's Gaussian messages do not vanish there, so its output jumps.
+TEST(PNAPlusLayer, APairAtTheCutoffEqualsTwoLoneAtoms) {
+  const auto pair_at = [](double d) {
+    Structure s;
+    s.z = {6, 8};
+    s.pos = {0, 0, 0, d, 0, 0};
+    s.cell.assign(9, 0.0);
+    s.pbc = {0, 0, 0};
+    return s;
+  };
+  const Structure inside = pair_at(kRadius * (1 - 1e-7)), outside = pair_at(kRadius * 1.01);
+  const GraphBatch bi = batch_of({inside}), bo = batch_of({outside});
+  ASSERT_EQ(bi.edge_index.size(1), 2);
+  ASSERT_EQ(bo.edge_index.size(1), 0);
+  auto plus = layer("PNAPlus");
+  const at::Tensor near = run(*plus, bi, bi.pos).inv, apart = run(*plus, bo, bo.pos).inv;
+  expect_close(near, apart, 1e-6, "PNAPlus: pair at the cutoff against lone atoms");
+  auto pna = layer("PNA");
+  EXPECT_GT((run(*pna, bi, bi.pos).inv - run(*pna, bo, bo.pos).inv).abs().max().item<double>(),
+            1e-3);
+  const auto params = plus->named_parameters();
+  ASSERT_TRUE(params.contains("freq"));
+  EXPECT_TRUE(params["freq"].requires_grad());
+  EXPECT_NEAR(params["freq"][2].item<double>(), 3 * M_PI, 1e-6);  // made in float32
+  LayerSpec s = spec();
+  s.num_radial = 0;
+  EXPECT_THROW(make_layer("PNAPlus", s), ConfigError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, LayersB, ::testing::ValuesIn(kLayers),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Layers, LayersBForces, ::testing::Values("PAINN", "PNA"),
+INSTANTIATE_TEST_SUITE_P(Layers, PNALayers, ::testing::Values("PNA", "PNAPlus"),
+                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Layers, LayersBForces, ::testing::Values("PAINN", "PNA", "PNAPlus"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
