@@ -420,18 +420,18 @@ class Resolver {
     const std::string model = find_path(root, arch + "mpnn_type")->get<std::string>();
     // As HydraGNN: a warning, since the layers of the other models ignore it.
     if (find_path(root, arch + "equivariance")->get<bool>() && model != "EGNN" &&
-        model != "SchNet" && model != "PAINN")
+        model != "SchNet" && model != "PAINN" && model != "PNAEq" && model != "MACE")
       m_config.warnings.push_back(arch + "equivariance = true changes nothing for " + model +
-                                  ", whose features are invariant (EGNN, SchNet and PAINN are "
-                                  "the equivariant models)");
+                                  ", whose features are invariant (EGNN, SchNet, PAINN, PNAEq "
+                                  "and MACE are the equivariant models)");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>() &&
         (model == "GIN" || model == "SAGE" || model == "MFC"))
       m_config.warnings.push_back(
           arch + "mpnn_type " + model +
           " reads the graph but not the distances (as in HydraGNN): its energy is constant "
           "between changes of neighbours, so its forces and stress are zero; for an "
-          "interatomic potential use SchNet, PAINN, MACE, DimeNet, EGNN, GAT, CGCNN, PNA or "
-          "PNAPlus");
+          "interatomic potential use SchNet, PAINN, MACE, DimeNet, EGNN, GAT, CGCNN, PNA, "
+          "PNAPlus or PNAEq");
     if (find_path(root, arch + "enable_interatomic_potential")->get<bool>()) {
       double total = 0;
       for (const char* w :

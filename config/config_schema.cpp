@@ -46,11 +46,8 @@ std::vector<KeySpec> build_schema() {
   add(section("NeuralNetwork.Architecture", "The message-passing model and its output heads."));
   add(key(arch + "mpnn_type", T::kEnum, "message-passing layer type")
           .required()
-          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "PNAPlus", "MACE", "DimeNet",
-                   "GAT", "SAGE", "MFC"})
-          .refuses({"PNAEq"})
-          .with_hint("choose one of the models ddgnn implements: SchNet, EGNN, PAINN, CGCNN, GIN, "
-                     "PNA, PNAPlus, MACE, DimeNet, GAT, SAGE, MFC"));
+          .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "PNAPlus", "PNAEq", "MACE",
+                   "DimeNet", "GAT", "SAGE", "MFC"}));
   add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
   add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
   add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å").required().gt(0));

@@ -18,7 +18,7 @@ void add_layer_type_keys(std::vector<KeySpec>& s) {
           .ge(1));
   add(key(arch + "num_filters", T::kInt, "SchNet: width of the continuous filters").def(128).ge(1));
   add(key(arch + "num_radial", T::kInt,
-          "PAINN, MACE, DimeNet and PNAPlus: radial basis functions per distance")
+          "PAINN, MACE, DimeNet, PNAPlus and PNAEq: radial basis functions per distance")
           .def(6)
           .ge(1));
   add(key(arch + "heads", T::kInt,

@@ -23,6 +23,7 @@ std::map<std::string, LayerFactory>& registry() {
     builtin.emplace("GIN", make_gin);
     builtin.emplace("PNA", make_pna);
     builtin.emplace("PNAPlus", make_pna_plus);
+    builtin.emplace("PNAEq", make_pna_eq);
     builtin.emplace("MACE", make_mace);
     builtin.emplace("DimeNet", make_dimenet);
     builtin.emplace("GAT", make_gat);

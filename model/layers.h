@@ -24,6 +24,8 @@ std::shared_ptr<MessagePassing> make_gin(const LayerSpec& spec);
 // model/layers/pna.cpp: PNA, and PNAPlus (PNA with DimeNet's radial basis).
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec);
 std::shared_ptr<MessagePassing> make_pna_plus(const LayerSpec& spec);
+// model/layers/pna_eq.cpp: PNAEq (PaiNN with PNA's aggregation of the scalar messages).
+std::shared_ptr<MessagePassing> make_pna_eq(const LayerSpec& spec);
 // model/layers/mace.cpp: MACE (equivariant many-body, spherical-tensor features).
 std::shared_ptr<MessagePassing> make_mace(const LayerSpec& spec);
 // model/layers/dimenet.cpp: DimeNet++ (triplets of the radius graph, angular basis).

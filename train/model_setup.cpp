@@ -273,7 +273,8 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
                         "at int_emb_size 64)");
   }
   const bool fit_avg = setup.spec.mpnn_type == "MACE" && setup.spec.layer.avg_num_neighbors == 0.0;
-  const bool pna = setup.spec.mpnn_type == "PNA" || setup.spec.mpnn_type == "PNAPlus";
+  const bool pna = setup.spec.mpnn_type == "PNA" || setup.spec.mpnn_type == "PNAPlus" ||
+                   setup.spec.mpnn_type == "PNAEq";
   if (pna || fit_avg) {
     const std::vector<int64_t> local = degree_histogram(data, setup, 2000);
     long double n = (long double)local.size();

@@ -20,6 +20,7 @@
 #include "model/device.h"
 #include "model/layers.h"
 #include "model/layers/dimenet.h"
+#include "model/layers/pna.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -96,7 +97,7 @@ class Pna : public MessagePassing {
         m_basis(plus ? spec.num_radial : spec.num_gaussians),
         m_p(spec.envelope.p + 1),
         m_rc(spec.radius),
-        m_deg_hist(spec.pna_deg) {
+        m_degrees(spec.pna_deg) {
     const int64_t f = m_f;
     if (plus && (m_basis < 1 || m_p < 2))
       throw ConfigError("PNAPlus needs num_radial >= 1 and envelope_exponent >= 1");
@@ -111,20 +112,6 @@ class Pna : public MessagePassing {
     m_pre = register_module("pre", torch::nn::Linear(3 * f, f));
     m_post = register_module("post", torch::nn::Linear((4 * kScalers + 1) * f, f));
     m_lin = register_module("lin", torch::nn::Linear(f, f));
-    if (!m_deg_hist.empty()) {
-      double sum_log = 0, sum_lin = 0, count = 0;
-      for (size_t k = 0; k < m_deg_hist.size(); ++k) {
-        if (m_deg_hist[k] < 0) throw ConfigError("pna_deg: histogram counts must be >= 0");
-        sum_log += double(m_deg_hist[k]) * std::log(double(k) + 1.0);
-        sum_lin += double(m_deg_hist[k]) * double(k);
-        count += double(m_deg_hist[k]);
-      }
-      if (!(sum_log > 0))
-        throw ConfigError("pna_deg: the in-degree histogram has no atom with a neighbour",
-                          "compute it from the training set's radius graphs");
-      m_avg_log = sum_log / count;
-      m_avg_lin = sum_lin / count;
-    }
   }
 
   // in.inv [n_atoms, F] -> inv [n_atoms, F]; equiv ignored (left undefined).
@@ -147,62 +134,85 @@ class Pna : public MessagePassing {
                      gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
                      at::addmm(m_pre->bias, enc, w.narrow(1, 2 * f, f).t());
     if (m_plus) msg = msg * m_rbf_lin(rbf);
-
-    const at::Tensor raw_deg =
-        (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
-            .to(h.scalar_type())
-            .unsqueeze(1);  // [n_atoms, 1]
-    // Without a training-set histogram, the normalisers are this batch's mean log(deg + 1) and
-    // mean degree (0-dim tensors, not read back to the host): then a graph's output depends on the
-    // batch it is in (set pna_deg for reproducible results).
-    const bool from_batch = m_deg_hist.empty();
-    const at::Tensor batch_avg_log =
-        from_batch ? at::log(raw_deg + 1.0).mean().clamp_min(1e-12) : at::Tensor();
-    const at::Tensor batch_avg_lin = from_batch ? raw_deg.mean().clamp_min(1e-12) : at::Tensor();
-    const at::Tensor deg = raw_deg.clamp_min(1.0);
-    const at::Tensor mean = scatter_sum(msg, recv) / deg;
-    const at::Tensor mean2 = scatter_sum(msg * msg, recv) / deg;
-    const at::Tensor std = at::sqrt(at::relu(mean2 - mean * mean) + kStdEps);
-    const auto extreme = [&](bool take_max) {
-      return fused_kernels(msg) ? segment_extreme(msg, recv, take_max)
-                                : segment_extreme_generic(msg, recv, take_max);
-    };
-    const at::Tensor agg =
-        at::cat({mean, extreme(/*take_max=*/false), extreme(/*take_max=*/true), std},
-                1);  // [n_atoms, 4F]
-    const at::Tensor log_deg = at::log(deg + 1.0);
-    // The amplification, attenuation and linear scalers [n_atoms, 1].
-    const at::Tensor amplify = from_batch ? log_deg / batch_avg_log : log_deg / m_avg_log;
-    const at::Tensor attenuate = from_batch ? batch_avg_log / log_deg : m_avg_log / log_deg;
-    const at::Tensor linear = from_batch ? deg / batch_avg_lin : deg / m_avg_lin;
-    // post([h, agg, agg * amp, agg * att, agg * lin]) with post's weight split by column block
-    // and the per-atom scalers applied after the matmul ((agg * a) W^T = a (agg W^T)): same math,
-    // no [n_atoms, 17F] concatenation (nor its slice backward in the force loss).
-    const at::Tensor& wp = m_post->weight;  // [F, 17F]
-    const auto block = [&](int64_t k) {
-      return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
-    };
-    const at::Tensor post = at::addmm(m_post->bias, h, wp.narrow(1, 0, f).t()) + block(0) +
-                            block(1) * amplify + block(2) * attenuate + block(3) * linear;
     NodeState out;
-    out.inv = h + m_lin(post);
+    out.inv = h + m_lin(pna_aggregate_post(h, msg, recv, m_degrees, kScalers, *m_post));
     return out;
   }
 
  private:
-  static constexpr int64_t kScalers = 4;  // identity, amplification, attenuation, linear
+  static constexpr int kScalers = 4;  // identity, amplification, attenuation, linear
   int64_t m_f;
   bool m_plus;
   int64_t m_basis, m_p;
   double m_rc;
-  std::vector<int64_t> m_deg_hist;
-  double m_avg_log = 0.0, m_avg_lin = 0.0;
+  PnaDegrees m_degrees;
   at::Tensor m_freq;
   torch::nn::Linear m_edge_encoder{nullptr}, m_pre{nullptr}, m_post{nullptr}, m_lin{nullptr},
       m_rbf_lin{nullptr};
 };
 
 }  // namespace
+
+PnaDegrees::PnaDegrees(const std::vector<int64_t>& hist) : from_batch(hist.empty()) {
+  if (from_batch) return;
+  double sum_log = 0, sum_lin = 0, count = 0;
+  for (size_t k = 0; k < hist.size(); ++k) {
+    if (hist[k] < 0) throw ConfigError("pna_deg: histogram counts must be >= 0");
+    sum_log += double(hist[k]) * std::log(double(k) + 1.0);
+    sum_lin += double(hist[k]) * double(k);
+    count += double(hist[k]);
+  }
+  if (!(sum_log > 0))
+    throw ConfigError("pna_deg: the in-degree histogram has no atom with a neighbour",
+                      "compute it from the training set's radius graphs");
+  avg_log = sum_log / count;
+  avg_lin = sum_lin / count;
+}
+
+at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const SegmentIndex& recv,
+                              const PnaDegrees& degrees, int n_scalers,
+                              torch::nn::LinearImpl& post) {
+  const int64_t f = msg.size(1);
+  const at::Tensor raw_deg =
+      (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
+          .to(msg.scalar_type())
+          .unsqueeze(1);  // [n_atoms, 1]
+  // Without a training-set histogram, the normalisers are this batch's mean log(deg + 1) and
+  // mean degree (0-dim tensors, not read back to the host): then a graph's output depends on the
+  // batch it is in (set pna_deg for reproducible results).
+  at::Tensor avg_log, avg_lin;
+  if (degrees.from_batch) {
+    avg_log = at::log(raw_deg + 1.0).mean().clamp_min(1e-12);
+    avg_lin = raw_deg.mean().clamp_min(1e-12);
+  } else {
+    avg_log = at::scalar_tensor(degrees.avg_log, msg.options());
+    avg_lin = at::scalar_tensor(degrees.avg_lin, msg.options());
+  }
+  const at::Tensor deg = raw_deg.clamp_min(1.0);
+  const at::Tensor mean = scatter_sum(msg, recv) / deg;
+  const at::Tensor mean2 = scatter_sum(msg * msg, recv) / deg;
+  const at::Tensor std = at::sqrt(at::relu(mean2 - mean * mean) + kStdEps);
+  const auto extreme = [&](bool take_max) {
+    return fused_kernels(msg) ? segment_extreme(msg, recv, take_max)
+                              : segment_extreme_generic(msg, recv, take_max);
+  };
+  const at::Tensor agg =
+      at::cat({mean, extreme(/*take_max=*/false), extreme(/*take_max=*/true), std},
+              1);  // [n_atoms, 4F]
+  const at::Tensor log_deg = at::log(deg + 1.0);
+  // The scalers after identity [n_atoms, 1]: amplification, attenuation, linear, inverse linear.
+  const at::Tensor scalers[] = {log_deg / avg_log, avg_log / log_deg, deg / avg_lin, avg_lin / deg};
+  // post([h, agg, agg * s_1, ...]) with post's weight split by column block and the per-atom
+  // scalers applied after the matmul ((agg * s) W^T = s (agg W^T)): same math, no [n_atoms,
+  // (4 n + 1) F] concatenation (nor its slice backward in the force loss).
+  const at::Tensor& wp = post.weight;  // [F_out, (4 n_scalers + 1) F]
+  const auto block = [&](int64_t k) {
+    return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
+  };
+  at::Tensor out = at::addmm(post.bias, h, wp.narrow(1, 0, f).t()) + block(0);
+  for (int k = 1; k < n_scalers; ++k) out = out + block(k) * scalers[k - 1];
+  return out;
+}
 
 std::shared_ptr<MessagePassing> make_pna(const LayerSpec& spec) {
   return std::make_shared<Pna>(spec, /*plus=*/false);

@@ -190,10 +190,10 @@ TEST(Config, ValueNotInEnumListsTheAllowedOnes) {
   EXPECT_HAS(error_of([&] { resolve(raw); }), "did you mean \"SchNet\"?");
 
   raw = minimal();
-  raw["NeuralNetwork"]["Architecture"]["mpnn_type"] = "PNAEq";
+  raw["NeuralNetwork"]["Training"]["Optimizer"]["type"] = "Adagrad";
   e = error_of([&] { resolve(raw); });
-  EXPECT_HAS(e, "\"PNAEq\" is a HydraGNN value that ddgnn does not implement");
-  EXPECT_HAS(e, "SchNet, EGNN, PAINN, CGCNN, GIN, PNA, PNAPlus, MACE, DimeNet, GAT, SAGE, MFC");
+  EXPECT_HAS(e, "\"Adagrad\" is a HydraGNN value that ddgnn does not implement");
+  EXPECT_HAS(e, "use SGD, Adam, AdamW or RMSprop");
   // A refused value stays an error even with --allow-unimplemented: nothing can stand in for it.
   EXPECT_NE(error_of([&] { resolve(raw, {}, ConfigOptions{true}); }), "");
 

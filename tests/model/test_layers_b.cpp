@@ -1,4 +1,4 @@
-// PAINN, GIN, PNA and PNAPlus layers in float64: registry and shapes; a plain-ops reference
+// PAINN, GIN, PNA, PNAPlus and PNAEq layers in float64: registry and shapes; a plain-ops reference
 // (index_select / index_add, per-atom min/max) with the same weights gives the same outputs,
 // parameter gradients and second derivatives; invariances; forces against finite differences;
 // batching.
@@ -138,34 +138,11 @@ NodeState ref_gin(MessagePassing& l, const GraphBatch& b, const at::Tensor& /*po
   return {P.lin(at::silu(P.lin((1.0 + P.p["eps"]) * h + agg, "lin1")), "lin2"), {}, {}};
 }
 
-// PNA, and PNAPlus (plus): edge features from PyG's Bessel basis written out here (u(x) sin(f x),
-// u the envelope of order p = 6, the default envelope_exponent 5 plus one), the message times
-// Linear(rbf). Per atom: the four aggregators, each scaled by identity, amplification,
-// attenuation and linear (deg / mean degree of the histogram).
-NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos, bool plus) {
-  const Params P{l.named_parameters()};
-  const RefGeometry g(b, pos);
-  const at::Tensor h = features(b);
-  at::Tensor edge;
-  if (plus) {
-    const at::Tensor x = g.len / kRadius;
-    const double p = 6, a = -(p + 1) * (p + 2) / 2, bb = p * (p + 2), c = -p * (p + 1) / 2;
-    const at::Tensor u =
-        1.0 / x + a * at::pow(x, p - 1) + bb * at::pow(x, p) + c * at::pow(x, p + 1);
-    const at::Tensor rbf = u.unsqueeze(1) * at::sin(P.p["freq"] * x.unsqueeze(1));
-    edge = at::relu(P.lin(rbf, "rbf_emb"));
-    const at::Tensor gate = P.lin(rbf, "rbf_lin");
-    edge = at::cat({edge, gate}, 1);
-  } else {
-    const int64_t n_g = 10;
-    const double sp = kRadius / double(n_g - 1);
-    const at::Tensor dmu = g.len.unsqueeze(1) - at::linspace(0.0, kRadius, n_g, h.options());
-    edge = P.lin(at::exp(at::clamp_min(-0.5 / (sp * sp) * dmu * dmu, -80.0)), "edge_encoder");
-  }
-  at::Tensor msg =
-      P.lin(at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), edge.narrow(1, 0, kF)}, 1),
-            "pre");
-  if (plus) msg = msg * edge.narrow(1, kF, kF);
+// PNA's aggregation, per atom: the four aggregators of its messages, each scaled by the first
+// n_scalers of identity, amplification, attenuation, linear, inverse linear (degree normalisers
+// of kDegHist), then post([h, ...]).
+at::Tensor ref_pna_post(const Params& P, const at::Tensor& h, const at::Tensor& msg,
+                        const at::Tensor& dst, int n_scalers) {
   double avg_log = 0, avg_lin = 0, count = 0;
   for (size_t k = 0; k < kDegHist.size(); ++k) {
     avg_log += double(kDegHist[k]) * std::log(double(k) + 1.0);
@@ -175,8 +152,8 @@ NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos,
   avg_log /= count;
   avg_lin /= count;
   std::vector<at::Tensor> rows;
-  for (int64_t i = 0; i < b.n_atoms(); ++i) {
-    const at::Tensor idx = (g.dst == i).nonzero().view(-1);
+  for (int64_t i = 0; i < h.size(0); ++i) {
+    const at::Tensor idx = (dst == i).nonzero().view(-1);
     const int64_t deg = idx.size(0);
     at::Tensor agg;
     if (deg == 0) {
@@ -190,10 +167,74 @@ NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos,
           {mean, std::get<0>(m.min(0)), std::get<0>(m.max(0)), at::sqrt(at::relu(var) + 1e-5)});
     }
     const double d1 = double(std::max<int64_t>(deg, 1)), ld = std::log(d1 + 1.0);
-    rows.push_back(
-        at::cat({h[i], agg, agg * (ld / avg_log), agg * (avg_log / ld), agg * (d1 / avg_lin)}));
+    const double scale[] = {1.0, ld / avg_log, avg_log / ld, d1 / avg_lin, avg_lin / d1};
+    std::vector<at::Tensor> parts = {h[i]};
+    for (int k = 0; k < n_scalers; ++k) parts.push_back(agg * scale[k]);
+    rows.push_back(at::cat(parts));
   }
-  return {h + P.lin(P.lin(at::stack(rows), "post"), "lin"), {}, {}};
+  return P.lin(at::stack(rows), "post");
+}
+
+// PNA, and PNAPlus (plus): edge features from PyG's Bessel basis written out here (u(x) sin(f x),
+// u the envelope of order p = 6, the default envelope_exponent 5 plus one), the message times
+// Linear(rbf); four scalers.
+NodeState ref_pna(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos, bool plus) {
+  const Params P{l.named_parameters()};
+  const RefGeometry g(b, pos);
+  const at::Tensor h = features(b);
+  at::Tensor edge, gate;
+  if (plus) {
+    const at::Tensor x = g.len / kRadius;
+    const double p = 6, a = -(p + 1) * (p + 2) / 2, bb = p * (p + 2), c = -p * (p + 1) / 2;
+    const at::Tensor u =
+        1.0 / x + a * at::pow(x, p - 1) + bb * at::pow(x, p) + c * at::pow(x, p + 1);
+    const at::Tensor rbf = u.unsqueeze(1) * at::sin(P.p["freq"] * x.unsqueeze(1));
+    edge = at::relu(P.lin(rbf, "rbf_emb"));
+    gate = P.lin(rbf, "rbf_lin");
+  } else {
+    const int64_t n_g = 10;
+    const double sp = kRadius / double(n_g - 1);
+    const at::Tensor dmu = g.len.unsqueeze(1) - at::linspace(0.0, kRadius, n_g, h.options());
+    edge = P.lin(at::exp(at::clamp_min(-0.5 / (sp * sp) * dmu * dmu, -80.0)), "edge_encoder");
+  }
+  at::Tensor msg =
+      P.lin(at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), edge}, 1), "pre");
+  if (plus) msg = msg * gate;
+  return {h + P.lin(ref_pna_post(P, h, msg, g.dst, 4), "lin"), {}, {}};
+}
+
+// PNAEq: PaiNN's message and update blocks as HydraGNN's PainnMessage / PainnUpdate, the scalar
+// messages through PNA's aggregation with five scalers; sinc basis times the cosine envelope.
+NodeState ref_pna_eq(MessagePassing& l, const GraphBatch& b, const at::Tensor& pos,
+                     at::Tensor v = {}) {
+  const Params P{l.named_parameters()};
+  const RefGeometry g(b, pos);
+  const at::Tensor h = features(b);
+  const int64_t n = b.n_atoms();
+  if (!v.defined()) v = at::zeros({n, 3, kF}, h.options());
+  const at::Tensor d = g.len.unsqueeze(1);
+  const at::Tensor k = at::arange(1, 7, h.options());  // num_radial 6
+  const at::Tensor rbf =
+      at::sin(k * M_PI * d / kRadius) / d * 0.5 * (at::cos(M_PI * d / kRadius) + 1.0);  // [E, 6]
+  const at::Tensor m = P.lin(
+      at::cat({h.index_select(0, g.dst), h.index_select(0, g.src), at::tanh(P.lin(rbf, "rbf_emb"))},
+              1),
+      "pre");
+  const at::Tensor x =
+      P.lin(at::silu(P.lin(at::tanh(P.lin(m, "msg1")), "msg2")), "msg3") * P.lin(rbf, "rbf_lin");
+  const auto parts = x.split(kF, 1);
+  const at::Tensor unit = g.vec / d;
+  const at::Tensor h1 = h + ref_pna_post(P, h, parts[2], g.dst, 5);
+  const at::Tensor msg_v =
+      v.index_select(0, g.src) * parts[0].unsqueeze(1) + parts[1].unsqueeze(1) * unit.unsqueeze(2);
+  const at::Tensor v1 = v + ref_sum(msg_v, g.dst, n);
+  const at::Tensor uv = P.lin(v1, "U"), vv = P.lin(v1, "V");
+  const at::Tensor a =
+      P.lin(at::silu(P.lin(at::cat({at::sqrt((vv * vv).sum(1) + 1e-8), h1}, 1), "upd1")), "upd2");
+  const auto ap = a.split(kF, 1);
+  const at::Tensor h2 = h1 + ap[1] * (uv * vv).sum(1) + ap[2];
+  const at::Tensor v2 = v1 + ap[0].unsqueeze(1) * uv;
+  return {P.lin(at::tanh(P.lin(h2, "out1")), "out2"), P.lin(v2, "vec_out"), {}};
 }
 
 using RefFn = NodeState (*)(MessagePassing&, const GraphBatch&, const at::Tensor&);
@@ -207,6 +248,10 @@ RefFn reference(const std::string& name) {
   if (name == "PNAPlus")
     return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
       return ref_pna(l, b, p, true);
+    };
+  if (name == "PNAEq")
+    return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
+      return ref_pna_eq(l, b, p);
     };
   return [](MessagePassing& l, const GraphBatch& b, const at::Tensor& p) {
     return ref_painn(l, b, p);
@@ -228,7 +273,7 @@ void rotate(std::vector<double>& xs, const std::vector<double>& r) {
   testing::rotate_rows(xs, r);
 }
 
-const std::vector<std::string> kLayers = {"PAINN", "GIN", "PNA", "PNAPlus"};
+const std::vector<std::string> kLayers = {"PAINN", "GIN", "PNA", "PNAPlus", "PNAEq"};
 
 class LayersB : public ::testing::TestWithParam<std::string> {};
 
@@ -238,7 +283,7 @@ TEST_P(LayersB, BuildsByNameWithShapes) {
   const NodeState out = run(*l, b, b.pos);
   EXPECT_EQ(out.inv.sizes(), (std::vector<int64_t>{14, kF}));
   EXPECT_EQ(out.inv.scalar_type(), at::kDouble);
-  EXPECT_EQ(l->equivariant(), GetParam() == "PAINN");
+  EXPECT_EQ(l->equivariant(), GetParam() == "PAINN" || GetParam() == "PNAEq");
   if (l->equivariant()) {
     EXPECT_EQ(out.equiv.sizes(), (std::vector<int64_t>{14, 3, kF}));
     EXPECT_GT(out.equiv.abs().max().item<double>(), 1e-3);  // vectors appear from zero
@@ -273,8 +318,10 @@ TEST_P(LayersB, SumIsInvariantUnderRotationTranslationPermutationAndImageShift) 
                "per-atom permutation");
 }
 
-TEST(PAINNLayer, EquivariantVectorsRotateWithTheStructure) {
-  auto l = layer("PAINN");
+class VectorLayers : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VectorLayers, EquivariantVectorsRotateWithTheStructure) {
+  auto l = layer(GetParam());
   const Structure cell = periodic_cell(), mol = molecule();
   Structure rc = cell, rm = mol;
   const auto r = rotation();
@@ -287,6 +334,17 @@ TEST(PAINNLayer, EquivariantVectorsRotateWithTheStructure) {
   expect_close(out_r.inv, out.inv, 1e-10, "inv under rotation");
   expect_close(out_r.equiv, at::matmul(rm_t, out.equiv), 1e-10, "equiv under rotation");
   EXPECT_GT(out.equiv.abs().max().item<double>(), 1e-2);
+}
+
+// With input vectors (not only from zero): the reference of PNAEq's vector path.
+TEST(PNAEqLayer, MatchesTheReferenceWithInputVectors) {
+  auto l = layer("PNAEq");
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  at::manual_seed(11);
+  const at::Tensor v = at::randn({b.n_atoms(), 3, kF}, at::kDouble);
+  const NodeState out = run(*l, b, b.pos, v), ref = ref_pna_eq(*l, b, b.pos, v);
+  expect_close(out.inv, ref.inv, 1e-10, "inv");
+  expect_close(out.equiv, ref.equiv, 1e-10, "equiv");
 }
 
 class LayersBForces : public ::testing::TestWithParam<std::string> {};
@@ -388,9 +446,12 @@ TEST(PNAPlusLayer, APairAtTheCutoffEqualsTwoLoneAtoms) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, LayersB, ::testing::ValuesIn(kLayers),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Layers, PNALayers, ::testing::Values("PNA", "PNAPlus"),
+INSTANTIATE_TEST_SUITE_P(Layers, VectorLayers, ::testing::Values("PAINN", "PNAEq"),
                          [](const auto& info) { return std::string(info.param); });
-INSTANTIATE_TEST_SUITE_P(Layers, LayersBForces, ::testing::Values("PAINN", "PNA", "PNAPlus"),
+INSTANTIATE_TEST_SUITE_P(Layers, PNALayers, ::testing::Values("PNA", "PNAPlus", "PNAEq"),
+                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Layers, LayersBForces,
+                         ::testing::Values("PAINN", "PNA", "PNAPlus", "PNAEq"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
