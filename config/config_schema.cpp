@@ -378,7 +378,10 @@ std::vector<KeySpec> build_schema() {
           "proportions on its own (HydraGNN's key; ignored with train, validate and test files)")
           .def(false));
   add(key("Dataset.rotational_invariance", T::kBool, "rotate samples to a canonical frame")
-          .not_implemented({false}));
+          .not_implemented({false})
+          .output_only()
+          .with_hint("every ddgnn model is invariant under rotations: the energy is the same in "
+                     "any frame, forces and stress rotate with the sample"));
   for (const char* name : {"node_features", "graph_features"})
     add(key(std::string("Dataset.") + name, T::kAny, "columns of HydraGNN's raw formats")
             .not_implemented({})

@@ -59,8 +59,9 @@ struct KeySpec {
   // kNotImplemented: a value that is not inert is refused even with --allow-unimplemented
   // (running without it would train another model than the config describes).
   bool changes_model = false;
-  // kNotImplemented: a value that is not inert changes only what ddgnn leaves out beside the model
-  // (plots, a profiler): accepted with a warning, also without --allow-unimplemented.
+  // kNotImplemented: a value that is not inert would leave the trained model the same (plots, a
+  // profiler, a canonical frame for models that are rotation invariant anyway): accepted with a
+  // warning, also without --allow-unimplemented.
   bool outputs_only = false;
   // A check of the value beyond its type and range (e.g. which columns may be inputs); called
   // with the value and `where` ("<file>: <dotted key>"), throws ConfigError.

@@ -239,6 +239,21 @@ TEST(Config, PlotsAndTheProfilerAreAcceptedWithAWarning) {
   EXPECT_HAS(all, "trace.json");
 }
 
+// HydraGNN's canonical frame: every ddgnn model is rotation invariant (the all-layer suites of
+// tests/model check energies, forces and stress under rotation), so the config runs, with a
+// warning that says why nothing is done.
+TEST(Config, RotationalInvarianceIsAcceptedWithAWarningThatSaysWhy) {
+  json raw = minimal();
+  raw["Dataset"]["rotational_invariance"] = true;
+  const Config c = resolve(raw);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_HAS(c.warnings[0], "Dataset.rotational_invariance = true: ddgnn does not do this");
+  EXPECT_HAS(c.warnings[0], "the model trained is the same");
+  EXPECT_HAS(c.warnings[0], "invariant under rotations");
+  raw["Dataset"]["rotational_invariance"] = "yes";
+  EXPECT_HAS(error_of([&] { resolve(raw); }), "Dataset.rotational_invariance");
+}
+
 TEST(Config, NotImplementedKeyWithAnInertValueIsAccepted) {
   json raw = minimal();
   raw["Visualization"] = {{"plot_init_solution", false}, {"create_plots", false}};
