@@ -177,17 +177,6 @@ at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const 
       (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
           .to(msg.scalar_type())
           .unsqueeze(1);  // [n_atoms, 1]
-  // Without a training-set histogram, the normalisers are this batch's mean log(deg + 1) and
-  // mean degree (0-dim tensors, not read back to the host): then a graph's output depends on the
-  // batch it is in (set pna_deg for reproducible results).
-  at::Tensor avg_log, avg_lin;
-  if (degrees.from_batch) {
-    avg_log = at::log(raw_deg + 1.0).mean().clamp_min(1e-12);
-    avg_lin = raw_deg.mean().clamp_min(1e-12);
-  } else {
-    avg_log = at::scalar_tensor(degrees.avg_log, msg.options());
-    avg_lin = at::scalar_tensor(degrees.avg_lin, msg.options());
-  }
   const at::Tensor deg = raw_deg.clamp_min(1.0);
   const at::Tensor mean = scatter_sum(msg, recv) / deg;
   const at::Tensor mean2 = scatter_sum(msg * msg, recv) / deg;
@@ -201,7 +190,18 @@ at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const 
               1);  // [n_atoms, 4F]
   const at::Tensor log_deg = at::log(deg + 1.0);
   // The scalers after identity [n_atoms, 1]: amplification, attenuation, linear, inverse linear.
-  const at::Tensor scalers[] = {log_deg / avg_log, avg_log / log_deg, deg / avg_lin, avg_lin / deg};
+  // Without a training-set histogram, the normalisers are this batch's mean log(deg + 1) and mean
+  // degree (0-dim tensors, not read back to the host): then a graph's output depends on the batch
+  // it is in (set pna_deg for reproducible results).
+  std::vector<at::Tensor> scalers;
+  if (degrees.from_batch) {
+    const at::Tensor avg_log = at::log(raw_deg + 1.0).mean().clamp_min(1e-12);
+    const at::Tensor avg_lin = raw_deg.mean().clamp_min(1e-12);
+    scalers = {log_deg / avg_log, avg_log / log_deg, deg / avg_lin, avg_lin / deg};
+  } else {
+    scalers = {log_deg / degrees.avg_log, degrees.avg_log / log_deg, deg / degrees.avg_lin,
+               degrees.avg_lin / deg};
+  }
   // post([h, agg, agg * s_1, ...]) with post's weight split by column block and the per-atom
   // scalers applied after the matmul ((agg * s) W^T = s (agg W^T)): same math, no [n_atoms,
   // (4 n + 1) F] concatenation (nor its slice backward in the force loss).
