@@ -28,7 +28,10 @@ inline float exp_nonpositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // A NaN input stays NaN through p; n, which becomes the exponent bits, must not be NaN there
+  // (converting NaN to an integer is undefined; UBSan flagged it on a NaN loss).
+  const float n_bits = n == n ? n : 0.0f;
+  const int32_t bits = (static_cast<int32_t>(n_bits) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;

@@ -246,6 +246,18 @@ TEST(FastPath, Float32SoftplusKernelsMatchFloat64) {
   EXPECT_LE(rel(h[1], hw_ref), 1e-5);
 }
 
+// A NaN that reaches the fused softplus stays NaN (the trainer's non-finite-loss check then names
+// it), and its exp does not convert NaN to an integer (undefined; caught by the UBSan build).
+TEST(FastPath, Float32SoftplusKernelsKeepNaN) {
+  const at::Tensor x = at::tensor({1.0f, std::nanf(""), -3.0f, std::nanf("")}, at::kFloat);
+  for (const std::string name : {"softplus", "ssp"}) {
+    const at::Tensor y = apply_activation(name, x);
+    EXPECT_TRUE(at::isnan(y[1]).item<bool>()) << name;
+    EXPECT_TRUE(at::isnan(y[3]).item<bool>()) << name;
+    EXPECT_TRUE(at::isfinite(y[0]).item<bool>() && at::isfinite(y[2]).item<bool>()) << name;
+  }
+}
+
 // The geometry of EdgeGeometry against edge_vectors() and the formulas in batch.h.
 TEST(FastPath, EdgeGeometryMatchesPlainFormulas) {
   const GraphBatch b = testing::batch_of(
