@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -190,14 +192,27 @@ TEST(Gpu, TrainingOnTheGpuLowersTheLossAndTwoRanksSharingItMatchOne) {
       std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 ") +
           DDGNN_MPIEXEC + " -n 2 --oversubscribe");
   ASSERT_EQ(r2.code, 0) << r2.out;
-  const auto p1 = testing::checkpoint_parameters(dir.file("one") + "/checkpoints/epoch_00003.pt");
-  const auto p2 = testing::checkpoint_parameters(dir.file("two") + "/checkpoints/epoch_00003.pt");
-  ASSERT_EQ(p1.size(), p2.size());
-  double worst = 0;
-  for (size_t k = 0; k < p1.size(); ++k) worst = std::max(worst, rel_error(p2[k], p1[k]));
-  std::printf("two ranks sharing the GPU against one: max relative parameter difference %.2e\n",
-              worst);
-  EXPECT_LT(worst, 1e-6);
+  // float32 sums of two half-batch gradients differ from one full-batch sum in the last bits;
+  // Adam normalises each gradient element, so an element whose summands nearly cancel can take a
+  // different step, and the difference grows with the steps taken. After the first epoch (eight
+  // optimizer steps) the parameters agree to 1e-6; after the third, to 1e-5.
+  const auto worst_after = [&](int epoch) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/checkpoints/epoch_%05d.pt", epoch);
+    const auto p1 = testing::checkpoint_parameters(dir.file("one") + name);
+    const auto p2 = testing::checkpoint_parameters(dir.file("two") + name);
+    EXPECT_EQ(p1.size(), p2.size());
+    double worst = 0;
+    for (size_t k = 0; k < std::min(p1.size(), p2.size()); ++k)
+      worst = std::max(worst, rel_error(p2[k], p1[k]));
+    std::printf(
+        "two ranks sharing the GPU against one, after epoch %d: max relative parameter "
+        "difference %.2e\n",
+        epoch, worst);
+    return worst;
+  };
+  EXPECT_LT(worst_after(1), 1e-6);
+  EXPECT_LT(worst_after(3), 1e-5);
 }
 
 }  // namespace

@@ -74,6 +74,26 @@ void expect_same(const Frame& a, const Frame& b) {
   }
 }
 
+// The test folders every test writes into go away with everything in them, and a link inside
+// one is removed, not followed.
+TEST(TestFolders, RemovedWithNestedFilesButNotWhatALinkPointsTo) {
+  testing::TempDir outside;
+  const std::string kept = outside.file("kept.txt");
+  std::ofstream(kept) << "outside";
+  std::filesystem::path inner;
+  {
+    testing::TempDir dir;
+    inner = dir.path();
+    std::filesystem::create_directories(dir.path() / "a" / "b");
+    std::ofstream((dir.path() / "a" / "b" / "f.txt").string()) << "x";
+    std::ofstream(dir.file("g.txt")) << "y";
+    std::filesystem::create_symlink(outside.path(), dir.path() / "a" / "link");
+    ASSERT_TRUE(std::filesystem::exists(dir.path() / "a" / "link" / "kept.txt"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(inner));
+  EXPECT_TRUE(std::filesystem::exists(kept));
+}
+
 TEST(Dataset, RoundTripsEveryField) {
   TempDir dir;
   std::vector<Frame> frames;
