@@ -228,6 +228,14 @@ std::vector<KeySpec> build_schema() {
           .not_implemented({false}));
   add(key(train + "EarlyStopping", T::kBool, "stop when the validation loss stops improving")
           .def(false));
+  // One of HydraGNN's own examples (LennardJones) writes this spelling, which HydraGNN does not
+  // read: the run trains as HydraGNN would (no early stopping), with a warning.
+  add(key(train + "early_stopping", T::kBool,
+          "a spelling HydraGNN does not read either: it reads EarlyStopping, so early stopping "
+          "stays off")
+          .not_implemented({})
+          .output_only()
+          .with_hint("write EarlyStopping to stop early"));
   add(key(train + "patience", T::kInt, "epochs without improvement before early stopping")
           .def(10)
           .ge(1));

@@ -148,17 +148,20 @@ def read_campaign(path, cores):
 def scaling_figure(path, cores):
     data = read_campaign(path, cores)
     plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6),
-                                      gridspec_kw={"width_ratios": [1, 1.4]})
+    many = len(data) > 6  # every mpnn_type: a wider figure, a log scale for graphs/s
+    fig, (left, right) = plt.subplots(1, 2, figsize=(20 if many else 12, 5.2 if many else 4.6),
+                                      gridspec_kw={"width_ratios": [1, 2.4 if many else 1.4]})
     left.set_xscale("log", base=2)
+    if many:
+        left.set_yscale("log")
     for k, model in enumerate(sorted(data)):
         by_p = {}
         for p, gps, phases, over in data[model]:
             by_p.setdefault(p, []).append((gps, phases, over))
         ps = sorted(by_p)
         mean = [sum(g for g, _, _ in by_p[p]) / len(by_p[p]) for p in ps]
-        color = f"C{k}"
-        left.plot(ps, mean, color=color, label=model)
+        color = f"C{k % 10}"
+        left.plot(ps, mean, color=color, label=model, linestyle="-" if k < 10 else "--")
         for p, m in zip(ps, mean):
             over = by_p[p][0][2]
             left.plot([p], [m], marker="o", color=color, markerfacecolor="white" if over else color)
@@ -185,7 +188,7 @@ def scaling_figure(path, cores):
         right.bar(range(len(bars)), vals, bottom=bottoms, color=f"C{k}", label=ph[:-2])
         bottoms = [a + v for a, v in zip(bottoms, vals)]
     right.set_xticks(range(len(bars)))
-    right.set_xticklabels(labels, fontsize=7)
+    right.set_xticklabels(labels, fontsize=6 if many else 7, rotation=90 if many else 0)
     right.set_ylabel("seconds per epoch, each rank's mean")
     right.set_title("time per phase", fontsize=10)
     right.legend(frameon=False, fontsize=8, ncol=2)

@@ -8,11 +8,14 @@ which describe the columns of HydraGNN's raw formats, are dropped; the other Dat
 then checked twice: strict, and with --allow-unimplemented. Prints one row per config (validates
 yes/no and the first refusal) and the refusals grouped by reason, by number of configs. With
 --all, every refusal of a config is found by removing the refused key and checking again, until
-the config validates or the refusal names no key of it (e.g. a missing required key).
+the config validates or the refusal names no key of it (e.g. a missing required key). With
+--train, each config that validates strictly also trains one epoch on the dataset (`ddgnn train
+--set Training.num_epoch=1`, one thread; give a small dataset, e.g. a few dozen frames).
 
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --as-shipped
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --all
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn SMALL.h5 --train
 
 Standard library only.
 """
@@ -95,6 +98,23 @@ def check(binary, path, allow):
     return False, first_refusal(r.stdout)
 
 
+def train_one_epoch(binary, path, run_dir, timeout):
+    """(trained, error line) of `ddgnn train` for one epoch of the config at `path`."""
+    args = [binary, "train", "--config", path, "--overwrite", "--set",
+            "NeuralNetwork.Training.num_epoch=1", "--set", f"Output.run_dir={run_dir}",
+            "--set", "Runtime.intra_op_threads=1"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
+               OPENBLAS_NUM_THREADS="1")
+    try:
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, text=True, env=env)
+    except subprocess.TimeoutExpired:
+        return False, f"(training timed out after {timeout} s)"
+    if r.returncode == 0 and os.path.exists(os.path.join(run_dir, "metrics.csv")):
+        return True, ""
+    return False, first_refusal(r.stdout)
+
+
 def remove_key(config, dotted):
     """Removes the dotted key from `config`; False when it is not there."""
     node = config
@@ -135,6 +155,10 @@ def main():
                         help="check the configs as they are, Dataset section untouched")
     parser.add_argument("--all", action="store_true",
                         help="every refusal of each config, not only the first")
+    parser.add_argument("--train", action="store_true",
+                        help="also train one epoch with each config that validates strictly")
+    parser.add_argument("--train-timeout", type=int, default=600,
+                        help="seconds allowed for one config's epoch")
     parser.add_argument("--width", type=int, default=110, help="cut refusal lines at this width")
     a = parser.parse_args()
     for path, what in ((a.hydragnn, "HydraGNN checkout"), (a.ddgnn, "ddgnn binary"),
@@ -174,7 +198,11 @@ def main():
                               for allow in (False, True))
             elif a.all:
                 every = ([strict[1]] if strict[1] else [], [allow[1]] if allow[1] else [])
-            rows.append((rel, strict, allow, every))
+            trained = None
+            if a.train and strict[0]:
+                trained = train_one_epoch(a.ddgnn, path, os.path.join(tmp, f"run_{i:03d}"),
+                                          a.train_timeout)
+            rows.append((rel, strict, allow, every, trained))
 
     def cut(text):
         return text if len(text) <= a.width else text[: a.width - 3] + "..."
@@ -183,9 +211,12 @@ def main():
     mode = "as shipped" if a.as_shipped else f"Dataset pointed at {a.dataset}"
     print(f"HydraGNN configs through `ddgnn config` ({mode})\n")
     print(f"{'config':<{name_w}}  strict  allow  first refusal (strict / --allow-unimplemented)")
-    for rel, (ok_s, why_s), (ok_a, why_a), every in rows:
+    for rel, (ok_s, why_s), (ok_a, why_a), every, trained in rows:
         print(f"{rel:<{name_w}}  {'yes' if ok_s else 'no':<6}  {'yes' if ok_a else 'no':<5}  "
               f"{cut(why_s) if why_s else '-'}")
+        if trained is not None:
+            print(f"{'':<{name_w}}  {'':<6}  {'':<5}  "
+                  f"{'trained one epoch' if trained[0] else 'train: ' + cut(trained[1])}")
         if why_a and why_a != why_s:
             print(f"{'':<{name_w}}  {'':<6}  {'':<5}  allow: {cut(why_a)}")
         for why in every[0][1:]:
@@ -199,6 +230,9 @@ def main():
         print(f"not JSON: {rel}: {err}")  # a run config when it names NeuralNetwork
     print(f"validate strict: {sum(r[1][0] for r in rows)} of {n}")
     print(f"validate with --allow-unimplemented: {sum(r[2][0] for r in rows)} of {n}")
+    if a.train:
+        print(f"validate strict and train one epoch: {sum(bool(r[4] and r[4][0]) for r in rows)} "
+              f"of {n}")
     for label, index in (("strict", 1), ("--allow-unimplemented", 2)):
         groups = collections.Counter(reason_of(r[index][1]) for r in rows if not r[index][0])
         print(f"\nfirst refusals by reason, {label} (configs):")

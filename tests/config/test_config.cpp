@@ -123,7 +123,7 @@ TEST(Config, UnknownKeyInTheOldHydraGnnPlacePointsToTheNewOne) {
 
 TEST(Config, UnknownKeyCaseAndUnderscoreInsensitive) {
   json raw = minimal();
-  raw["NeuralNetwork"]["Training"]["early_stopping"] = true;  // HydraGNN ignores this spelling
+  raw["NeuralNetwork"]["Training"]["Early_stopping"] = true;
   EXPECT_HAS(error_of([&] { resolve(raw); }), "did you mean 'EarlyStopping'?");
   json top = minimal();
   top["Training"] = json::object();
@@ -133,6 +133,19 @@ TEST(Config, UnknownKeyCaseAndUnderscoreInsensitive) {
   const std::string e = error_of([&] { resolve(far); });
   EXPECT_HAS(e, "Loader.zzzzzzzzzzzz: unknown key");
   EXPECT_HAS(e, "--list-keys");
+}
+
+// HydraGNN's LennardJones example writes `early_stopping`, which HydraGNN does not read: the
+// config runs as it does there (no early stopping), and the warning names the key it reads.
+TEST(Config, HydraGnnsIgnoredEarlyStoppingSpellingWarnsAndStaysOff) {
+  json raw = minimal();
+  raw["NeuralNetwork"]["Training"]["early_stopping"] = true;
+  const Config c = resolve(raw);
+  EXPECT_FALSE(c.at("NeuralNetwork.Training.EarlyStopping").get<bool>());
+  std::string all;
+  for (const auto& w : c.warnings) all += w + "\n";
+  EXPECT_HAS(all, "NeuralNetwork.Training.early_stopping = true");
+  EXPECT_HAS(all, "write EarlyStopping to stop early");
 }
 
 TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
