@@ -75,10 +75,10 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
   for (const auto& e : fs::directory_iterator(std::string(DDGNN_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  const std::vector<std::string> trained = {"cu_eam_mace.json",          "cu_eam_schnet.json",
-                                            "cu_eam_stress_schnet.json", "ethanol_dimenet.json",
-                                            "ethanol_mace.json",         "ethanol_schnet.json",
-                                            "hydragnn_lj_example.json",  "si_sw_painn.json"};
+  const std::vector<std::string> trained = {
+      "cu_eam_mace.json",         "cu_eam_schnet.json", "cu_eam_stress_schnet.json",
+      "ethanol_dimenet.json",     "ethanol_mace.json",  "ethanol_schnet.json",
+      "hydragnn_lj_example.json", "si_sw_painn.json",   "si_sw_stress_mace.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
@@ -130,6 +130,12 @@ TEST(BundledConfigs, SiSwPainnTrainsOneEpochWithTheStress) {
   TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("si_sw_painn.json", dir, true), dir.file("run"),
                                /*stress=*/true);
+}
+
+TEST(BundledConfigs, SiSwStressMaceTrainsOneEpochWithTheStress) {
+  TempDir dir;
+  expect_one_epoch_with_forces(train_one_epoch("si_sw_stress_mace.json", dir, true),
+                               dir.file("run"), /*stress=*/true);
 }
 
 TEST(BundledConfigs, HydraGnnLennardJonesExampleTrainsOneEpoch) {
