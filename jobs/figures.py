@@ -220,7 +220,7 @@ def learning_figure(run_dirs, by_time=False):
         for ax, col in ((e_ax, "validate_energy_mae_mev_atom"), (f_ax, "validate_force_mae_mev_a")):
             if col in rows[0] and rows[0][col]:
                 ax.plot(epochs, [number(path, n, col, r[col]) for n, r in enumerate(rows, 2)],
-                        label=name)
+                        label=name, marker="o" if len(rows) < 4 else None, markersize=4)
     for ax, what in ((e_ax, "validation energy MAE (meV/atom)"),
                      (f_ax, "validation force MAE (meV/Å)")):
         ax.set_yscale("log")

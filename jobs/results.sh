@@ -22,7 +22,7 @@
 #                               (configs/*.json) trained for 3.5 minutes, two at a time (the
 #                               configs' own budgets are longer)
 # Data: data/*.h5 (made here with jobs/data/generate.sh when missing). The full run takes about
-# 45 minutes on the 2-core development machine.
+# 37 minutes on the 2-core development machine (45 at most).
 #   bash jobs/results.sh                 into results/figures
 #   bash jobs/results.sh --quick         small version of each (a few minutes; the test suite
 #                                        runs it), its own data and runs under --work
@@ -135,9 +135,12 @@ EOF
 for name in train_weak train_strong; do
   step "campaign $name"
   derive "jobs/campaigns/$name.json" "$work/$name.json"
-  python3 jobs/campaign.py run --local "$work/$name.json" > "$work/$name.log" || {
-    echo "results.sh: some points of $name failed:" >&2
-    python3 jobs/campaign.py status "$work/$name.json" | grep failed >&2 || true
+  # A fresh measurement each time: a campaign directory left by an earlier spec or data set would
+  # be refused (or, with the same spec, its points skipped as done).
+  rm -rf "$work/campaigns/$name"
+  python3 jobs/campaign.py run --local "$work/$name.json" > "$work/$name.log" 2>&1 || {
+    echo "results.sh: some points of $name failed ($work/$name.log):" >&2
+    python3 jobs/campaign.py status "$work/$name.json" | grep failed >&2 || tail -n 3 "$work/$name.log" >&2
   }
   python3 jobs/campaign.py collect "$work/$name.json" --out "$out/$name.csv"
   python3 jobs/figures.py scaling "$out/$name.csv" --out "$out/$name.png"
