@@ -12,6 +12,7 @@
 #include <string>
 
 #include "comm/mpi.h"
+#include "temp_dir.h"
 
 namespace ddgnn::testing {
 
@@ -46,7 +47,7 @@ inline std::string shared_temp_dir(const std::function<void(const std::string&)>
 // Collective: waits for every rank, then rank 0 removes the folder.
 inline void remove_shared_temp_dir(const std::string& dir) {
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) std::filesystem::remove_all(dir);
+  if (world_rank() == 0) remove_tree(dir);
 }
 
 // main() of an MPI test: the exit code is non-zero on every rank when a test failed on any.
