@@ -22,7 +22,7 @@ struct ConvertArgs {
   std::vector<std::string> files;  // inputs..., output
   bool append = false, overwrite = false, require_forces = false, strict = false;
   ExtxyzKeys keys;
-  std::vector<std::string> extra_columns;
+  std::vector<std::string> extra_columns, info_keys;
 };
 
 bool looks_like_extxyz(const std::string& path) {
@@ -46,10 +46,12 @@ int run_convert(const ConvertArgs& a) {
 
   ExtxyzKeys keys = a.keys;
   keys.extra_columns = a.extra_columns;
+  keys.info_keys = a.info_keys;
   WriterOptions wopt;
   wopt.append = a.append;
   wopt.must_not_exist = !a.append && !a.overwrite;  // checked again under the writer's lock
   wopt.extra_columns = a.extra_columns;
+  wopt.info_keys = a.info_keys;
   wopt.energy_key = keys.energy;
   wopt.forces_key = keys.forces;
   DatasetWriter writer(output, wopt);
@@ -131,6 +133,10 @@ Command add_convert_command(CLI::App& app) {
                 "fail on a structure without forces (default: all or none)");
   sub->add_option("--extra-columns", args->extra_columns,
                   "other per-atom real columns to keep, e.g. charges")
+      ->delimiter(',');
+  sub->add_option("--info-keys", args->info_keys,
+                  "per-structure numbers to keep from the comment line (one or more numbers a "
+                  "key, in every structure), e.g. gap,dipole: the targets of graph heads")
       ->delimiter(',');
   return {sub, [args] {
             args->keys.require_forces = args->require_forces;

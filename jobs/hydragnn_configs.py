@@ -10,12 +10,24 @@ yes/no and the first refusal) and the refusals grouped by reason, by number of c
 --all, every refusal of a config is found by removing the refused key and checking again, until
 the config validates or the refusal names no key of it (e.g. a missing required key). With
 --train, each config that validates strictly also trains one epoch on the dataset (`ddgnn train
---set Training.num_epoch=1`, one thread; give a small dataset, e.g. a few dozen frames).
+--set Training.num_epoch=1`, one thread; give a small dataset, e.g. a few dozen frames). With
+--targets-extxyz FILE (the extxyz the dataset was converted from), a config whose heads predict
+a target the dataset lacks (a gap, a spectrum, a per-atom charge) is trained on a copy of FILE
+that carries a synthetic value of each such target — a per-structure key for a graph head
+(`convert --info-keys`), a per-atom column for a node head (`convert --extra-columns`), a
+smooth function of each structure's energy or of each atom's force — so that what is measured
+is whether ddgnn trains the config once its data holds the targets, not what the targets are;
+and a config whose radius is shorter than the data's bonds (HydraGNN's CI configs: 2 Å, for
+its unit-spaced test lattices) is trained on a copy with positions and cell scaled by
+0.4 × radius / 2.2 Å (a corner atom of a non-periodic cut of the Cu cell then has
+neighbours inside the radius).
 
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --as-shipped
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --all
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn SMALL.h5 --train
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn SMALL.h5 --train \
+        --targets-extxyz SMALL.extxyz
 
 Standard library only.
 """
@@ -115,6 +127,111 @@ def train_one_epoch(binary, path, run_dir, timeout):
     return False, first_refusal(r.stdout)
 
 
+MISSING_HEAD = re.compile(r"head '([^']+)' is not in the data")
+NO_NEIGHBOUR = re.compile(r"no neighbour within the radius ([0-9.]+) Å")
+
+
+def head_shape(config, name):
+    """(kind, dim) of the head called `name` in the config's Variables_of_interest."""
+    voi = config.get("NeuralNetwork", {}).get("Variables_of_interest", {})
+    names = voi.get("output_names", [])
+    k = names.index(name)
+    kinds = voi.get("type", [])
+    dims = voi.get("output_dim", [])
+    kind = kinds[k] if k < len(kinds) else "graph"
+    dim = dims[k] if k < len(dims) else 1
+    return kind, int(dim)
+
+
+def with_targets(extxyz, out, heads, scale=1.0):
+    """Copies `extxyz` to `out` adding a synthetic value of each head in `heads` ({name: (kind,
+    dim)}): graph heads as comment-line keys, node heads as Properties columns; positions and
+    lattice multiplied by `scale`."""
+    def number(text, key):
+        m = re.search(r"(?:^|\s)" + key + r"=(\S+)", text)
+        return float(m.group(1)) if m else 0.0
+
+    with open(extxyz, encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
+        while True:
+            count = src.readline()
+            if not count.strip():
+                break
+            n = int(count)
+            comment = src.readline().rstrip("\n")
+            atoms = [src.readline().rstrip("\n") for _ in range(n)]
+            per_atom = number(comment, "energy") / n
+            props = re.search(r"Properties=(\S+)", comment).group(1)
+            fields, first, force_at, pos_at = props.split(":"), 0, None, None
+            for i in range(0, len(fields), 3):
+                if fields[i] == "forces":
+                    force_at = first
+                if fields[i] == "pos":
+                    pos_at = first
+                first += int(fields[i + 2])
+            if scale != 1.0:
+                lattice = re.search(r'Lattice="([^"]+)"', comment)
+                if lattice:
+                    scaled = " ".join(f"{float(x) * scale:.10g}" for x in lattice.group(1).split())
+                    comment = comment.replace(lattice.group(0), f'Lattice="{scaled}"')
+                for a in range(n):
+                    tokens = atoms[a].split()
+                    for c in range(pos_at, pos_at + 3):
+                        tokens[c] = f"{float(tokens[c]) * scale:.10g}"
+                    atoms[a] = " ".join(tokens)
+            extra_props = ""
+            for name, (kind, dim) in sorted(heads.items()):
+                if kind == "graph":
+                    values = " ".join(f"{per_atom * (c + 1) + 0.1 * c:.10g}" for c in range(dim))
+                    comment += f' {name}="{values}"'
+                    continue
+                extra_props += f":{name}:R:{dim}"
+                for a in range(n):
+                    tokens = atoms[a].split()
+                    f = ([float(t) for t in tokens[force_at:force_at + 3]]
+                         if force_at is not None else [0.0, 0.0, 0.0])
+                    norm = sum(x * x for x in f) ** 0.5
+                    atoms[a] += "".join(f" {norm + c:.10g}" for c in range(dim))
+            comment = comment.replace("Properties=" + props, "Properties=" + props + extra_props)
+            dst.write(count + comment + "\n" + "".join(line + "\n" for line in atoms))
+
+
+def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
+    """Trains like train_one_epoch; when a head's target is not in the data, trains again on a
+    copy of `extxyz` that carries it. (trained, error line, names of the synthetic targets)."""
+    heads, scale = {}, 1.0
+    for _ in range(8):
+        trained, why = train_one_epoch(binary, path, run_dir, timeout)
+        missing = MISSING_HEAD.search(why or "")
+        short = NO_NEIGHBOUR.search(why or "")
+        if trained or extxyz is None:
+            return trained, why, sorted(heads) + ([f"scaled x{scale:.3g}"] if scale != 1 else [])
+        if missing and missing.group(1) not in heads:
+            heads[missing.group(1)] = head_shape(config, missing.group(1))
+        elif short and scale == 1.0:
+            scale = 0.4 * float(short.group(1)) / 2.2
+        else:
+            return trained, why, sorted(heads)
+        xyz = os.path.join(tmp, "targets.extxyz")
+        h5 = os.path.join(tmp, "targets.h5")
+        with_targets(extxyz, xyz, heads, scale)
+        graph = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind == "graph")
+        node = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind != "graph")
+        args = [binary, "convert", "--overwrite", xyz, h5]
+        if graph:
+            args += ["--info-keys", graph]
+        if node:
+            args += ["--extra-columns", node]
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            return False, "convert: " + first_refusal(r.stdout), sorted(heads)
+        with open(path, encoding="utf-8") as f:
+            pointed = json.load(f)
+        pointed["Dataset"]["path"] = h5
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(pointed, f, indent=1)
+    return False, "(too many missing targets)", sorted(heads)
+
+
 def remove_key(config, dotted):
     """Removes the dotted key from `config`; False when it is not there."""
     node = config
@@ -157,6 +274,9 @@ def main():
                         help="every refusal of each config, not only the first")
     parser.add_argument("--train", action="store_true",
                         help="also train one epoch with each config that validates strictly")
+    parser.add_argument("--targets-extxyz", metavar="FILE",
+                        help="with --train: the extxyz the dataset was converted from; targets the "
+                             "dataset lacks are added to a copy of it (synthetic values)")
     parser.add_argument("--train-timeout", type=int, default=600,
                         help="seconds allowed for one config's epoch")
     parser.add_argument("--width", type=int, default=110, help="cut refusal lines at this width")
@@ -200,8 +320,8 @@ def main():
                 every = ([strict[1]] if strict[1] else [], [allow[1]] if allow[1] else [])
             trained = None
             if a.train and strict[0]:
-                trained = train_one_epoch(a.ddgnn, path, os.path.join(tmp, f"run_{i:03d}"),
-                                          a.train_timeout)
+                trained = train_with_targets(a.ddgnn, cfg, path, os.path.join(tmp, f"run_{i:03d}"),
+                                             a.targets_extxyz, a.train_timeout, tmp)
             rows.append((rel, strict, allow, every, trained))
 
     def cut(text):
@@ -215,8 +335,10 @@ def main():
         print(f"{rel:<{name_w}}  {'yes' if ok_s else 'no':<6}  {'yes' if ok_a else 'no':<5}  "
               f"{cut(why_s) if why_s else '-'}")
         if trained is not None:
+            synthetic = (f" (synthetic data: {', '.join(trained[2])})" if trained[2] else "")
             print(f"{'':<{name_w}}  {'':<6}  {'':<5}  "
-                  f"{'trained one epoch' if trained[0] else 'train: ' + cut(trained[1])}")
+                  f"{'trained one epoch' if trained[0] else 'train: ' + cut(trained[1])}"
+                  f"{synthetic}")
         if why_a and why_a != why_s:
             print(f"{'':<{name_w}}  {'':<6}  {'':<5}  allow: {cut(why_a)}")
         for why in every[0][1:]:
@@ -233,6 +355,12 @@ def main():
     if a.train:
         print(f"validate strict and train one epoch: {sum(bool(r[4] and r[4][0]) for r in rows)} "
               f"of {n}")
+        if a.targets_extxyz:
+            print("  of which on a copy of the data given synthetic targets or scaled: "
+                  f"{sum(bool(r[4] and r[4][0] and r[4][2]) for r in rows)}")
+        failed = collections.Counter(reason_of(r[4][1]) for r in rows if r[4] and not r[4][0])
+        for reason, count in sorted(failed.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {count:3d}  train: {cut(reason)}")
     for label, index in (("strict", 1), ("--allow-unimplemented", 2)):
         groups = collections.Counter(reason_of(r[index][1]) for r in rows if not r[index][0])
         print(f"\nfirst refusals by reason, {label} (configs):")

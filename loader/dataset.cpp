@@ -28,7 +28,7 @@ struct Dataset::Impl {
   bool has_forces = false;
   std::vector<uint8_t> species;
   std::vector<std::string> config_types;
-  std::vector<ColumnInfo> extra;
+  std::vector<ColumnInfo> extra, graph_extra;
   std::vector<layout::ArraySpec> specs;
   std::vector<h5::Handle> dsets, crc_dsets;  // parallel to specs
   std::array<bool, kMaxAtomicNumber + 1> in_species{};
@@ -226,9 +226,10 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
                       corrupted);
     }
   }
-  // Extra per-atom columns: whatever lies under atoms/extra.
-  if (h5::exists(m.file, "atoms/extra")) {
-    h5::Handle g(H5_CHECK(H5Gopen2(m.file, "atoms/extra", H5P_DEFAULT), path));
+  // Extra per-atom columns: whatever lies under atoms/extra; per-structure ones under graphs/extra.
+  const auto columns_under = [&](const char* group, std::vector<ColumnInfo>& out) {
+    if (!h5::exists(m.file, group)) return;
+    h5::Handle g(H5_CHECK(H5Gopen2(m.file, group, H5P_DEFAULT), path));
     H5G_info_t info;
     H5_CHECK(H5Gget_info(g, &info), path);
     for (hsize_t i = 0; i < info.nlinks; ++i) {
@@ -237,10 +238,12 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
           H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT),
           path);
       h5::Handle d(H5_CHECK(H5Dopen2(g, name, H5P_DEFAULT), path));
-      m.extra.push_back({name, std::max(1, h5::n_cols(d))});
+      out.push_back({name, std::max(1, h5::n_cols(d))});
     }
-  }
-  m.specs = layout::array_specs(m.has_forces, m.extra);
+  };
+  columns_under("atoms/extra", m.extra);
+  columns_under("graphs/extra", m.graph_extra);
+  m.specs = layout::array_specs(m.has_forces, m.extra, m.graph_extra);
   for (const auto& spec : m.specs) {
     const std::string ctx = path + ": array '" + spec.path + "'";
     if (!h5::exists(m.file, spec.path))
@@ -289,6 +292,10 @@ const std::vector<std::string>& Dataset::config_types() const {
 const std::vector<ColumnInfo>& Dataset::extra_columns() const {
   return m_impl->extra;
 }
+
+const std::vector<ColumnInfo>& Dataset::graph_columns() const {
+  return m_impl->graph_extra;
+}
 const std::string& Dataset::sources() const {
   return m_impl->sources;
 }
@@ -327,6 +334,10 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
   m.read_array(m.index("graphs/pbc"), first, n, b.pbc.data(), verify);
   m.read_array(m.index("graphs/stress"), first, n, b.stress.data(), verify);
   m.read_array(m.index("graphs/config_type"), first, n, b.config_type.data(), verify);
+  for (const auto& c : m.graph_extra) {
+    b.graph_extra.emplace_back(size_t(c.n_cols) * n);
+    m.read_array(m.index("graphs/extra/" + c.name), first, n, b.graph_extra.back().data(), verify);
+  }
   if (n == 0) return b;
 
   // Atom range of the block; check the offset table is consistent before trusting it.

@@ -33,6 +33,7 @@ struct GraphBlock {
   std::vector<double> pos;           // [n_atoms_block, 3] Å
   std::vector<double> forces;        // [n_atoms_block, 3] eV/Å, empty if the dataset has none
   std::vector<std::vector<double>> extra;  // one per Dataset::extra_columns(), [n_atoms_block, k]
+  std::vector<std::vector<double>> graph_extra;  // one per Dataset::graph_columns(), [n_graphs, k]
 
   size_t n_graphs() const { return n_atoms.size(); }
   // The index in the dataset file of graph i of the block (-1 when unknown).
@@ -72,7 +73,8 @@ class Dataset {
   bool has_forces() const;
   const std::vector<uint8_t>& species() const;           // sorted atomic numbers present
   const std::vector<std::string>& config_types() const;  // names, index = GraphBlock::config_type
-  const std::vector<ColumnInfo>& extra_columns() const;
+  const std::vector<ColumnInfo>& extra_columns() const;  // per-atom (atoms/extra)
+  const std::vector<ColumnInfo>& graph_columns() const;  // per-structure (graphs/extra)
   const std::string& sources() const;  // JSON list of the input files and their frame counts
   // The outlier frames `convert` found (loader/outliers.h); nullopt for a file written before
   // convert looked for them (format version 1).
@@ -97,6 +99,7 @@ struct WriterOptions {
   bool append = false;                     // add to an existing dataset instead of creating one
   bool must_not_exist = false;             // refuse (under the lock) an output that exists
   std::vector<std::string> extra_columns;  // per-atom columns to keep (must be in every frame)
+  std::vector<std::string> info_keys;      // per-structure numbers to keep (Frame::info)
   std::string energy_key = "energy";       // recorded as provenance
   std::string forces_key = "forces";
 };

@@ -24,7 +24,8 @@ struct ArraySpec {
   size_t row_bytes() const { return elem_size * size_t(n_cols > 0 ? n_cols : 1); }
 };
 
-inline std::vector<ArraySpec> array_specs(bool has_forces, const std::vector<ColumnInfo>& extra) {
+inline std::vector<ArraySpec> array_specs(bool has_forces, const std::vector<ColumnInfo>& extra,
+                                          const std::vector<ColumnInfo>& graph_extra) {
   std::vector<ArraySpec> specs = {
       {"graphs/atom_start", H5T_NATIVE_INT64, 0, kGraphChunkRows, false, 8},
       {"graphs/n_atoms", H5T_NATIVE_INT32, 0, kGraphChunkRows, false, 4},
@@ -40,6 +41,9 @@ inline std::vector<ArraySpec> array_specs(bool has_forces, const std::vector<Col
   for (const auto& c : extra)
     specs.push_back(
         {"atoms/extra/" + c.name, H5T_NATIVE_DOUBLE, c.n_cols, kAtomChunkRows, true, 8});
+  for (const auto& c : graph_extra)
+    specs.push_back(
+        {"graphs/extra/" + c.name, H5T_NATIVE_DOUBLE, c.n_cols, kGraphChunkRows, false, 8});
   return specs;
 }
 

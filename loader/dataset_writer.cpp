@@ -93,6 +93,13 @@ void fsync_path(const std::string& path) {
   }
 }
 
+// The column called `name` among `columns`, nullptr when there is none.
+const ExtraColumn* named(const std::vector<ExtraColumn>& columns, const std::string& name) {
+  for (const auto& c : columns)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
 }  // namespace
 
 struct DatasetWriter::Impl {
@@ -102,7 +109,7 @@ struct DatasetWriter::Impl {
   h5::Handle file;
   std::vector<ArrayWriter> arrays;  // empty until the layout is known
   bool has_forces = false;
-  std::vector<ColumnInfo> extra;
+  std::vector<ColumnInfo> extra, graph_extra;
   std::vector<bool> species = std::vector<bool>(kMaxAtomicNumber + 1, false);
   std::vector<std::string> config_types;
   std::map<std::string, int32_t> config_index;
@@ -118,7 +125,7 @@ struct DatasetWriter::Impl {
   }
 
   void create_arrays() {
-    for (const auto& spec : layout::array_specs(has_forces, extra)) {
+    for (const auto& spec : layout::array_specs(has_forces, extra, graph_extra)) {
       ArrayWriter a;
       a.spec = spec;
       a.dset = h5::create_rows(file, spec.path, spec.type, spec.n_cols, spec.chunk_rows);
@@ -157,6 +164,22 @@ void DatasetWriter::Impl::open_existing() {
                       "pass the same --extra-columns as the original conversion");
   }
   extra = existing.extra_columns();
+  {
+    std::vector<std::string> names, wanted = options.info_keys;
+    for (const auto& c : existing.graph_columns()) names.push_back(c.name);
+    std::sort(names.begin(), names.end());
+    std::sort(wanted.begin(), wanted.end());
+    if (names != wanted) {
+      std::string have;
+      for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
+      throw DataError(path +
+                          ": cannot append with per-structure keys (--info-keys) that differ "
+                          "from the file's (" +
+                          (have.empty() ? "none" : have) + ")",
+                      "pass the same --info-keys as the original conversion");
+    }
+  }
+  graph_extra = existing.graph_columns();
   for (uint8_t z : existing.species()) species[z] = true;
   config_types = existing.config_types();
   for (size_t i = 0; i < config_types.size(); ++i) config_index[config_types[i]] = int32_t(i);
@@ -167,7 +190,7 @@ void DatasetWriter::Impl::open_existing() {
   fs::copy_file(path, tmp_path, fs::copy_options::overwrite_existing);
   file = h5::Handle(H5_CHECK(H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
                              "opening " + tmp_path + " to append"));
-  for (const auto& spec : layout::array_specs(has_forces, extra)) {
+  for (const auto& spec : layout::array_specs(has_forces, extra, graph_extra)) {
     const std::string ctx = path + ": opening " + spec.path;
     ArrayWriter a;
     a.spec = spec;
@@ -206,12 +229,23 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   if (arrays.empty()) {
     has_forces = frame_forces;
     for (const auto& name : options.extra_columns) {
-      auto it = std::find_if(f.extra.begin(), f.extra.end(),
-                             [&](const ExtraColumn& c) { return c.name == name; });
-      if (it == f.extra.end())
+      const ExtraColumn* it = named(f.extra, name);
+      if (!it)
         throw DataError(where + ": per-atom column '" + name + "' is missing",
                         "check --extra-columns against the Properties= of the file");
       extra.push_back({name, it->n_cols});
+    }
+    for (const auto& name : options.info_keys) {
+      const ExtraColumn* it = named(f.info, name);
+      if (!it)
+        throw DataError(where + ": per-structure key '" + name + "' is missing",
+                        "check --info-keys against the comment line of the file");
+      if (std::find(options.extra_columns.begin(), options.extra_columns.end(), name) !=
+          options.extra_columns.end())
+        throw DataError(
+            where + ": '" + name + "' is both a per-atom column and a per-structure key",
+            "keep it in --extra-columns or in --info-keys, not both");
+      graph_extra.push_back({name, it->n_cols});
     }
     create_arrays();
   }
@@ -255,11 +289,22 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   array("atoms/pos").push(f.pos.data(), n);
   if (has_forces) array("atoms/forces").push(f.forces.data(), n);
   for (const auto& c : extra) {
-    auto col = std::find_if(f.extra.begin(), f.extra.end(),
-                            [&](const ExtraColumn& e) { return e.name == c.name; });
-    if (col == f.extra.end() || col->n_cols != c.n_cols)
+    const ExtraColumn* col = named(f.extra, c.name);
+    if (!col || col->n_cols != c.n_cols)
       throw DataError(where + ": per-atom column '" + c.name + "' is missing or has another width");
     array("atoms/extra/" + c.name).push(col->values.data(), n);
+  }
+  for (const auto& c : graph_extra) {
+    const ExtraColumn* key = named(f.info, c.name);
+    if (!key)
+      throw DataError(where + ": per-structure key '" + c.name + "' is missing",
+                      "every structure of a dataset must carry the keys of --info-keys");
+    if (key->n_cols != c.n_cols)
+      throw DataError(where + ": per-structure key '" + c.name + "' holds " +
+                          std::to_string(key->n_cols) + " number(s), earlier structures " +
+                          std::to_string(c.n_cols),
+                      "a per-structure target has the same number of values in every structure");
+    array("graphs/extra/" + c.name).push(key->values.data(), 1);
   }
   for (uint8_t z : f.z) species[z] = true;
   scan.add(f);

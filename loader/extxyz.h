@@ -23,6 +23,9 @@ struct ExtxyzKeys {
   // Other per-atom Properties columns to keep (real or integer), e.g. {"charges"}; the rest are
   // skipped.
   std::vector<std::string> extra_columns;
+  // Comment-line keys holding per-structure numbers to keep (one or more numbers, the same count
+  // in every frame), e.g. {"gap"} for a graph head; every frame must have them.
+  std::vector<std::string> info_keys;
 };
 
 class ExtxyzReader {

@@ -347,6 +347,26 @@ void HeaderParser::parse(std::string_view s, long long at_line, Frame& f) {
   e = find(m_keys.config_type);
   f.config_type.assign(e && e->has_value ? e->value : "");
 
+  f.info.resize(m_keys.info_keys.size());
+  for (size_t k = 0; k < m_keys.info_keys.size(); ++k) {
+    const std::string& key = m_keys.info_keys[k];
+    if (!(e = find(key)))
+      fail(at_line,
+           "no per-structure key " + shown(key) +
+               " in the comment line; keys present: " + keys_present(),
+           "every structure must carry the keys of --info-keys; convert the frames that have it "
+           "separately, or leave the key out");
+    parse_numbers(*e, at_line);
+    if (m_numbers.empty())
+      fail(at_line, key + "=" + shown(e->value) + " holds no number",
+           "a per-structure target is one or more numbers, e.g. " + key + "=1.25");
+    check_finite(m_numbers.data(), m_numbers.size(), at_line, "the value of " + key);
+    ExtraColumn& x = f.info[k];
+    x.name = key;
+    x.n_cols = int(m_numbers.size());
+    x.values.assign(m_numbers.begin(), m_numbers.end());
+  }
+
   e = find("Properties");
   if (!e) e = find("properties");
   setup_layout(e && e->has_value ? std::string_view(e->value) : "species:S:1:pos:R:3", at_line);

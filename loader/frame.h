@@ -29,7 +29,10 @@ struct Frame {
   std::array<bool, 3> pbc{false, false, false};
   std::string config_type;         // "" when absent
   std::vector<ExtraColumn> extra;  // in the order the file lists them
-  long long line = 0;              // 1-based line of the frame's count line (for messages)
+  // Per-structure numbers from comment-line keys (ExtxyzKeys::info_keys), each values [n_cols],
+  // in the order the keys were asked for.
+  std::vector<ExtraColumn> info;
+  long long line = 0;  // 1-based line of the frame's count line (for messages)
 
   size_t n_atoms() const { return z.size(); }
   void clear();
@@ -46,6 +49,7 @@ inline void Frame::clear() {
   pbc = {false, false, false};
   config_type.clear();
   extra.clear();
+  info.clear();
   line = 0;
 }
 

@@ -81,16 +81,16 @@ std::unique_ptr<Fetcher> make_fetcher(Backend backend, const Dataset& dataset, B
   return make_store_fetcher(backend, *store, options);
 }
 
-GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,
-                        const std::vector<ColumnInfo>& extra, double* fetch_seconds,
-                        int64_t* fetch_bytes) {
+GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids, const Dataset& dataset,
+                        double* fetch_seconds, int64_t* fetch_bytes) {
   Fetched f;
   const auto t0 = std::chrono::steady_clock::now();
   fetcher.fetch(ids.data(), int64_t(ids.size()), f);
   if (fetch_seconds)
     *fetch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (fetch_bytes) *fetch_bytes = int64_t(f.bytes.size());
-  GraphBlock block = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()), extra);
+  GraphBlock block = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
+                                    dataset.extra_columns(), dataset.graph_columns());
   block.graph_ids = ids;
   return block;
 }

@@ -33,11 +33,10 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
 std::unique_ptr<Fetcher> make_fetcher(Backend backend, const Dataset& dataset, ByteStore* store,
                                       const FetcherOptions& options = {});
 
-// Fetches `ids` through `fetcher` and unpacks them, in request order (graph_ids = ids).
-// `fetch_seconds` and `fetch_bytes`, when given, receive the fetcher's time (moving the records,
-// not unpacking them) and the record bytes it moved.
-GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids,
-                        const std::vector<ColumnInfo>& extra, double* fetch_seconds = nullptr,
-                        int64_t* fetch_bytes = nullptr);
+// Fetches `ids` through `fetcher` and unpacks them, in request order (graph_ids = ids), with
+// `dataset`'s extra columns. `fetch_seconds` and `fetch_bytes`, when given, receive the
+// fetcher's time (moving the records, not unpacking them) and the record bytes it moved.
+GraphBlock fetch_graphs(Fetcher& fetcher, const std::vector<int64_t>& ids, const Dataset& dataset,
+                        double* fetch_seconds = nullptr, int64_t* fetch_bytes = nullptr);
 
 }  // namespace ddgnn

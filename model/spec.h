@@ -154,7 +154,8 @@ enum class TargetSource {
   kEnergy,  // total energy (graph head of dim 1, or per-atom node head summed with
             // enable_interatomic_potential)
   kForces,  // forces, a node head of dim 3 (direct forces)
-  kColumn,  // an extra per-atom column of the dataset, by name
+  kColumn,  // a column of the dataset, by name: per-atom (a node head) or per-structure (a graph
+            // head)
 };
 
 struct HeadTarget {
@@ -162,7 +163,8 @@ struct HeadTarget {
   HeadSpec::Kind kind = HeadSpec::kGraph;
   int64_t dim = 1;
   TargetSource source = TargetSource::kEnergy;
-  int column = -1;      // kColumn: index into the dataset's extra columns
+  int column = -1;      // kColumn: index into Dataset::extra_columns() (node head) or
+                        // Dataset::graph_columns() (graph head)
   double weight = 1.0;  // task_weights[k]
 };
 

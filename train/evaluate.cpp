@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -165,6 +166,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   long double stress_abs = 0, stress_sq = 0;
   int64_t stress_graphs = 0;
   fcsv << "graph,atom,z,fx_ref,fy_ref,fz_ref,fx_pred,fy_pred,fz_pred\n";
+  // Per head: sum |error|, sum error², values (the column heads only).
+  std::vector<std::array<long double, 3>> column_err(setup.targets.heads.size(), {0, 0, 0});
   int64_t n_atoms_total = 0;
   for (size_t start = 0; start < ids.size(); start += size_t(batch_size)) {
     const std::vector<int64_t> chunk(
@@ -187,6 +190,25 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
                  setup.norm.column_mean[k][i % size_t(t.dim)];
         cols[k] = std::move(v);
       }
+    for (size_t k = 0; k < cols.size(); ++k) {  // errors of the column heads, in their units
+      if (cols[k].empty()) continue;
+      const HeadTarget& t = setup.targets.heads[k];
+      const bool per_atom = t.kind == HeadSpec::kNode;
+      const auto& ref = (per_atom ? block.extra : block.graph_extra)[size_t(t.column)];
+      size_t row = 0;
+      for (int64_t id : chunk) {
+        const int64_t r0 = per_atom ? block.atom_start[size_t(id)] : id;
+        const int64_t nr = per_atom ? block.n_atoms[size_t(id)] : 1;
+        for (int64_t r = r0; r < r0 + nr; ++r, ++row)
+          for (int64_t c = 0; c < t.dim; ++c) {
+            const long double d =
+                cols[k][row * size_t(t.dim) + size_t(c)] - ref[size_t(r * t.dim + c)];
+            column_err[k][0] += std::fabs(d);
+            column_err[k][1] += d * d;
+            column_err[k][2] += 1;
+          }
+      }
+    }
     size_t atom = 0;
     for (size_t g = 0; g < chunk.size(); ++g) {
       const size_t id = size_t(chunk[g]);
@@ -227,7 +249,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       xyz << "Properties=species:S:1:pos:R:3" << (has_forces ? ":forces:R:3" : "")
           << (f_pred.empty() ? "" : ":pred_forces:R:3");
       for (size_t k = 0; k < setup.targets.heads.size(); ++k)
-        if (!cols[k].empty())
+        if (!cols[k].empty() && setup.targets.heads[k].kind == HeadSpec::kNode)
           xyz << ":pred_" << setup.targets.heads[k].name << ":R:" << setup.targets.heads[k].dim;
       xyz << " energy=" << num(block.energy[id]);
       if (!e_pred.empty()) xyz << " pred_energy=" << num(e_pred[g]);
@@ -238,6 +260,19 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
           for (int k = 0; k < 9; ++k) xyz << (k ? " " : "") << num(values[k]);
           xyz << "\"";
         }
+      for (size_t k = 0; k < setup.targets.heads.size(); ++k) {  // per-structure columns
+        const HeadTarget& t = setup.targets.heads[k];
+        if (cols[k].empty() || t.kind != HeadSpec::kGraph) continue;
+        const size_t d = size_t(t.dim);
+        const double* ref = &block.graph_extra[size_t(t.column)][d * id];
+        for (const auto& [key, values] :
+             {std::pair(t.name, ref),
+              std::pair("pred_" + t.name, static_cast<const double*>(&cols[k][d * g]))}) {
+          xyz << " " << key << "=\"";
+          for (size_t c = 0; c < d; ++c) xyz << (c ? " " : "") << num(values[c]);
+          xyz << "\"";
+        }
+      }
       xyz << " graph=" << gid << " split=" << label[id] << " pbc=\""
           << (block.pbc[3 * id] ? "T" : "F") << " " << (block.pbc[3 * id + 1] ? "T" : "F") << " "
           << (block.pbc[3 * id + 2] ? "T" : "F") << "\"\n";
@@ -250,7 +285,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
         if (!f_pred.empty())
           for (int c = 0; c < 3; ++c) xyz << " " << num(f_pred[3 * atom + size_t(c)]);
         for (size_t k = 0; k < setup.targets.heads.size(); ++k)
-          for (int64_t c = 0; !cols[k].empty() && c < setup.targets.heads[k].dim; ++c)
+          for (int64_t c = 0; !cols[k].empty() && setup.targets.heads[k].kind == HeadSpec::kNode &&
+                              c < setup.targets.heads[k].dim;
+               ++c)
             xyz << " " << num(cols[k][size_t(int64_t(atom) * setup.targets.heads[k].dim + c)]);
         xyz << "\n";
         if (has_forces && !f_pred.empty()) {
@@ -298,6 +335,12 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       errors["forces_by_element"].push_back(e);
     }
   }
+  for (size_t k = 0; k < column_err.size(); ++k)
+    if (column_err[k][2] > 0)
+      errors["heads"][setup.targets.heads[k].name] = {
+          {"values", int64_t(column_err[k][2])},
+          {"mae", double(column_err[k][0] / column_err[k][2])},
+          {"rmse", double(std::sqrt(column_err[k][1] / column_err[k][2]))}};
   fs::create_directories(out);
   write_file_atomic(out + "/predictions.extxyz", xyz.str());
   write_file_atomic(out + "/energies.csv", ecsv.str());
@@ -327,6 +370,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     std::printf("%-8s %9.4g meV/Å³   %9.4g meV/Å³      (%.4g / %.4g GPa, %lld graphs)\n", "stress",
                 stress_mae, stress_rmse, stress_mae * 1e-3 * kGpaPerEvA3,
                 stress_rmse * 1e-3 * kGpaPerEvA3, (long long)stress_graphs);
+  if (errors.contains("heads"))
+    for (const auto& [name, e] : errors["heads"].items())
+      std::printf("%-8s %9.4g          %9.4g               (%lld values, the data's units)\n",
+                  name.c_str(), e.at("mae").get<double>(), e.at("rmse").get<double>(),
+                  (long long)e.at("values").get<int64_t>());
   std::printf("wrote %s/{predictions.extxyz,energies.csv,%s%serrors.json}\n", out.c_str(),
               has_forces ? "forces.csv," : "", stress_graphs > 0 ? "stress.csv," : "");
   std::printf("parity plot: python3 jobs/parity_plot.py %s\n", out.c_str());

@@ -136,10 +136,13 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
 
 void bind_targets(TrainSettings& s, const Dataset& ds) {
   const auto& columns = ds.extra_columns();
+  const auto& graph_columns = ds.graph_columns();
   std::vector<std::string> have = {"energy (graph, 1)"};
   if (ds.has_forces()) have.push_back("forces (node, 3)");
   for (const auto& col : columns)
     have.push_back(col.name + " (node, " + std::to_string(col.n_cols) + ")");
+  for (const auto& col : graph_columns)
+    have.push_back(col.name + " (graph, " + std::to_string(col.n_cols) + ")");
   const std::string hint_have = ds.path() + " holds: " + join(have);
   for (auto& t : s.targets.heads) {
     if (is_energy_head_name(t.name)) {
@@ -164,19 +167,25 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
       t.source = TargetSource::kForces;
       continue;
     }
-    const auto it = std::find_if(columns.begin(), columns.end(),
-                                 [&](const ColumnInfo& col) { return col.name == t.name; });
-    if (it == columns.end())
+    const auto named = [&](const ColumnInfo& col) { return col.name == t.name; };
+    const auto it = std::find_if(columns.begin(), columns.end(), named);
+    const auto git = std::find_if(graph_columns.begin(), graph_columns.end(), named);
+    if (it == columns.end() && git == graph_columns.end())
       throw ConfigError(kVars + "output_names: head '" + t.name + "' is not in the data",
+                        hint_have + "; convert the data with --info-keys " + t.name +
+                            " (a number per structure, for a graph head) or --extra-columns " +
+                            t.name + " (a per-atom column, for a node head)");
+    const bool per_atom = it != columns.end();
+    const int n_cols = per_atom ? it->n_cols : git->n_cols;
+    if (t.kind != (per_atom ? HeadSpec::kNode : HeadSpec::kGraph) || t.dim != n_cols)
+      throw ConfigError(kVars + "type: head '" + t.name + "' is a " +
+                            (per_atom ? "per-atom column" : "per-structure key") + " of " +
+                            std::to_string(n_cols) + " value(s): it must be type \"" +
+                            (per_atom ? "node" : "graph") + "\" with output_dim " +
+                            std::to_string(n_cols),
                         hint_have);
-    if (t.kind != HeadSpec::kNode || t.dim != it->n_cols)
-      throw ConfigError(kVars + "type: head '" + t.name + "' is a per-atom column of " +
-                        std::to_string(it->n_cols) +
-                        " values: it must be type \"node\" "
-                        "with output_dim " +
-                        std::to_string(it->n_cols));
     t.source = TargetSource::kColumn;
-    t.column = int(it - columns.begin());
+    t.column = int(per_atom ? it - columns.begin() : git - graph_columns.begin());
   }
   if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
     throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
@@ -338,10 +347,12 @@ Normalizer fit_normalizer(const VisitChunks& visit, const SumAcrossRanks& sum,
     const int64_t d = targets[k].dim;
     // [sum (d), sum of squares (d), count]
     std::vector<long double> acc(size_t(2 * d + 1), 0.0L);
+    const bool per_atom = targets[k].kind == HeadSpec::kNode;
     visit([&](const GraphBlock& block, const std::vector<int64_t>& ids) {
-      const auto& col = block.extra[size_t(targets[k].column)];
+      const auto& col = (per_atom ? block.extra : block.graph_extra)[size_t(targets[k].column)];
       for (int64_t id : ids) {
-        const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+        const int64_t a0 = per_atom ? block.atom_start[size_t(id)] : id;
+        const int64_t na = per_atom ? block.n_atoms[size_t(id)] : 1;
         for (int64_t a = a0; a < a0 + na; ++a, acc.back() += 1)
           for (int64_t c = 0; c < d; ++c) {
             const double v = col[size_t(a * d + c)];
@@ -411,12 +422,14 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
     const HeadTarget& t = setup.targets.heads[k];
     if (t.source != TargetSource::kColumn) continue;
-    const auto& col = block.extra[size_t(t.column)];
+    const bool per_atom = t.kind == HeadSpec::kNode;
+    const auto& col = (per_atom ? block.extra : block.graph_extra)[size_t(t.column)];
     const int64_t d = t.dim;
     std::vector<double> v;
-    v.reserve(size_t(p.batch.n_atoms() * d));
+    v.reserve(size_t((per_atom ? p.batch.n_atoms() : int64_t(ids.size())) * d));
     for (int64_t id : ids) {
-      const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+      const int64_t a0 = per_atom ? block.atom_start[size_t(id)] : id;
+      const int64_t na = per_atom ? block.n_atoms[size_t(id)] : 1;
       for (int64_t a = a0; a < a0 + na; ++a)
         for (int64_t c = 0; c < d; ++c)
           v.push_back((col[size_t(a * d + c)] - norm.column_mean[k][size_t(c)]) /

@@ -86,7 +86,8 @@ struct PreparedBatch {
   std::vector<int64_t> ids;         // graph ids, in batch order: block-relative from prepare_batch;
                                     // the loader sets the file ids
   std::vector<double> offset;       // [n_graphs] eV, E = s * E_n + offset
-  std::vector<at::Tensor> columns;  // per head: [n_atoms, k] normalised (kColumn heads only)
+  std::vector<at::Tensor> columns;  // per kColumn head, normalised: [n_atoms, k] (node) or
+                                    // [n_graphs, k] (graph head)
   double seconds = 0.0;             // wall time of collate (gather + radius graph)
 };
 

@@ -91,7 +91,7 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
     return mean_epa * double(b.n_atoms[g]);
   };
   const bool energy = setup.targets.energy_head >= 0;
-  nlohmann::json ev, columns;
+  nlohmann::json ev, columns = nlohmann::json::object();  // empty: no energy, forces, stress
   std::string line = setup.norm.e0s_given
                          ? "baseline (Dataset.e0s plus the train split's mean remainder per "
                            "atom, zero forces):"

@@ -166,8 +166,8 @@ GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, Fe
   const auto it = file.fetchers.find(name);
   if (it == file.fetchers.end())
     throw Error("loader: backend '" + to_string(name) + "' is not loaded for this run");
-  GraphBlock block = fetch_graphs(*it->second, ids, file.dataset->extra_columns(),
-                                  info ? &info->seconds : nullptr, info ? &info->bytes : nullptr);
+  GraphBlock block = fetch_graphs(*it->second, ids, *file.dataset, info ? &info->seconds : nullptr,
+                                  info ? &info->bytes : nullptr);
   if (info) {
     info->samples = int64_t(ids.size());
     info->remote = 0;
@@ -195,7 +195,7 @@ void TrainData::visit_local(
     if (file.store) {
       const int64_t li = file.stat_first + c0 - file.store->first();
       block = unpack_records(file.store->data(), file.store->offsets() + li, n,
-                             file.dataset->extra_columns());
+                             file.dataset->extra_columns(), file.dataset->graph_columns());
       block.first = file.stat_first + c0;
     } else {
       block = file.dataset->read(file.stat_first + c0, n);

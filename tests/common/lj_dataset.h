@@ -18,10 +18,13 @@ struct LjOptions {
   int n_frames = 40;
   int n_atoms = 6;
   unsigned seed = 1;
-  bool forces = true;          // store forces
-  bool periodic = false;       // cubic cell of side `cell`, pbc on all axes
-  double cell = 7.0;           // Å
-  bool charges = false;        // an extra per-atom column "charges" (a smooth function of pos)
+  bool forces = true;     // store forces
+  bool periodic = false;  // cubic cell of side `cell`, pbc on all axes
+  double cell = 7.0;      // Å
+  bool charges = false;   // an extra per-atom column "charges" (a smooth function of pos)
+  // A per-structure key "gap" of two numbers: the mean over atoms of Σ_j exp(-r_ij / 2 Å) (an
+  // invariant of the structure) and the fraction of neon-like atoms (what a graph head learns).
+  bool gap = false;
   int single_atom_frame = -1;  // this frame holds one atom only (no neighbours)
   int vary_atoms = 0;          // > 0: frame k holds n_atoms + k % (vary_atoms + 1) atoms
 };
@@ -82,6 +85,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
   std::uniform_real_distribution<double> u(-0.35, 0.35);
   WriterOptions wo;
   if (o.charges) wo.extra_columns = {"charges"};
+  if (o.gap) wo.info_keys = {"gap"};
   DatasetWriter w(path, wo);
   for (int k = 0; k < o.n_frames; ++k) {
     Frame f;
@@ -104,6 +108,18 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
       for (int i = 0; i < n; ++i)
         q.values.push_back(0.1 * std::sin(f.pos[3 * i]) + (f.z[i] == 10 ? 0.2 : -0.1));
       f.extra.push_back(q);
+    }
+    if (o.gap) {
+      ExtraColumn g{"gap", 2, {0.0, 0.0}};
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double r2 = 0;
+          for (int c = 0; c < 3; ++c) r2 += std::pow(f.pos[3 * i + c] - f.pos[3 * j + c], 2);
+          if (j != i) g.values[0] += std::exp(-std::sqrt(r2) / 2) / n;
+        }
+        g.values[1] += (f.z[i] == 10 ? 1.0 : 0.0) / n;
+      }
+      f.info.push_back(g);
     }
     w.add(f, path + ":" + std::to_string(k));
   }

@@ -118,12 +118,18 @@ inline std::vector<at::Tensor> checkpoint_parameters(const std::string& path) {
   return out;
 }
 
+// The comma-separated fields of one line of a CSV file (no quoting: ddgnn's CSV files have none).
+inline std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
+  return out;
+}
+
 // metrics.csv without the timing columns (they differ between runs).
 inline std::vector<std::string> metric_values(const std::string& csv) {
   const auto rows = lines(read_text(csv));
-  std::vector<std::string> header;
-  std::stringstream hs(rows.at(0));
-  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
+  const std::vector<std::string> header = split_csv(rows.at(0));
   std::vector<std::string> out;
   for (size_t r = 1; r < rows.size(); ++r) {
     std::stringstream ss(rows[r]);

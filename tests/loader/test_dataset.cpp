@@ -162,6 +162,90 @@ TEST(Dataset, AppendAddsGraphsAndKeepsChecksumsValid) {
   EXPECT_NE(ds.sources().find("\"frames\":40"), std::string::npos);
 }
 
+// Per-structure keys (convert --info-keys) are stored under graphs/extra, read back per graph
+// across checksum blocks, and must agree between a file and what is appended to it.
+TEST(Dataset, PerStructureColumnsRoundTripAndMustMatchOnAppend) {
+  TempDir dir;
+  std::vector<Frame> frames;
+  for (unsigned s = 0; s < 9000; ++s) {  // two graph checksum blocks
+    Frame f = make_frame(2, s, false);
+    f.info.push_back({"gap", 1, {0.5 * s}});
+    f.info.push_back({"dipole", 3, {1.0 * s, -1.0, 2.0}});
+    frames.push_back(f);
+  }
+  WriterOptions opt;
+  opt.info_keys = {"dipole", "gap"};
+  {
+    DatasetWriter w(dir.file("d.h5"), opt);
+    for (size_t i = 0; i < frames.size(); ++i) w.add(frames[i], "t:" + std::to_string(i));
+    w.commit();
+  }
+  {
+    const Dataset ds(dir.file("d.h5"));
+    ASSERT_EQ(ds.graph_columns().size(), 2u);
+    EXPECT_EQ(ds.graph_columns()[0].name, "dipole");  // the file's order: by name
+    EXPECT_EQ(ds.graph_columns()[0].n_cols, 3);
+    EXPECT_EQ(ds.graph_columns()[1].name, "gap");
+    EXPECT_EQ(ds.graph_columns()[1].n_cols, 1);
+    EXPECT_TRUE(ds.extra_columns().empty());
+    const GraphBlock b = ds.read(8190, 4);
+    ASSERT_EQ(b.graph_extra.size(), 2u);
+    EXPECT_EQ(b.graph_extra[1], (std::vector<double>{4095.0, 4095.5, 4096.0, 4096.5}));
+    EXPECT_EQ(b.graph_extra[0][3 * 3], 8193.0);
+    EXPECT_EQ(b.graph_extra[0][3 * 3 + 2], 2.0);
+    EXPECT_NO_THROW(ds.verify_all());
+  }
+  // Appending with the same keys adds to them; with others it is refused, the file unchanged.
+  opt.append = true;
+  {
+    DatasetWriter w(dir.file("d.h5"), opt);
+    w.add(frames[1], "more:1");
+    w.commit();
+  }
+  EXPECT_EQ(Dataset(dir.file("d.h5")).read(9000, 1).graph_extra[1][0], 0.5);
+  opt.info_keys = {"gap"};
+  try {
+    DatasetWriter w(dir.file("d.h5"), opt);
+    ADD_FAILURE() << "appended with other keys";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("(dipole, gap)"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("--info-keys"), std::string::npos);
+  }
+  EXPECT_EQ(Dataset(dir.file("d.h5")).n_graphs(), 9001);
+  // A structure without a key, or with another number of values, is named.
+  WriterOptions fresh;
+  fresh.info_keys = {"gap"};
+  DatasetWriter w(dir.file("e.h5"), fresh);
+  w.add(frames[0], "e.xyz:1");
+  Frame missing = frames[1];
+  missing.info.clear();
+  EXPECT_THROW(
+      {
+        try {
+          w.add(missing, "e.xyz:9");
+        } catch (const DataError& e) {
+          EXPECT_NE(std::string(e.what()).find("e.xyz:9: per-structure key 'gap' is missing"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      DataError);
+  Frame wider = frames[1];
+  wider.info[0].values = {1.0, 2.0};
+  wider.info[0].n_cols = 2;
+  EXPECT_THROW(
+      {
+        try {
+          w.add(wider, "e.xyz:12");
+        } catch (const DataError& e) {
+          EXPECT_NE(std::string(e.what()).find("holds 2 number(s), earlier structures 1"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      DataError);
+}
+
 TEST(Dataset, FailedWriteLeavesNoFile) {
   TempDir dir;
   {

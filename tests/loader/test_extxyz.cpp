@@ -200,6 +200,24 @@ TEST(Extxyz, KeepsExtraColumnsInFileOrder) {
   EXPECT_THAT(frames[0].pos, ElementsAre(0, 0, 0, 1, 1, 1));
 }
 
+TEST(Extxyz, KeepsPerStructureKeysInTheOrderAsked) {
+  ExtxyzKeys keys;
+  keys.info_keys = {"dipole", "gap"};
+  std::vector<Frame> frames = read_all(
+      "1\nenergy=-1 gap=2.5 dipole=\"0.1 -0.2 3e-1\" mol_id=7\nH 0 0 0\n"
+      "1\ngap=-1 energy=-2 dipole=\"1 2 3\"\nH 0 0 1\n",
+      keys);
+  ASSERT_EQ(frames.size(), 2u);
+  ASSERT_EQ(frames[0].info.size(), 2u);
+  EXPECT_EQ(frames[0].info[0].name, "dipole");
+  EXPECT_EQ(frames[0].info[0].n_cols, 3);
+  EXPECT_THAT(frames[0].info[0].values, ElementsAre(0.1, -0.2, 0.3));
+  EXPECT_EQ(frames[0].info[1].name, "gap");
+  EXPECT_THAT(frames[0].info[1].values, ElementsAre(2.5));
+  EXPECT_THAT(frames[1].info[1].values, ElementsAre(-1));
+  EXPECT_TRUE(read_all("1\nenergy=-1 gap=2.5\nH 0 0 0\n")[0].info.empty());  // none asked
+}
+
 TEST(Extxyz, ReadsManyFramesIntoOneReusedFrame) {
   std::string text;
   for (int k = 1; k <= 50; ++k) {
@@ -449,6 +467,21 @@ TEST(ExtxyzErrors, MissingEnergy) {
   EXPECT_THAT(e.hint, HasSubstr("--energy-key REF_energy"));
   e = read_error("1\nfoo=1\nH 0 0 0\n");
   EXPECT_THAT(e.hint, HasSubstr("--energy-key"));
+}
+
+TEST(ExtxyzErrors, PerStructureKeyMissingOrNotNumbers) {
+  ExtxyzKeys keys;
+  keys.info_keys = {"gap"};
+  Failure e = read_error("1\nenergy=0 gap=1\nH 0 0 0\n1\nenergy=0 HOMO=2\nH 0 0 0\n", keys);
+  EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":5: "), HasSubstr("no per-structure key 'gap'"),
+                            HasSubstr("energy, HOMO")));
+  EXPECT_THAT(e.hint, HasSubstr("--info-keys"));
+  e = read_error("1\nenergy=0 gap=small\nH 0 0 0\n", keys);
+  EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":2: "), HasSubstr("expected numbers")));
+  e = read_error("1\nenergy=0 gap=\"\"\nH 0 0 0\n", keys);
+  EXPECT_THAT(e.what, HasSubstr("holds no number"));
+  e = read_error("1\nenergy=0 gap=nan\nH 0 0 0\n", keys);
+  EXPECT_THAT(e.what, HasSubstr("gap"));
 }
 
 TEST(ExtxyzErrors, MissingForces) {

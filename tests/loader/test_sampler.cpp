@@ -148,6 +148,7 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   testing::LjOptions lo;
   lo.n_frames = 9;
   lo.charges = true;
+  lo.gap = true;
   lo.periodic = true;
   lo.single_atom_frame = 4;
   testing::write_lj_dataset(dir.file("d.h5"), lo);
@@ -156,7 +157,8 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   const std::vector<int64_t> off = packed_offsets(b);
   std::vector<uint8_t> bytes(static_cast<size_t>(off.back()));
   pack_block(b, off, bytes.data());
-  const GraphBlock u = unpack_records(bytes.data(), off.data(), 6, ds.extra_columns());
+  const GraphBlock u =
+      unpack_records(bytes.data(), off.data(), 6, ds.extra_columns(), ds.graph_columns());
   EXPECT_EQ(u.n_atoms, b.n_atoms);
   EXPECT_EQ(u.atom_start, b.atom_start);
   EXPECT_EQ(u.energy, b.energy);
@@ -167,11 +169,14 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   EXPECT_EQ(u.forces, b.forces);
   EXPECT_EQ(u.stress, b.stress);
   EXPECT_EQ(u.extra, b.extra);
+  ASSERT_EQ(b.graph_extra.size(), 1u);
+  EXPECT_EQ(b.graph_extra[0].size(), 12u);  // "gap": two numbers a graph
+  EXPECT_EQ(u.graph_extra, b.graph_extra);
   // A record cut short is named.
   std::vector<int64_t> bad = off;
   bad[3] -= 8;
   try {
-    unpack_records(bytes.data(), bad.data(), 6, ds.extra_columns());
+    unpack_records(bytes.data(), bad.data(), 6, ds.extra_columns(), ds.graph_columns());
     ADD_FAILURE() << "no error";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("record 3 of 6"), std::string::npos) << e.what();

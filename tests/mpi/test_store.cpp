@@ -129,7 +129,7 @@ TEST_F(StoreTest, EveryBackendDeliversTheFileBytesAndEachSampleOncePerEpoch) {
     EXPECT_TRUE(f.bytes == reference(ids)) << to_string(backend);
     // Unpacked, the graphs equal the file's.
     const GraphBlock b = unpack_records(f.bytes.data(), f.offsets.data(), int64_t(ids.size()),
-                                        s_dataset->extra_columns());
+                                        s_dataset->extra_columns(), s_dataset->graph_columns());
     const GraphBlock direct = s_dataset->read(17, 1);
     EXPECT_EQ(b.n_atoms[5], direct.n_atoms[0]);
     EXPECT_EQ(b.energy[5], direct.energy[0]);

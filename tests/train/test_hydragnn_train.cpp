@@ -2,12 +2,15 @@
 // data (graph_energy the energy, force the forces) and its compositional stratified split.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "../common/lj_dataset.h"
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
+#include "loader/dataset.h"
 
 namespace ddgnn {
 namespace {
@@ -65,6 +68,84 @@ TEST(TrainHydraGnn, CompositionalStratifiedSplitSplitsEachComposition) {
   EXPECT_EQ(graphs.at("train"), 26) << graphs;
   EXPECT_EQ(graphs.at("validate"), 8) << graphs;
   EXPECT_EQ(graphs.at("test"), 8) << graphs;
+}
+
+// A graph head whose target is a per-structure key of the data (convert --info-keys), as
+// HydraGNN's configs that predict a gap or a spectrum: trained, reported, written by evaluate.
+TEST(TrainHydraGnn, GraphHeadLearnsAPerStructureKeyAndEvaluateWritesIt) {
+  TempDir dir;
+  LjOptions o;
+  o.gap = true;
+  o.vary_atoms = 1;  // 6 and 7 atoms: the neon fraction (gap's second number) varies
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  c["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = false;
+  c["NeuralNetwork"]["Architecture"]["task_weights"] = {1.0, 10.0};
+  c["NeuralNetwork"]["Variables_of_interest"] = {{"output_names", {"energy", "gap"}},
+                                                 {"output_index", {0, 1}},
+                                                 {"type", {"graph", "graph"}},
+                                                 {"output_dim", {1, 2}}};
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 80;
+  c["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] = 0.01;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> rows = lines(read_text(dir.file("run") + "/metrics.csv"));
+  ASSERT_EQ(rows.size(), 81u);
+  const std::vector<std::string> header = testing::split_csv(rows[0]);
+  const auto col = std::find(header.begin(), header.end(), "train_gap_mae");
+  ASSERT_NE(col, header.end()) << rows[0];
+  EXPECT_NE(rows[0].find("test_gap_rmse"), std::string::npos) << rows[0];
+  const size_t k = size_t(col - header.begin());
+  const double first = std::stod(testing::split_csv(rows[1]).at(k));
+  const double last = std::stod(testing::split_csv(rows[80]).at(k));
+  EXPECT_LT(last, 0.5 * first) << "train gap MAE " << first << " -> " << last;
+
+  // evaluate writes the reference and the prediction on each frame's comment line, which
+  // `convert --info-keys` reads back.
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto errors =
+      nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json")).at("heads");
+  EXPECT_EQ(errors.at("gap").at("values"), 2 * 8);  // 8 test graphs, 2 numbers each
+  EXPECT_GT(errors.at("gap").at("mae").get<double>(), 0.0);
+  EXPECT_GE(errors.at("gap").at("rmse").get<double>(), errors.at("gap").at("mae").get<double>());
+  const std::string xyz = read_text(dir.file("run") + "/eval_test/predictions.extxyz");
+  EXPECT_NE(xyz.find(" gap=\""), std::string::npos);
+  EXPECT_NE(xyz.find(" pred_gap=\""), std::string::npos);
+  const Result conv = run("convert " + dir.file("run") + "/eval_test/predictions.extxyz " +
+                          dir.file("pred.h5") + " --info-keys gap,pred_gap");
+  ASSERT_EQ(conv.code, 0) << conv.out;
+  const Dataset pred(dir.file("pred.h5"));
+  ASSERT_EQ(pred.graph_columns().size(), 2u);
+  EXPECT_EQ(pred.graph_columns()[1].name, "pred_gap");
+  EXPECT_EQ(pred.graph_columns()[1].n_cols, 2);
+
+  // A model of that head alone (no energy, no forces: HydraGNN's configs that predict a gap or a
+  // bulk modulus) trains too.
+  nlohmann::json alone = c;
+  alone["NeuralNetwork"]["Architecture"]["task_weights"] = {1.0};
+  alone["NeuralNetwork"]["Variables_of_interest"] = {
+      {"output_names", {"gap"}}, {"output_index", {0}}, {"type", {"graph"}}, {"output_dim", {2}}};
+  alone["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  alone["Output"]["run_dir"] = dir.file("run_alone");
+  const Result ra = run("train -c " + write_config(dir, "alone.json", alone));
+  ASSERT_EQ(ra.code, 0) << ra.out;
+  EXPECT_EQ(lines(read_text(dir.file("run_alone") + "/metrics.csv")).size(), 3u);
+
+  // The key is per structure: a node head of that name, or another width, is refused.
+  nlohmann::json d = c;
+  d["NeuralNetwork"]["Variables_of_interest"]["type"] = {"graph", "node"};
+  d["Output"]["run_dir"] = dir.file("run_d");
+  expect_error(run("train -c " + write_config(dir, "d.json", d)),
+               "head 'gap' is a per-structure key of 2 value(s): it must be type \"graph\" "
+               "with output_dim 2");
+  // A head the data lacks names both ways to store it.
+  d["NeuralNetwork"]["Variables_of_interest"]["output_names"] = {"energy", "homo"};
+  const Result lacks = run("train -c " + write_config(dir, "d2.json", d));
+  expect_error(lacks, "head 'homo' is not in the data");
+  EXPECT_NE(lacks.out.find("gap (graph, 2)"), std::string::npos) << lacks.out;
+  EXPECT_NE(lacks.out.find("--info-keys homo"), std::string::npos) << lacks.out;
 }
 
 }  // namespace
