@@ -329,7 +329,8 @@ class Resolver {
         throw ConfigError(
             m_config.source + ": missing required key " + spec.key + " (" + spec.description + ")",
             "add \"" + spec.key.substr(dot + 1) + "\" to the " + spec.key.substr(0, dot) +
-                " section, or pass --set " + spec.key + "=VALUE");
+                " section, or pass --set " + spec.key + "=VALUE" +
+                (spec.hint.empty() ? "" : "; " + spec.hint));
       } else if (spec.presence == Presence::kDefault && spec.default_note.empty()) {
         set_default(root, spec.key, spec.default_value);
       }

@@ -50,7 +50,12 @@ std::vector<KeySpec> build_schema() {
                    "DimeNet", "GAT", "SAGE", "MFC"}));
   add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
   add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
-  add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å").required().gt(0));
+  add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å")
+          .required()
+          .gt(0)
+          .with_hint("ddgnn builds every graph from the atoms within this distance of each other "
+                     "(periodic images included); a HydraGNN config without it builds its "
+                     "graphs from chemical bonds (SMILES read by RDKit), which ddgnn does not"));
   add(key(arch + "max_neighbours", T::kInt,
           "at most this many neighbours per atom (the nearest are kept)")
           .def(64)
@@ -170,14 +175,16 @@ std::vector<KeySpec> build_schema() {
   add(section("NeuralNetwork.Variables_of_interest",
               "The heads: one entry per head in output_names, output_index, type, output_dim."));
   add(key(voi + "input_node_features", T::kIntArray,
-          "checked against what ddgnn's models take, in the columns of HydraGNN's examples: 0 "
-          "the atomic number (always), 1, 2, 3 the positions, which ddgnn's layers read as "
-          "geometry (distances and directions, never as raw coordinates, so [0] and [0, 1, 2, 3] "
-          "are the same model); later columns (forces, per-atom quantities) are refused")
+          "the model's per-atom inputs, numbered as HydraGNN numbers its node features: 0 the "
+          "atomic number (always), 1, 2, 3 the positions, which ddgnn's layers read as geometry "
+          "(distances and directions, never as raw coordinates, so [0] and [0, 1, 2, 3] are the "
+          "same model), then the data's per-atom columns: the forces (4-6, when the data has "
+          "them) and each column `convert --extra-columns` kept, in the file's order; each later "
+          "column is standardised on the training split and added to the atom embedding through "
+          "one linear map")
           .def(json::array({0}))
           .ge(0)
-          .checked_by(check_input_node_features)
-          .derived());
+          .checked_by(check_input_node_features));
   add(key(voi + "output_names", T::kStringArray,
           "name of each head's target, e.g. \"energy\", \"forces\"")
           .required());

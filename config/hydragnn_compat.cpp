@@ -35,19 +35,6 @@ std::string quoted_or(const std::array<const char*, N>& names) {
   return out;
 }
 
-// "4, 5, 6" or, for a long run, "4, 5, …, 36".
-std::string columns_text(const std::vector<int64_t>& columns) {
-  std::string out;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (columns.size() > 6 && i == 3) {
-      out += ", …";
-      i = columns.size() - 1;
-    }
-    out += (out.empty() ? "" : ", ") + std::to_string(columns[i]);
-  }
-  return out;
-}
-
 const char* kInputsHint = "write [0] (the atomic number) or [0, 1, 2, 3] (with the positions)";
 
 }  // namespace
@@ -134,19 +121,6 @@ void check_input_node_features(const json& value, const std::string& where) {
   for (const auto& v : value)
     if (!columns.insert(v.get<int64_t>()).second)
       throw ConfigError(where + ": column " + v.dump() + " appears twice", kInputsHint);
-  std::vector<int64_t> beyond;
-  for (int64_t c : columns)
-    if (c > 3) beyond.push_back(c);
-  if (!beyond.empty())
-    throw ConfigError(
-        where + ": column" + (beyond.size() > 1 ? "s " : " ") + columns_text(beyond) +
-            " as model input: ddgnn's models take no per-atom input besides the atomic number "
-            "(column 0) and the positions (1, 2, 3); in HydraGNN's examples the columns after "
-            "the positions hold the forces and per-atom quantities of the data (charges, "
-            "moments), or descriptors of the atoms",
-        std::string(kInputsHint) +
-            "; a per-atom quantity can be learned instead: store it with `ddgnn convert "
-            "--extra-columns NAME` and add a node head named NAME");
   if (!columns.count(0))
     throw ConfigError(where +
                           ": no column 0: ddgnn's models always embed the atomic number of "

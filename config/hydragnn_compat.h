@@ -30,9 +30,9 @@ std::string forces_head_names();
 void normalise_hydragnn_forms(nlohmann::json& raw,
                               const std::function<std::string(const std::string&)>& where);
 
-// Variables_of_interest.input_node_features: column 0 (the atomic number) and, optionally, the
-// positions 1, 2, 3, which ddgnn's layers read as geometry; any other column is a ConfigError
-// that says what to write.
+// Variables_of_interest.input_node_features: column 0 (the atomic number), the positions 1, 2, 3
+// all or none, each column once; the columns after the positions are checked against the data
+// when training binds it (train/model_setup.h).
 void check_input_node_features(const nlohmann::json& value, const std::string& where);
 
 // Architecture.edge_features: the edge length (HydraGNN's "length", also "lengths" and

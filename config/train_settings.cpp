@@ -113,6 +113,11 @@ TrainSettings train_settings(const Config& c) {
     throw ConfigError(kArch + "radial_envelope: " + g.mpnn_type + " has no radial envelope",
                       "use it with mpnn_type SchNet, PAINN, MACE or GAT, or leave it cosine");
 
+  // Per-atom inputs beside the atomic number and the positions.
+  for (int64_t col : get_or<std::vector<int64_t>>(c, kVars + "input_node_features", {0}))
+    if (col > 3) s.input_columns.push_back(col);
+  g.node_inputs = int64_t(s.input_columns.size());
+
   // Heads.
   const auto names = c.get<std::vector<std::string>>(kVars + "output_names");
   const auto types = c.get<std::vector<std::string>>(kVars + "type");

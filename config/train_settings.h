@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -45,6 +46,11 @@ struct TrainSettings {
   GnnSpec gnn;
   Precision precision = Precision::kFloat32;
   TargetSpec targets;  // one per gnn.heads entry, same order; sources bound to the data later
+  // Variables_of_interest.input_node_features after the positions (columns >= 4, as given): the
+  // model's per-atom inputs beside the atomic number. bind_targets maps each to the data:
+  // (source, component), source -1 the forces, else an index into Dataset::extra_columns().
+  std::vector<int64_t> input_columns;
+  std::vector<std::pair<int, int>> input_sources;
   EnergyForceWeights weights;
   LossSpec loss;
   RadiusGraphOptions graph;

@@ -15,8 +15,9 @@ the config validates or the refusal names no key of it (e.g. a missing required 
 a target the dataset lacks (a gap, a spectrum, a per-atom charge) is trained on a copy of FILE
 that carries a synthetic value of each such target — a per-structure key for a graph head
 (`convert --info-keys`), a per-atom column for a node head (`convert --extra-columns`), a
-smooth function of each structure's energy or of each atom's force — so that what is measured
-is whether ddgnn trains the config once its data holds the targets, not what the targets are;
+smooth function of each structure's energy or of each atom's force, and a per-atom column
+`node_inputs` wide enough for the input_node_features after the positions — so that what is
+measured is whether ddgnn trains the config once its data holds the targets, not what the targets are;
 and a config whose radius is shorter than the data's bonds (HydraGNN's CI configs: 2 Å, for
 its unit-spaced test lattices) is trained on a copy with positions and cell scaled by
 0.4 × radius / 2.2 Å (a corner atom of a non-periodic cut of the Cu cell then has
@@ -129,6 +130,7 @@ def train_one_epoch(binary, path, run_dir, timeout):
 
 MISSING_HEAD = re.compile(r"head '([^']+)' is not in the data")
 NO_NEIGHBOUR = re.compile(r"no neighbour within the radius ([0-9.]+) Å")
+MISSING_INPUT = re.compile(r"input_node_features: column (\d+) is not in the data")
 
 
 def head_shape(config, name):
@@ -205,8 +207,12 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
         short = NO_NEIGHBOUR.search(why or "")
         if trained or extxyz is None:
             return trained, why, sorted(heads) + ([f"scaled x{scale:.3g}"] if scale != 1 else [])
+        no_input = MISSING_INPUT.search(why or "")
         if missing and missing.group(1) not in heads:
             heads[missing.group(1)] = head_shape(config, missing.group(1))
+        elif no_input and "node_inputs" not in heads:
+            columns = config["NeuralNetwork"]["Variables_of_interest"]["input_node_features"]
+            heads["node_inputs"] = ("node", max(columns) - 3)  # covers them, forces or not
         elif short and scale == 1.0:
             scale = 0.4 * float(short.group(1)) / 2.2
         else:

@@ -33,6 +33,9 @@ struct GraphBatch {
   // [n_graphs, 3, 3] model dtype, Å (rows = lattice vectors): the cell of each graph periodic in
   // all three directions, zero for the others (no volume, hence no stress).
   at::Tensor cell;
+  // [n_atoms, k] model dtype: per-atom inputs beside z (GnnSpec::node_inputs), standardised;
+  // undefined when the model reads none.
+  at::Tensor node_inputs;
   // Targets (undefined when absent).
   at::Tensor energy;  // [n_graphs] eV
   at::Tensor forces;  // [n_atoms, 3] eV/Å

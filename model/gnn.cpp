@@ -40,6 +40,9 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
   check_gnn_spec(spec);
   const int64_t f = spec.layer.hidden_dim;
   m_embedding = register_module("embedding", torch::nn::Embedding(spec.max_z + 1, f));
+  if (spec.node_inputs > 0)
+    m_node_input = register_module(
+        "node_input", torch::nn::Linear(torch::nn::LinearOptions(spec.node_inputs, f).bias(false)));
   for (int64_t i = 0; i < spec.num_conv_layers; ++i) {
     LayerSpec ls = spec.layer;
     ls.layer_index = i;
@@ -130,6 +133,14 @@ at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
 at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
   NodeState s;
   s.inv = m_embedding->forward(batch.z);  // [n_atoms, F]
+  if (m_node_input) {
+    if (!batch.node_inputs.defined() || batch.node_inputs.size(1) != m_spec.node_inputs)
+      throw Error(
+          "the model reads " + std::to_string(m_spec.node_inputs) +
+          " per-atom input(s) beside the atomic number; the batch has " +
+          (batch.node_inputs.defined() ? std::to_string(batch.node_inputs.size(1)) : "none"));
+    s.inv = s.inv + m_node_input->forward(batch.node_inputs.to(s.inv.dtype()));
+  }
   for (const auto& layer : m_layers) {
     if (layer->equivariant() && !s.equiv.defined())
       s.equiv = at::zeros({s.inv.size(0), 3, s.inv.size(1)}, s.inv.options());

@@ -60,6 +60,7 @@ class Gnn : public torch::nn::Module {
   GnnSpec m_spec;
   bool m_bf16 = false;
   std::shared_ptr<torch::nn::EmbeddingImpl> m_embedding;
+  std::shared_ptr<torch::nn::LinearImpl> m_node_input;  // GnnSpec::node_inputs > 0 only
   std::vector<std::shared_ptr<MessagePassing>> m_layers;
   Mlp m_shared;                                               // hidden layers only
   std::vector<Mlp> m_heads;                                   // per head (empty Mlp for none)

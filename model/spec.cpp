@@ -141,7 +141,8 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"node_head_type", to_string(s.node_head_type)},
           {"heads", heads},
           {"dropout", s.dropout},
-          {"interatomic_potential", s.interatomic_potential}};
+          {"interatomic_potential", s.interatomic_potential},
+          {"node_inputs", s.node_inputs}};
 }
 
 GnnSpec spec_from_json(const nlohmann::json& j) {
@@ -188,6 +189,7 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
       s.heads.push_back({h.at("name"), parse_kind(h.at("type")), h.at("output_dim")});
     s.dropout = j.at("dropout");
     s.interatomic_potential = j.at("interatomic_potential");
+    s.node_inputs = j.value("node_inputs", int64_t(0));
   } catch (const nlohmann::json::exception& e) {
     throw DataError(std::string("checkpoint model record: ") + e.what(),
                     "the checkpoint was not written by this version of ddgnn");

@@ -139,6 +139,9 @@ struct GnnSpec {
   bool has_initial_bias = false;  // set the bias of each head's last Linear to initial_bias
   double initial_bias = 0.0;
   bool interatomic_potential = false;  // energy = sum of a per-atom node head, F = -dE/dx
+  // Per-atom input values beside the atomic number (GraphBatch::node_inputs), added to the
+  // embedding through one Linear; 0: the atomic number alone.
+  int64_t node_inputs = 0;
 };
 
 // GnnSpec <-> JSON (every field that decides the model's shape or behaviour; the checkpoint's

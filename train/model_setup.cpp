@@ -94,6 +94,8 @@ nlohmann::json to_json(const ModelSetup& s) {
           {"smooth_neighbour_cap", s.graph.smooth_cap},
           {"periodic", s.periodic},
           {"dtype", to_string(s.precision)},
+          {"node_inputs",
+           {{"sources", s.inputs.sources}, {"mean", s.inputs.mean}, {"std", s.inputs.std}}},
           {"normalizer",
            {{"reference_energy", ref},
             {"mean_residual_per_atom", s.norm.mean_residual_per_atom},
@@ -116,6 +118,18 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
     s.graph.smooth_cap = j.value("smooth_neighbour_cap", false);
     s.periodic = j.at("periodic");
     s.precision = parse_precision(j.at("dtype"));
+    if (j.contains("node_inputs")) {
+      const auto& in = j.at("node_inputs");
+      s.inputs.sources = in.at("sources").get<std::vector<std::pair<int, int>>>();
+      s.inputs.mean = in.at("mean").get<std::vector<double>>();
+      s.inputs.std = in.at("std").get<std::vector<double>>();
+    }
+    if (int64_t(s.inputs.sources.size()) != s.spec.node_inputs ||
+        s.inputs.mean.size() != s.inputs.sources.size() ||
+        s.inputs.std.size() != s.inputs.sources.size())
+      throw DataError("checkpoint record: the model reads " + std::to_string(s.spec.node_inputs) +
+                      " per-atom input(s) but the record maps " +
+                      std::to_string(s.inputs.sources.size()));
     const auto& n = j.at("normalizer");
     const auto ref = n.at("reference_energy").get<std::vector<double>>();
     if (ref.size() != s.norm.reference_energy.size())
@@ -133,6 +147,53 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
   }
   return s;
 }
+
+namespace {
+
+// Input value (source, component) of atom `a` (block-relative) of `block`.
+double node_input(const GraphBlock& block, std::pair<int, int> source, int64_t a) {
+  if (source.first < 0) return block.forces[size_t(3 * a + source.second)];
+  const auto& col = block.extra[size_t(source.first)];
+  const int64_t w = int64_t(col.size()) / std::max<int64_t>(int64_t(block.z.size()), 1);
+  return col[size_t(a * w + source.second)];
+}
+
+// Maps input_node_features after the positions to the data's per-atom columns, numbered as
+// HydraGNN numbers its node features: 0 the atomic number, 1-3 the positions, then the forces
+// (when the data has them) and each extra column, k values each, in the dataset's order.
+void bind_inputs(TrainSettings& s, const Dataset& ds) {
+  std::vector<std::pair<int, int>> layout;  // column 4 + i -> (source, component)
+  std::string have = "0 the atomic number, 1-3 the positions";
+  const auto add = [&](int source, int width, const std::string& name) {
+    const size_t first = 4 + layout.size();
+    for (int c = 0; c < width; ++c) layout.emplace_back(source, c);
+    have += ", " +
+            (width == 1 ? std::to_string(first)
+                        : std::to_string(first) + "-" + std::to_string(first + width - 1)) +
+            " " + name;
+  };
+  if (ds.has_forces()) add(-1, 3, "the forces");
+  const auto& columns = ds.extra_columns();
+  for (size_t k = 0; k < columns.size(); ++k) add(int(k), columns[k].n_cols, columns[k].name);
+  s.input_sources.clear();
+  for (int64_t col : s.input_columns) {
+    if (col - 4 >= int64_t(layout.size()))
+      throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
+                            " is not in the data: the per-atom columns of " + ds.path() + " are " +
+                            have,
+                        "store per-atom inputs with `ddgnn convert --extra-columns NAME` (they "
+                        "follow the forces, in the order of the file's columns), or leave the "
+                        "column out");
+    const auto src = layout[size_t(col - 4)];
+    if (src.first < 0 && s.targets.predicts_forces())
+      throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
+                            " is a force component, which this model also predicts",
+                        "a target cannot be an input: leave columns 4-6 out");
+    s.input_sources.push_back(src);
+  }
+}
+
+}  // namespace
 
 void bind_targets(TrainSettings& s, const Dataset& ds) {
   const auto& columns = ds.extra_columns();
@@ -187,6 +248,7 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
     t.source = TargetSource::kColumn;
     t.column = int(per_atom ? it - columns.begin() : git - graph_columns.begin());
   }
+  bind_inputs(s, ds);
   if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
     throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
                           std::to_string(s.weights.force_weight) + ") but " + ds.path() +
@@ -260,8 +322,32 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
     setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
     setup.spec.layer.avg_num_neighbors = saved.spec.layer.avg_num_neighbors;
     setup.norm = saved.norm;
+    setup.inputs = saved.inputs;
     setup.targets.stress = saved.targets.stress;
     return setup;
+  }
+  setup.inputs.sources = s.input_sources;
+  if (!s.input_sources.empty()) {  // mean and spread of each input over the training split
+    const size_t k = s.input_sources.size();
+    std::vector<long double> acc(2 * k + 1, 0.0L);
+    data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+      for (int64_t id : ids) {
+        const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+        for (int64_t a = a0; a < a0 + na; ++a, acc.back() += 1)
+          for (size_t i = 0; i < k; ++i) {
+            const double v = node_input(block, s.input_sources[i], a);
+            acc[i] += v;
+            acc[k + i] += (long double)v * v;
+          }
+      }
+    });
+    sum(acc.data(), int64_t(acc.size()));
+    for (size_t i = 0; i < k; ++i) {
+      const long double n = std::max(acc.back(), 1.0L);
+      const double mean = double(acc[i] / n), var = double(acc[k + i] / n) - mean * mean;
+      setup.inputs.mean.push_back(mean);
+      setup.inputs.std.push_back(var > 1e-24 ? std::sqrt(var) : 1.0);
+    }
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
                               setup.targets.heads, s.needs_forces(), s.e0s);
@@ -418,6 +504,21 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
   p.batch.energy = at::tensor(e, at::kDouble).to(setup.device, to_dtype(setup.precision));
   if (p.batch.forces.defined()) p.batch.forces = p.batch.forces / norm.scale;
   if (p.batch.stress.defined()) p.batch.stress = p.batch.stress / norm.scale;
+  if (!setup.inputs.sources.empty()) {
+    const size_t k = setup.inputs.sources.size();
+    std::vector<double> v;
+    v.reserve(size_t(p.batch.n_atoms()) * k);
+    for (int64_t id : ids) {
+      const int64_t a0 = block.atom_start[size_t(id)], na = block.n_atoms[size_t(id)];
+      for (int64_t a = a0; a < a0 + na; ++a)
+        for (size_t i = 0; i < k; ++i)
+          v.push_back((node_input(block, setup.inputs.sources[i], a) - setup.inputs.mean[i]) /
+                      setup.inputs.std[i]);
+    }
+    p.batch.node_inputs = at::tensor(v, at::kDouble)
+                              .view({-1, int64_t(k)})
+                              .to(setup.device, to_dtype(setup.precision));
+  }
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
     const HeadTarget& t = setup.targets.heads[k];

@@ -7,7 +7,8 @@
 //   E_n = (E - sum_i e_ref(z_i) - n_atoms * mu) / s,   F_n = F / s,
 // with e_ref the least-squares reference energies, mu the mean residual energy per atom and s the
 // RMS force component (the residual energy spread per atom when there are no forces). Extra
-// per-atom columns are standardised per component. Predictions are mapped back before any metric.
+// per-atom and per-structure columns are standardised per component, and so are the per-atom
+// inputs beside the atomic number. Predictions are mapped back before any metric.
 #pragma once
 
 #include <array>
@@ -39,8 +40,16 @@ struct Normalizer {
   double energy_offset(const uint8_t* z, int64_t n_atoms) const;
 };
 
+// The per-atom inputs beside the atomic number (GnnSpec::node_inputs): where each value is in the
+// data (TrainSettings::input_sources) and its standardisation, fitted on the training split.
+struct NodeInputs {
+  std::vector<std::pair<int, int>> sources;  // (-1 the forces, else an extra column; component)
+  std::vector<double> mean, std;
+};
+
 struct ModelSetup {
   GnnSpec spec;
+  NodeInputs inputs;
   TargetSpec targets;
   RadiusGraphOptions graph;
   bool periodic = false;

@@ -305,6 +305,30 @@ TEST(EgnnCoordinates, MovedAtomsChangeTheEnergy) {
   expect_close(predict_on(*off, b, false).energy, still, 1e-12, "no step = no equivariance");
 }
 
+// Per-atom inputs beside the atomic number enter through the embedding: they change the energy,
+// zero inputs give the model without them, and a batch without them is refused.
+TEST(GnnInputs, PerAtomInputsChangeTheEnergyThroughTheEmbedding) {
+  GraphBatch b = batch_of({periodic_cell(), molecule()});
+  GnnSpec spec = make_spec("PAINN");
+  auto plain = build(spec);
+  spec.node_inputs = 2;
+  auto with = build(spec);
+  EXPECT_EQ(plain->named_parameters().size() + 1, with->named_parameters().size());
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& item : plain->named_parameters())
+      with->named_parameters()[item.key()].copy_(item.value());
+  }
+  EXPECT_THROW(predict_on(*with, b, true), Error);
+  b.node_inputs = at::zeros({b.n_atoms(), 2}, b.pos.options());
+  const Prediction zero = predict_on(*with, b, true);
+  expect_close(zero.energy, predict_on(*plain, b, true).energy, 1e-12, "zero inputs");
+  b.node_inputs = at::randn({b.n_atoms(), 2}, b.pos.options());
+  const Prediction some = predict_on(*with, b, true);
+  EXPECT_GT(max_abs(some.energy - zero.energy), 1e-6);
+  EXPECT_GT(max_abs(some.forces - zero.forces), 1e-6);
+}
+
 TEST(GnnTraining, SchNetOverfitsMorseDataset) {
   const GraphBatch b = batch_of(morse_dataset(), 5.0);
   auto gnn = build(make_spec("SchNet", 5.0));

@@ -148,5 +148,41 @@ TEST(TrainHydraGnn, GraphHeadLearnsAPerStructureKeyAndEvaluateWritesIt) {
   EXPECT_NE(lacks.out.find("--info-keys homo"), std::string::npos) << lacks.out;
 }
 
+// input_node_features after the positions read the data's per-atom columns, numbered as
+// HydraGNN numbers them (4-6 the forces, then the extra columns): a model with a per-atom input
+// trains, its checkpoint records where the input comes from, and evaluate reads it the same way.
+TEST(TrainHydraGnn, InputNodeFeaturesAfterThePositionsAreTheDatasPerAtomColumns) {
+  TempDir dir;
+  LjOptions o;
+  o.charges = true;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  c["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0, 1, 2, 3, 7};
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json model =
+      read_checkpoint_record(dir.file("run") + "/checkpoints/epoch_00002.pt").at("model");
+  EXPECT_EQ(model.at("spec").at("node_inputs"), 1);
+  EXPECT_EQ(model.at("node_inputs").at("sources"), nlohmann::json::parse("[[0, 0]]"));
+  const double std = model.at("node_inputs").at("std")[0].get<double>();
+  EXPECT_GT(std, 0.01);  // the charges' spread over the training split, not the 1.0 fallback
+  EXPECT_LT(std, 0.5);
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+
+  // A column the data lacks names the columns it has; a force as input of a force model is
+  // refused.
+  c["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0, 8};
+  c["Output"]["run_dir"] = dir.file("run_b");
+  const Result lacks = run("train -c " + write_config(dir, "b.json", c));
+  expect_error(lacks, "input_node_features: column 8 is not in the data");
+  EXPECT_NE(lacks.out.find("4-6 the forces, 7 charges"), std::string::npos) << lacks.out;
+  EXPECT_NE(lacks.out.find("--extra-columns"), std::string::npos) << lacks.out;
+  c["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0, 5};
+  expect_error(run("train -c " + write_config(dir, "f.json", c)),
+               "column 5 is a force component, which this model also predicts");
+}
+
 }  // namespace
 }  // namespace ddgnn
