@@ -51,6 +51,7 @@ struct TrainSettings {
   // (source, component), source -1 the forces, else an index into Dataset::extra_columns().
   std::vector<int64_t> input_columns;
   std::vector<std::pair<int, int>> input_sources;
+  std::vector<std::string> input_names;  // per input: "forces" or the extra column's name
   EnergyForceWeights weights;
   LossSpec loss;
   RadiusGraphOptions graph;

@@ -71,7 +71,7 @@ Split run_split(const Dataset& ds, const nlohmann::json& split) {
 nlohmann::json evaluate(const EvaluateOptions& o) {
   const std::string ckpt = find_checkpoint(o);
   const nlohmann::json record = read_checkpoint_record(ckpt);
-  const ModelSetup setup = model_setup_from_json(record.at("model"));
+  ModelSetup setup = model_setup_from_json(record.at("model"));
   int64_t threads = o.threads;
   const char* key = "--threads";
   if (threads <= 0) {
@@ -104,6 +104,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     throw ConfigError("evaluate: dataset '" + data + "' not found",
                       "give it with --data FILE.h5 (paths are relative to the working directory)");
   Dataset ds(data);
+  bind_to_dataset(setup, ds);
   const GraphBlock block = ds.read(0, ds.n_graphs());
   std::vector<int64_t> ids;
   // Each graph's split in the run: the run's own file split by (perc_train, seed); with explicit

@@ -95,7 +95,10 @@ nlohmann::json to_json(const ModelSetup& s) {
           {"periodic", s.periodic},
           {"dtype", to_string(s.precision)},
           {"node_inputs",
-           {{"sources", s.inputs.sources}, {"mean", s.inputs.mean}, {"std", s.inputs.std}}},
+           {{"sources", s.inputs.sources},
+            {"names", s.inputs.names},
+            {"mean", s.inputs.mean},
+            {"std", s.inputs.std}}},
           {"normalizer",
            {{"reference_energy", ref},
             {"mean_residual_per_atom", s.norm.mean_residual_per_atom},
@@ -121,11 +124,13 @@ ModelSetup model_setup_from_json(const nlohmann::json& j) {
     if (j.contains("node_inputs")) {
       const auto& in = j.at("node_inputs");
       s.inputs.sources = in.at("sources").get<std::vector<std::pair<int, int>>>();
+      s.inputs.names = in.at("names").get<std::vector<std::string>>();
       s.inputs.mean = in.at("mean").get<std::vector<double>>();
       s.inputs.std = in.at("std").get<std::vector<double>>();
     }
     if (int64_t(s.inputs.sources.size()) != s.spec.node_inputs ||
         s.inputs.mean.size() != s.inputs.sources.size() ||
+        s.inputs.names.size() != s.inputs.sources.size() ||
         s.inputs.std.size() != s.inputs.sources.size())
       throw DataError("checkpoint record: the model reads " + std::to_string(s.spec.node_inputs) +
                       " per-atom input(s) but the record maps " +
@@ -176,6 +181,7 @@ void bind_inputs(TrainSettings& s, const Dataset& ds) {
   const auto& columns = ds.extra_columns();
   for (size_t k = 0; k < columns.size(); ++k) add(int(k), columns[k].n_cols, columns[k].name);
   s.input_sources.clear();
+  s.input_names.clear();
   for (int64_t col : s.input_columns) {
     if (col - 4 >= int64_t(layout.size()))
       throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
@@ -190,6 +196,7 @@ void bind_inputs(TrainSettings& s, const Dataset& ds) {
                             " is a force component, which this model also predicts",
                         "a target cannot be an input: leave columns 4-6 out");
     s.input_sources.push_back(src);
+    s.input_names.push_back(src.first < 0 ? "forces" : columns[size_t(src.first)].name);
   }
 }
 
@@ -255,6 +262,44 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                           " has no forces",
                       "set Architecture.force_weight 0 to train on energies only, or convert a "
                       "file with a forces column");
+}
+
+void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
+  const auto find = [](const std::vector<ColumnInfo>& cols, const std::string& name) {
+    for (size_t k = 0; k < cols.size(); ++k)
+      if (cols[k].name == name) return int(k);
+    return -1;
+  };
+  std::string have = ds.has_forces() ? "forces (3)" : "no forces";
+  for (const auto& c : ds.extra_columns())
+    have += ", " + c.name + " (per atom, " + std::to_string(c.n_cols) + ")";
+  for (const auto& c : ds.graph_columns())
+    have += ", " + c.name + " (per structure, " + std::to_string(c.n_cols) + ")";
+  for (HeadTarget& t : setup.targets.heads) {
+    if (t.source != TargetSource::kColumn) continue;
+    const bool per_atom = t.kind == HeadSpec::kNode;
+    const auto& cols = per_atom ? ds.extra_columns() : ds.graph_columns();
+    const int k = find(cols, t.name);
+    if (k < 0 || cols[size_t(k)].n_cols != t.dim)
+      throw DataError(ds.path() + ": the model's head '" + t.name + "' needs a " +
+                          (per_atom ? "per-atom" : "per-structure") + " column '" + t.name +
+                          "' of " + std::to_string(t.dim) + " value(s); the file holds " + have,
+                      "evaluate a file converted with the same --extra-columns / --info-keys");
+    t.column = k;
+  }
+  for (size_t i = 0; i < setup.inputs.sources.size(); ++i) {
+    const std::string& name = setup.inputs.names[i];
+    auto& src = setup.inputs.sources[i];
+    const bool forces = name == "forces";
+    const int k = forces ? -1 : find(ds.extra_columns(), name);  // -1: forces, or not found
+    const int width = forces ? (ds.has_forces() ? 3 : 0)
+                             : (k >= 0 ? ds.extra_columns()[size_t(k)].n_cols : 0);
+    if (src.second >= width)
+      throw DataError(ds.path() + ": the model reads per-atom input '" + name + "' (value " +
+                          std::to_string(src.second + 1) + "); the file holds " + have,
+                      "evaluate a file converted with the same --extra-columns");
+    src.first = k;
+  }
 }
 
 std::string bind_stress(TrainSettings& s, const TrainData& data) {
@@ -327,6 +372,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
     return setup;
   }
   setup.inputs.sources = s.input_sources;
+  setup.inputs.names = s.input_names;
   if (!s.input_sources.empty()) {  // mean and spread of each input over the training split
     const size_t k = s.input_sources.size();
     std::vector<long double> acc(2 * k + 1, 0.0L);

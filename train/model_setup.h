@@ -44,6 +44,7 @@ struct Normalizer {
 // data (TrainSettings::input_sources) and its standardisation, fitted on the training split.
 struct NodeInputs {
   std::vector<std::pair<int, int>> sources;  // (-1 the forces, else an extra column; component)
+  std::vector<std::string> names;            // per input: "forces" or the extra column's name
   std::vector<double> mean, std;
 };
 
@@ -65,6 +66,11 @@ ModelSetup model_setup_from_json(const nlohmann::json& j);  // DataError on a ba
 // HeadTarget::source/column, and checks that the data has what the loss needs: a ConfigError
 // naming the head, the file and what it does have otherwise.
 void bind_targets(TrainSettings& settings, const Dataset& dataset);
+
+// Points a trained model's column heads and per-atom inputs at `dataset`'s columns by name (a
+// file other than the one it trained on may order them differently): a DataError naming the
+// head or input and what the file holds when one is missing or of another width.
+void bind_to_dataset(ModelSetup& setup, const Dataset& dataset);
 
 // The stress is predicted (and its errors reported) when the forces are conservative, the cells
 // periodic and the train split has graphs with a stress: sets s.targets.stress (collective over

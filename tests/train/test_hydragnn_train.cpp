@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -168,8 +169,23 @@ TEST(TrainHydraGnn, InputNodeFeaturesAfterThePositionsAreTheDatasPerAtomColumns)
   const double std = model.at("node_inputs").at("std")[0].get<double>();
   EXPECT_GT(std, 0.01);  // the charges' spread over the training split, not the 1.0 fallback
   EXPECT_LT(std, 0.5);
+  EXPECT_EQ(model.at("node_inputs").at("names"), nlohmann::json::parse("[\"charges\"]"));
   const Result ev = run("evaluate --run " + dir.file("run"));
   ASSERT_EQ(ev.code, 0) << ev.out;
+  // Another file is read by column name; one without the input is refused, naming it.
+  LjOptions more = o;
+  more.gap = true;  // a per-structure column before nothing else: the same charges by name
+  more.seed = 5;
+  write_lj_dataset(dir.file("more.h5"), more);
+  const Result other = run("evaluate --run " + dir.file("run") + " --data " + dir.file("more.h5") +
+                           " --split all --out " + dir.file("ev_more"));
+  ASSERT_EQ(other.code, 0) << other.out;
+  write_lj_dataset(dir.file("plain.h5"), LjOptions{});
+  const Result plain = run("evaluate --run " + dir.file("run") + " --data " + dir.file("plain.h5") +
+                           " --split all --out " + dir.file("ev_plain"));
+  expect_error(plain, "the model reads per-atom input 'charges'");
+  EXPECT_NE(plain.out.find("the file holds forces (3)"), std::string::npos) << plain.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ev_plain")));
 
   // A column the data lacks names the columns it has; a force as input of a force model is
   // refused.
