@@ -292,8 +292,8 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
     auto& src = setup.inputs.sources[i];
     const bool forces = name == "forces";
     const int k = forces ? -1 : find(ds.extra_columns(), name);  // -1: forces, or not found
-    const int width = forces ? (ds.has_forces() ? 3 : 0)
-                             : (k >= 0 ? ds.extra_columns()[size_t(k)].n_cols : 0);
+    const int width =
+        forces ? (ds.has_forces() ? 3 : 0) : (k >= 0 ? ds.extra_columns()[size_t(k)].n_cols : 0);
     if (src.second >= width)
       throw DataError(ds.path() + ": the model reads per-atom input '" + name + "' (value " +
                           std::to_string(src.second + 1) + "); the file holds " + have,
