@@ -93,6 +93,15 @@ void fsync_path(const std::string& path) {
   }
 }
 
+// Whether `columns` are named `wanted`, in any order.
+bool same_names(const std::vector<ColumnInfo>& columns, std::vector<std::string> wanted) {
+  std::vector<std::string> names;
+  for (const auto& c : columns) names.push_back(c.name);
+  std::sort(names.begin(), names.end());
+  std::sort(wanted.begin(), wanted.end());
+  return names == wanted;
+}
+
 // The column called `name` among `columns`, nullptr when there is none.
 const ExtraColumn* named(const std::vector<ExtraColumn>& columns, const std::string& name) {
   for (const auto& c : columns)
@@ -154,30 +163,19 @@ void DatasetWriter::Impl::open_existing() {
     }
   }
   has_forces = existing.has_forces();
-  if (!options.extra_columns.empty()) {
-    std::vector<std::string> names, wanted = options.extra_columns;
-    for (const auto& c : existing.extra_columns()) names.push_back(c.name);
-    std::sort(names.begin(), names.end());
-    std::sort(wanted.begin(), wanted.end());
-    if (names != wanted)
-      throw DataError(path + ": cannot append with extra columns that differ from the file's",
-                      "pass the same --extra-columns as the original conversion");
-  }
+  if (!options.extra_columns.empty() &&
+      !same_names(existing.extra_columns(), options.extra_columns))
+    throw DataError(path + ": cannot append with extra columns that differ from the file's",
+                    "pass the same --extra-columns as the original conversion");
   extra = existing.extra_columns();
-  {
-    std::vector<std::string> names, wanted = options.info_keys;
-    for (const auto& c : existing.graph_columns()) names.push_back(c.name);
-    std::sort(names.begin(), names.end());
-    std::sort(wanted.begin(), wanted.end());
-    if (names != wanted) {
-      std::string have;
-      for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
-      throw DataError(path +
-                          ": cannot append with per-structure keys (--info-keys) that differ "
-                          "from the file's (" +
-                          (have.empty() ? "none" : have) + ")",
-                      "pass the same --info-keys as the original conversion");
-    }
+  if (!same_names(existing.graph_columns(), options.info_keys)) {
+    std::string have;
+    for (const auto& c : existing.graph_columns()) have += (have.empty() ? "" : ", ") + c.name;
+    throw DataError(path +
+                        ": cannot append with per-structure keys (--info-keys) that differ "
+                        "from the file's (" +
+                        (have.empty() ? "none" : have) + ")",
+                    "pass the same --info-keys as the original conversion");
   }
   graph_extra = existing.graph_columns();
   for (uint8_t z : existing.species()) species[z] = true;
