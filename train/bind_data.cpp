@@ -1,0 +1,205 @@
+// Binding a run's settings to its data (train/model_setup.h): which column each head learns and
+// each per-atom input reads, checked against what the dataset holds; whether the stress is
+// predicted.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/hydragnn_compat.h"
+#include "core/error.h"
+#include "train/model_setup.h"
+#include "train/run_log.h"
+#include "train/train_data.h"
+
+namespace ddgnn {
+
+namespace {
+
+const std::string kArch = "NeuralNetwork.Architecture.";
+const std::string kVars = "NeuralNetwork.Variables_of_interest.";
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// Maps input_node_features after the positions to the data's per-atom columns, numbered as
+// HydraGNN numbers its node features: 0 the atomic number, 1-3 the positions, then the forces
+// (when the data has them) and each extra column, k values each, in the dataset's order.
+void bind_inputs(TrainSettings& s, const Dataset& ds) {
+  std::vector<std::pair<int, int>> layout;  // column 4 + i -> (source, component)
+  std::string have = "0 the atomic number, 1-3 the positions";
+  const auto add = [&](int source, int width, const std::string& name) {
+    const size_t first = 4 + layout.size();
+    for (int c = 0; c < width; ++c) layout.emplace_back(source, c);
+    have += ", " +
+            (width == 1 ? std::to_string(first)
+                        : std::to_string(first) + "-" + std::to_string(first + width - 1)) +
+            " " + name;
+  };
+  if (ds.has_forces()) add(-1, 3, "the forces");
+  const auto& columns = ds.extra_columns();
+  for (size_t k = 0; k < columns.size(); ++k) add(int(k), columns[k].n_cols, columns[k].name);
+  s.input_sources.clear();
+  s.input_names.clear();
+  for (int64_t col : s.input_columns) {
+    if (col - 4 >= int64_t(layout.size()))
+      throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
+                            " is not in the data: the per-atom columns of " + ds.path() + " are " +
+                            have,
+                        "store per-atom inputs with `ddgnn convert --extra-columns NAME` (they "
+                        "follow the forces, in the order of the file's columns), or leave the "
+                        "column out");
+    const auto src = layout[size_t(col - 4)];
+    if (src.first < 0 && s.targets.predicts_forces())
+      throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
+                            " is a force component, which this model also predicts",
+                        "a target cannot be an input: leave columns 4-6 out");
+    s.input_sources.push_back(src);
+    s.input_names.push_back(src.first < 0 ? "forces" : columns[size_t(src.first)].name);
+  }
+}
+
+}  // namespace
+
+void bind_targets(TrainSettings& s, const Dataset& ds) {
+  const auto& columns = ds.extra_columns();
+  const auto& graph_columns = ds.graph_columns();
+  std::vector<std::string> have = {"energy (graph, 1)"};
+  if (ds.has_forces()) have.push_back("forces (node, 3)");
+  for (const auto& col : columns)
+    have.push_back(col.name + " (node, " + std::to_string(col.n_cols) + ")");
+  for (const auto& col : graph_columns)
+    have.push_back(col.name + " (graph, " + std::to_string(col.n_cols) + ")");
+  const std::string hint_have = ds.path() + " holds: " + join(have);
+  for (auto& t : s.targets.heads) {
+    if (is_energy_head_name(t.name)) {
+      t.source = TargetSource::kEnergy;
+      continue;
+    }
+    if (is_forces_head_name(t.name)) {
+      if (s.targets.conservative)
+        throw ConfigError(
+            kVars + "output_names: head '" + t.name + "' is redundant: with " +
+                (s.gnn.interatomic_potential ? "enable_interatomic_potential"
+                                             : "compute_grad_energy") +
+                " forces are -dE/dx of the energy head",
+            "remove the '" + t.name + "' head (force_weight sets the weight of the forces)");
+      if (!ds.has_forces())
+        throw ConfigError(
+            kVars + "output_names: head '" + t.name + "': " + ds.path() + " has no forces",
+            "convert a file with a forces column, or remove the head; " + hint_have);
+      if (t.kind != HeadSpec::kNode || t.dim != 3)
+        throw ConfigError(kVars + "type: head '" + t.name +
+                          "' (the forces) must be type \"node\" with output_dim 3");
+      t.source = TargetSource::kForces;
+      continue;
+    }
+    const auto named = [&](const ColumnInfo& col) { return col.name == t.name; };
+    const auto it = std::find_if(columns.begin(), columns.end(), named);
+    const auto git = std::find_if(graph_columns.begin(), graph_columns.end(), named);
+    if (it == columns.end() && git == graph_columns.end())
+      throw ConfigError(kVars + "output_names: head '" + t.name + "' is not in the data",
+                        hint_have + "; convert the data with --info-keys " + t.name +
+                            " (a number per structure, for a graph head) or --extra-columns " +
+                            t.name + " (a per-atom column, for a node head)");
+    const bool per_atom = it != columns.end();
+    const int n_cols = per_atom ? it->n_cols : git->n_cols;
+    if (t.kind != (per_atom ? HeadSpec::kNode : HeadSpec::kGraph) || t.dim != n_cols)
+      throw ConfigError(kVars + "type: head '" + t.name + "' is a " +
+                            (per_atom ? "per-atom column" : "per-structure key") + " of " +
+                            std::to_string(n_cols) + " value(s): it must be type \"" +
+                            (per_atom ? "node" : "graph") + "\" with output_dim " +
+                            std::to_string(n_cols),
+                        hint_have);
+    t.source = TargetSource::kColumn;
+    t.column = int(per_atom ? it - columns.begin() : git - graph_columns.begin());
+  }
+  bind_inputs(s, ds);
+  if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
+    throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
+                          std::to_string(s.weights.force_weight) + ") but " + ds.path() +
+                          " has no forces",
+                      "set Architecture.force_weight 0 to train on energies only, or convert a "
+                      "file with a forces column");
+}
+
+void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
+  const auto find = [](const std::vector<ColumnInfo>& cols, const std::string& name) {
+    for (size_t k = 0; k < cols.size(); ++k)
+      if (cols[k].name == name) return int(k);
+    return -1;
+  };
+  std::string have = ds.has_forces() ? "forces (3)" : "no forces";
+  for (const auto& c : ds.extra_columns())
+    have += ", " + c.name + " (per atom, " + std::to_string(c.n_cols) + ")";
+  for (const auto& c : ds.graph_columns())
+    have += ", " + c.name + " (per structure, " + std::to_string(c.n_cols) + ")";
+  for (HeadTarget& t : setup.targets.heads) {
+    if (t.source != TargetSource::kColumn) continue;
+    const bool per_atom = t.kind == HeadSpec::kNode;
+    const auto& cols = per_atom ? ds.extra_columns() : ds.graph_columns();
+    const int k = find(cols, t.name);
+    if (k < 0 || cols[size_t(k)].n_cols != t.dim)
+      throw DataError(ds.path() + ": the model's head '" + t.name + "' needs a " +
+                          (per_atom ? "per-atom" : "per-structure") + " column '" + t.name +
+                          "' of " + std::to_string(t.dim) + " value(s); the file holds " + have,
+                      "evaluate a file converted with the same --extra-columns / --info-keys");
+    t.column = k;
+  }
+  for (size_t i = 0; i < setup.inputs.sources.size(); ++i) {
+    const std::string& name = setup.inputs.names[i];
+    auto& src = setup.inputs.sources[i];
+    const bool forces = name == "forces";
+    const int k = forces ? -1 : find(ds.extra_columns(), name);  // -1: forces, or not found
+    const int width =
+        forces ? (ds.has_forces() ? 3 : 0) : (k >= 0 ? ds.extra_columns()[size_t(k)].n_cols : 0);
+    if (src.second >= width)
+      throw DataError(ds.path() + ": the model reads per-atom input '" + name + "' (value " +
+                          std::to_string(src.second + 1) + "); the file holds " + have,
+                      "evaluate a file converted with the same --extra-columns");
+    src.first = k;
+  }
+}
+
+std::string bind_stress(TrainSettings& s, const TrainData& data) {
+  // Graphs with a stress and a bulk cell; the sum and sum of squares of their volumes.
+  long double v[3] = {0, 0, 0};
+  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      if (!block.has_stress(size_t(id))) continue;
+      const long double vol = block.volume(size_t(id));
+      v[0] += 1;
+      v[1] += vol;
+      v[2] += vol * vol;
+    }
+  });
+  data.sum_stats(v, 3);
+  const long double with_stress = v[0];
+  s.targets.stress = s.targets.conservative && s.periodic && with_stress > 0;
+  if (s.weights.stress_weight > 0 && !s.targets.stress)
+    throw ConfigError(
+        "NeuralNetwork.Architecture.stress_weight: " + fmt("%g", s.weights.stress_weight) +
+            ", but no graph of the train split of " + data.dataset(kTrain).path() +
+            " has a stress and a cell periodic in three directions" +
+            (s.periodic ? "" : " (periodic_boundary_conditions is false)"),
+        "convert the data with its stress (ddgnn convert --stress-key KEY), or set stress_weight "
+        "0");
+  if (!s.targets.stress) return "";
+  // One volume for every graph: energies and forces say nothing of the pressure.
+  const long double mean = v[1] / with_stress;
+  const long double spread = std::sqrt(std::max(0.0L, v[2] / with_stress - mean * mean));
+  if (spread > 1e-6L * mean) return "";
+  return "every train graph with a stress has the same cell volume (" + fmt("%.6g", double(mean)) +
+         " Å³): energies and forces say nothing of how the energy changes with volume, so the "
+         "mean pressure is set by the stress labels alone" +
+         (s.weights.stress_weight > 0
+              ? ""
+              : "; the stress is reported but not trained (Architecture.stress_weight 0): expect "
+                "its mean to be off (results/stress.md)");
+}
+
+}  // namespace ddgnn
