@@ -58,6 +58,17 @@ void write(const std::string& path, const std::vector<Frame>& frames, bool appen
   w.commit();
 }
 
+// `f` throws a DataError whose message contains `needle`.
+template <class F>
+void expect_data_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no DataError; expected one containing: " << needle;
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 void expect_same(const Frame& a, const Frame& b) {
   EXPECT_EQ(a.z, b.z);
   EXPECT_EQ(a.pos, b.pos);
@@ -219,31 +230,12 @@ TEST(Dataset, PerStructureColumnsRoundTripAndMustMatchOnAppend) {
   w.add(frames[0], "e.xyz:1");
   Frame missing = frames[1];
   missing.info.clear();
-  EXPECT_THROW(
-      {
-        try {
-          w.add(missing, "e.xyz:9");
-        } catch (const DataError& e) {
-          EXPECT_NE(std::string(e.what()).find("e.xyz:9: per-structure key 'gap' is missing"),
-                    std::string::npos);
-          throw;
-        }
-      },
-      DataError);
+  expect_data_error([&] { w.add(missing, "e.xyz:9"); },
+                    "e.xyz:9: per-structure key 'gap' is missing");
   Frame wider = frames[1];
   wider.info[0].values = {1.0, 2.0};
   wider.info[0].n_cols = 2;
-  EXPECT_THROW(
-      {
-        try {
-          w.add(wider, "e.xyz:12");
-        } catch (const DataError& e) {
-          EXPECT_NE(std::string(e.what()).find("holds 2 number(s), earlier structures 1"),
-                    std::string::npos);
-          throw;
-        }
-      },
-      DataError);
+  expect_data_error([&] { w.add(wider, "e.xyz:12"); }, "holds 2 number(s), earlier structures 1");
 }
 
 TEST(Dataset, FailedWriteLeavesNoFile) {
@@ -252,17 +244,7 @@ TEST(Dataset, FailedWriteLeavesNoFile) {
     DatasetWriter w(dir.file("d.h5"), {});
     w.add(make_frame(4, 1, true), "a.xyz:1");
     Frame bad = make_frame(4, 2, true, /*forces=*/false);
-    EXPECT_THROW(
-        {
-          try {
-            w.add(bad, "a.xyz:7");
-          } catch (const DataError& e) {
-            EXPECT_NE(std::string(e.what()).find("a.xyz:7: structure has no forces"),
-                      std::string::npos);
-            throw;
-          }
-        },
-        DataError);
+    expect_data_error([&] { w.add(bad, "a.xyz:7"); }, "a.xyz:7: structure has no forces");
   }  // destroyed without commit
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a temporary or partial file was left";
 }
