@@ -125,6 +125,14 @@ std::vector<KeySpec> build_schema() {
           .one_of(node_head_type_names())
           .refuses({"mlp_per_node"})
           .with_hint("use \"mlp\" (shared across atoms) or \"conv\""));
+  add(key(heads + "branches", T::kAny,
+          "multi-branch heads: the head layers of branches 1, 2, ... as [{\"graph\": {...}, "
+          "\"node\": {...}}, ...] (a key left out is branch 0's); each structure goes through "
+          "the branch its per-structure key dataset_name names (`convert --info-keys "
+          "dataset_name`), branch 0 when the data has none. HydraGNN's list form of "
+          "output_heads.graph / .node is read into this")
+          .ddgnn_only()
+          .checked_by(check_head_branches));
   add(key(arch + "task_weights", T::kNumberArray, "loss weight of each head")
           .derived_default("1.0 for each head")
           .ge(0));

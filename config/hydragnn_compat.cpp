@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -52,6 +53,43 @@ std::string forces_head_names() {
   return quoted_or(kForcesNames);
 }
 
+namespace {
+
+// The head layers of a branch after branch 0: `arch` of output_heads.<level>, at `at`.
+void check_branch_level(const json& arch, const std::string& level, const std::string& at,
+                        const std::string& hint) {
+  const std::map<std::string, std::set<std::string>> known = {
+      {"graph", {"num_sharedlayers", "dim_sharedlayers", "num_headlayers", "dim_headlayers"}},
+      {"node", {"num_headlayers", "dim_headlayers"}}};
+  if (!known.count(level) || !arch.is_object())
+    throw ConfigError(at + ": not a level of heads (\"graph\" or \"node\" with an object)", hint);
+  for (const auto& [name, v] : arch.items()) {
+    const std::string here = at + "." + name;
+    if (name == "type") continue;  // the node type is branch 0's (checked by the caller)
+    if (!known.at(level).count(name)) throw ConfigError(here + ": unknown key", hint);
+    const bool list = name == "dim_headlayers";
+    const json items = list ? v : json::array({v});
+    if ((list && !v.is_array()) || items.empty())
+      throw ConfigError(here + ": a list of widths, found " + short_value(v), "e.g. [50, 25]");
+    for (const json& w : items)
+      if (!w.is_number_integer() || w.get<int64_t>() < 1)
+        throw ConfigError(here + ": " + short_value(v) + " must be " +
+                              (list ? "integers" : "an integer") + " >= 1",
+                          "e.g. 2 layers of width 50");
+  }
+  if (arch.contains("dim_headlayers") && arch.contains("num_headlayers") &&
+      arch["dim_headlayers"].size() != arch["num_headlayers"].get<size_t>())
+    throw ConfigError(at + ".dim_headlayers: " + std::to_string(arch["dim_headlayers"].size()) +
+                          " widths, but num_headlayers is " + arch["num_headlayers"].dump(),
+                      "give one width per head layer");
+}
+
+const char* kBranchesHint =
+    "write a list of {\"graph\": {...}, \"node\": {...}}, the head layers of branch 1, 2, ... "
+    "(or HydraGNN's list form of output_heads.graph and .node)";
+
+}  // namespace
+
 void normalise_hydragnn_forms(json& raw,
                               const std::function<std::string(const std::string&)>& where) {
   // MACE's correlation as a list (one per layer): HydraGNN builds every layer with its first.
@@ -83,36 +121,96 @@ void normalise_hydragnn_forms(json& raw,
   if (!heads->is_object()) return;  // the schema walk says what is wrong
   const std::string object_form =
       "write the head as an object, e.g. {\"num_headlayers\": 2, \"dim_headlayers\": [50, 25]}";
+  // Each level written as a list: its branches' architectures, by branch number.
+  std::map<std::string, std::vector<json>> lists;
+  size_t n_branches = 1;
   for (const char* level : {"graph", "node"}) {
     const auto it = heads->find(level);
     if (it == heads->end() || !it->is_array()) continue;
     const std::string key = std::string("NeuralNetwork.Architecture.output_heads.") + level;
     if (it->empty()) throw ConfigError(where(key) + ": an empty list of branches", object_form);
+    std::vector<json> arch(it->size());
     for (size_t b = 0; b < it->size(); ++b) {
       const json& branch = (*it)[b];
+      const std::string at = where(key) + "[" + std::to_string(b) + "]";
       if (!branch.is_object() || !branch.contains("architecture") ||
           !branch["architecture"].is_object())
-        throw ConfigError(where(key) + "[" + std::to_string(b) +
-                              "]: a branch of HydraGNN's heads is {\"type\": \"branch-0\", "
+        throw ConfigError(at +
+                              ": a branch of HydraGNN's heads is {\"type\": \"branch-0\", "
                               "\"architecture\": {...}}, found " +
                               short_value(branch),
                           object_form);
       for (const auto& item : branch.items())
         if (item.key() != "type" && item.key() != "architecture")
-          throw ConfigError(where(key) + "[" + std::to_string(b) + "]." + item.key() +
-                                ": unknown key (a branch has \"type\" and \"architecture\")",
-                            object_form);
+          throw ConfigError(
+              at + "." + item.key() + ": unknown key (a branch has \"type\" and \"architecture\")",
+              object_form);
+      // HydraGNN finds a structure's branch by name, "branch-" and its data set's number.
+      size_t number = b;
+      if (it->size() > 1) {
+        const std::string type = branch.value("type", json()).is_string() ? branch["type"] : "";
+        const std::string prefix = "branch-";
+        size_t used = 0;
+        bool ok = type.rfind(prefix, 0) == 0 && type.size() > prefix.size();
+        if (ok) try {
+            number = std::stoul(type.substr(prefix.size()), &used);
+            ok = used == type.size() - prefix.size() && number < it->size();
+          } catch (const std::exception&) {
+            ok = false;
+          }
+        if (!ok || !arch[number].is_null())
+          throw ConfigError(at + ".type: " + short_value(branch.value("type", json())) +
+                                (ok ? " appears twice" : " is not a branch of the list"),
+                            "name the branches \"branch-0\" to \"branch-" +
+                                std::to_string(it->size() - 1) +
+                                "\", one for each data set number");
+      }
+      if (it->size() > 1 && number > 0)
+        check_branch_level(branch["architecture"], level, at + ".architecture", object_form);
+      arch[number] = branch["architecture"];
     }
-    if (it->size() > 1)
-      throw ConfigError(where(key) + ": " + std::to_string(it->size()) +
-                            " branches: HydraGNN's multi-branch heads (one set of heads for each "
-                            "branch of the data, e.g. each dataset of a foundation model) are not "
-                            "implemented in ddgnn",
-                        "keep one branch (a list of one, or its \"architecture\" as the head "
-                        "object) and train on one dataset; refused even with "
-                        "--allow-unimplemented, since ddgnn would train another model");
-    json architecture = (*it)[0]["architecture"];
-    *it = std::move(architecture);  // one branch: the heads of the object form
+    if (n_branches > 1 && arch.size() > 1 && arch.size() != n_branches)
+      throw ConfigError(where(key) + ": " + std::to_string(arch.size()) +
+                            " branches, but output_heads.graph has " + std::to_string(n_branches),
+                        "give the graph and node heads the same branches");
+    n_branches = std::max(n_branches, arch.size());
+    *it = arch[0];  // branch 0: the object form
+    lists[level] = std::move(arch);
+  }
+  if (n_branches == 1) return;
+  // Branches 1, 2, ...: a level written as an object (or as a list of one) is the same in each.
+  const std::string node_type = (*heads)["node"].is_object() && (*heads)["node"].contains("type")
+                                    ? (*heads)["node"]["type"].dump()
+                                    : "\"mlp\"";
+  json more = json::array();
+  for (size_t b = 1; b < n_branches; ++b) {
+    json branch = json::object();
+    for (const auto& [level, arch] : lists) {
+      json a = arch.size() > 1 ? arch[b] : arch[0];
+      if (level == "node" && a.contains("type") && a["type"].dump() != node_type)
+        throw ConfigError(where("NeuralNetwork.Architecture.output_heads.node") + "[" +
+                              std::to_string(b) + "].architecture.type: " + a["type"].dump() +
+                              ", but branch-0's node heads are " + node_type,
+                          "give every branch's node heads the same type (as HydraGNN assumes)");
+      a.erase("type");
+      branch[level] = std::move(a);
+    }
+    more.push_back(std::move(branch));
+  }
+  (*heads)["branches"] = std::move(more);
+}
+
+void check_head_branches(const json& value, const std::string& where) {
+  if (!value.is_array())
+    throw ConfigError(where + ": a list of branches, found " + short_value(value), kBranchesHint);
+  for (size_t b = 0; b < value.size(); ++b) {
+    const json& branch = value[b];
+    const std::string at =
+        where + "[" + std::to_string(b) + "] (branch-" + std::to_string(b + 1) + ")";
+    if (!branch.is_object())
+      throw ConfigError(at + ": found " + short_value(branch), kBranchesHint);
+    for (const auto& [level, arch] : branch.items())
+      check_branch_level(arch, level, at + "." + level, kBranchesHint);
   }
 }
 

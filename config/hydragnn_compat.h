@@ -24,11 +24,17 @@ std::string energy_head_names();
 std::string forces_head_names();
 
 // Before the schema walk: NeuralNetwork.Architecture.output_heads.graph / .node written as
-// HydraGNN's list of branches ([{"type": "branch-0", "architecture": {...}}]) become the one
-// branch's architecture; several branches (multi-branch heads) are a ConfigError, with or
-// without --allow-unimplemented. `where` names a dotted key in messages ("<file>: <key>").
+// HydraGNN's list of branches ([{"type": "branch-0", "architecture": {...}}, ...]) become branch
+// 0's architecture, in the object form; branches 1, 2, ... (multi-branch heads, named
+// "branch-<number>") go to output_heads.branches as [{"graph": {...}, "node": {...}}, ...]. A level
+// written as an object applies to every branch. ConfigError on a malformed list. `where` names a
+// dotted key in messages ("<file>: <key>").
 void normalise_hydragnn_forms(nlohmann::json& raw,
                               const std::function<std::string(const std::string&)>& where);
+
+// Architecture.output_heads.branches: a list of {"graph": {...}, "node": {...}} with the keys of
+// output_heads.graph / .node (integers >= 1, one width per head layer); ConfigError otherwise.
+void check_head_branches(const nlohmann::json& value, const std::string& where);
 
 // Variables_of_interest.input_node_features: column 0 (the atomic number), the positions 1, 2, 3
 // all or none, each column once; the columns after the positions are checked against the data

@@ -93,11 +93,14 @@ Rules:
   value is read as JSON when it parses, else as a string.
 - Cross-checks: `output_names`, `output_index`, `type` and `output_dim` have one entry per head;
   `task_weights` too; each `dim_headlayers` has `num_headlayers` entries.
-- HydraGNN's forms: `output_heads.graph` or `.node` written as a list of one branch
-  (`[{"type": "branch-0", "architecture": {...}}]`) is that branch's heads; several branches
-  (multi-branch heads) are refused. Heads are bound to the data by name: `energy` or
-  `graph_energy` (the name in HydraGNN's interatomic-potential examples) is the energy, `forces`
-  or `force` the forces, any other name a per-atom column of the dataset.
+- HydraGNN's forms: `output_heads.graph` or `.node` written as a list of branches
+  (`[{"type": "branch-0", "architecture": {...}}, {"type": "branch-1", ...}]`): branch 0's
+  heads are the object form, the others go to `output_heads.branches` (multi-branch heads: each
+  branch has every head, with its own layers; each structure goes through the branch that its
+  per-structure key `dataset_name` names, stored with `convert --info-keys dataset_name`, branch
+  0 when the data has none). Heads are bound to the data by name: `energy` or `graph_energy`
+  (the name in HydraGNN's interatomic-potential examples) is the energy, `forces` or `force` the
+  forces, any other name a per-atom column or a per-structure key of the dataset.
 )";
 
 }  // namespace

@@ -71,6 +71,19 @@ TrainSettings train_settings(const Config& c) {
   g.node_num_headlayers = c.get<int64_t>(kArch + "output_heads.node.num_headlayers");
   g.node_dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.node.dim_headlayers");
   g.node_head_type = parse_node_head_type(c.get<std::string>(kArch + "output_heads.node.type"));
+  if (c.has(kArch + "output_heads.branches"))
+    for (const auto& b : c.at(kArch + "output_heads.branches")) {
+      HeadBranch br = g.branch(0);  // what a branch leaves out is branch 0's
+      const auto graph = b.value("graph", nlohmann::json::object());
+      const auto node = b.value("node", nlohmann::json::object());
+      br.num_sharedlayers = graph.value("num_sharedlayers", br.num_sharedlayers);
+      br.dim_sharedlayers = graph.value("dim_sharedlayers", br.dim_sharedlayers);
+      br.num_headlayers = graph.value("num_headlayers", br.num_headlayers);
+      br.dim_headlayers = graph.value("dim_headlayers", br.dim_headlayers);
+      br.node_num_headlayers = node.value("num_headlayers", br.node_num_headlayers);
+      br.node_dim_headlayers = node.value("dim_headlayers", br.node_dim_headlayers);
+      g.more_branches.push_back(std::move(br));
+    }
   g.dropout = c.get<double>(kArch + "dropout");
   if (c.has(kArch + "initial_bias") && !c.at(kArch + "initial_bias").is_null()) {
     g.has_initial_bias = true;

@@ -52,6 +52,9 @@ struct TrainSettings {
   std::vector<int64_t> input_columns;
   std::vector<std::pair<int, int>> input_sources;
   std::vector<std::string> input_names;  // per input: "forces" or the extra column's name
+  // Multi-branch heads: the per-structure column (kBranchKey) that names each graph's branch, an
+  // index into Dataset::graph_columns(); -1: none, every graph goes through branch 0.
+  int branch_column = -1;
   EnergyForceWeights weights;
   LossSpec loss;
   RadiusGraphOptions graph;

@@ -15,8 +15,10 @@ the config validates or the refusal names no key of it (e.g. a missing required 
 a target the dataset lacks (a gap, a spectrum, a per-atom charge) is trained on a copy of FILE
 that carries a synthetic value of each such target — a per-structure key for a graph head
 (`convert --info-keys`), a per-atom column for a node head (`convert --extra-columns`), a
-smooth function of each structure's energy or of each atom's force, and a per-atom column
-`node_inputs` wide enough for the input_node_features after the positions — so that what is
+smooth function of each structure's energy or of each atom's force, a per-atom column
+`node_inputs` wide enough for the input_node_features after the positions, and for a config of
+multi-branch heads a per-structure key `dataset_name` that gives the frames the branches in
+turn (without it every frame goes through branch 0, which ddgnn warns of) — so that what is
 measured is whether ddgnn trains the config once its data holds the targets, not what the targets are;
 and a config whose radius is shorter than the data's bonds (HydraGNN's CI configs: 2 Å, for
 its unit-spaced test lattices) is trained on a copy with positions and cell scaled by
@@ -112,7 +114,7 @@ def check(binary, path, allow):
 
 
 def train_one_epoch(binary, path, run_dir, timeout):
-    """(trained, error line) of `ddgnn train` for one epoch of the config at `path`."""
+    """(trained, error line, output) of `ddgnn train` for one epoch of the config at `path`."""
     args = [binary, "train", "--config", path, "--overwrite", "--set",
             "NeuralNetwork.Training.num_epoch=1", "--set", f"Output.run_dir={run_dir}",
             "--set", "Runtime.intra_op_threads=1"]
@@ -122,15 +124,17 @@ def train_one_epoch(binary, path, run_dir, timeout):
         r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=timeout, text=True, env=env)
     except subprocess.TimeoutExpired:
-        return False, f"(training timed out after {timeout} s)"
+        return False, f"(training timed out after {timeout} s)", ""
     if r.returncode == 0 and os.path.exists(os.path.join(run_dir, "metrics.csv")):
-        return True, ""
-    return False, first_refusal(r.stdout)
+        return True, "", r.stdout
+    return False, first_refusal(r.stdout), r.stdout
 
 
 MISSING_HEAD = re.compile(r"head '([^']+)' is not in the data")
 NO_NEIGHBOUR = re.compile(r"no neighbour within the radius ([0-9.]+) Å")
 MISSING_INPUT = re.compile(r"input_node_features: column (\d+) is not in the data")
+NO_BRANCH_KEY = re.compile(r"(\d+) branches of output_heads, but \S+ has no per-structure key "
+                           r"dataset_name")
 
 
 def head_shape(config, name):
@@ -154,7 +158,9 @@ def with_targets(extxyz, out, heads, scale=1.0):
         return float(m.group(1)) if m else 0.0
 
     with open(extxyz, encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
+        frame = -1
         while True:
+            frame += 1
             count = src.readline()
             if not count.strip():
                 break
@@ -182,6 +188,9 @@ def with_targets(extxyz, out, heads, scale=1.0):
                     atoms[a] = " ".join(tokens)
             extra_props = ""
             for name, (kind, dim) in sorted(heads.items()):
+                if kind == "branch":  # frames take the branches in turn
+                    comment += f" {name}={frame % dim}"
+                    continue
                 if kind == "graph":
                     values = " ".join(f"{per_atom * (c + 1) + 0.1 * c:.10g}" for c in range(dim))
                     comment += f' {name}="{values}"'
@@ -202,13 +211,16 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
     copy of `extxyz` that carries it. (trained, error line, names of the synthetic targets)."""
     heads, scale = {}, 1.0
     for _ in range(8):
-        trained, why = train_one_epoch(binary, path, run_dir, timeout)
+        trained, why, output = train_one_epoch(binary, path, run_dir, timeout)
         missing = MISSING_HEAD.search(why or "")
         short = NO_NEIGHBOUR.search(why or "")
-        if trained or extxyz is None:
-            return trained, why, sorted(heads) + ([f"scaled x{scale:.3g}"] if scale != 1 else [])
+        branches = NO_BRANCH_KEY.search(output)
         no_input = MISSING_INPUT.search(why or "")
-        if missing and missing.group(1) not in heads:
+        if trained and branches and extxyz is not None and "dataset_name" not in heads:
+            heads["dataset_name"] = ("branch", int(branches.group(1)))
+        elif trained or extxyz is None:
+            return trained, why, sorted(heads) + ([f"scaled x{scale:.3g}"] if scale != 1 else [])
+        elif missing and missing.group(1) not in heads:
             heads[missing.group(1)] = head_shape(config, missing.group(1))
         elif no_input and "node_inputs" not in heads:
             columns = config["NeuralNetwork"]["Variables_of_interest"]["input_node_features"]
@@ -220,8 +232,8 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
         xyz = os.path.join(tmp, "targets.extxyz")
         h5 = os.path.join(tmp, "targets.h5")
         with_targets(extxyz, xyz, heads, scale)
-        graph = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind == "graph")
-        node = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind != "graph")
+        graph = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind != "node")
+        node = ",".join(k for k, (kind, _) in sorted(heads.items()) if kind == "node")
         args = [binary, "convert", "--overwrite", xyz, h5]
         if graph:
             args += ["--info-keys", graph]

@@ -36,6 +36,9 @@ struct GraphBatch {
   // [n_atoms, k] model dtype: per-atom inputs beside z (GnnSpec::node_inputs), standardised;
   // undefined when the model reads none.
   at::Tensor node_inputs;
+  // [n_graphs] int64: the branch of multi-branch heads each graph goes through (GnnSpec::
+  // more_branches); undefined: branch 0 for every graph.
+  at::Tensor branch;
   // Targets (undefined when absent).
   at::Tensor energy;  // [n_graphs] eV
   at::Tensor forces;  // [n_atoms, 3] eV/Å

@@ -21,16 +21,23 @@ void check_gnn_spec(const GnnSpec& spec) {
   if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
     throw ConfigError("dropout: must be >= 0 and < 1");
   if (spec.heads.empty()) throw ConfigError("output_heads: the model has no head");
-  if (spec.num_sharedlayers < 0 || spec.dim_sharedlayers < 1)
-    throw ConfigError("output_heads.graph: num_sharedlayers must be >= 0, dim_sharedlayers >= 1");
-  if (int64_t(spec.dim_headlayers.size()) != spec.num_headlayers)
-    throw ConfigError("output_heads.graph.dim_headlayers: needs num_headlayers entries");
-  if (int64_t(spec.node_dim_headlayers.size()) != spec.node_num_headlayers)
-    throw ConfigError("output_heads.node.dim_headlayers: needs num_headlayers entries");
-  for (int64_t w : spec.dim_headlayers)
-    if (w < 1) throw ConfigError("output_heads.graph.dim_headlayers: each must be >= 1");
-  for (int64_t w : spec.node_dim_headlayers)
-    if (w < 1) throw ConfigError("output_heads.node.dim_headlayers: each must be >= 1");
+  for (int64_t b = 0; b < spec.num_branches(); ++b) {
+    const HeadBranch br = spec.branch(b);
+    const std::string of = spec.num_branches() > 1 ? " (branch-" + std::to_string(b) + ")" : "";
+    if (br.num_sharedlayers < 0 || br.dim_sharedlayers < 1)
+      throw ConfigError("output_heads.graph" + of +
+                        ": num_sharedlayers must be >= 0, dim_sharedlayers >= 1");
+    if (int64_t(br.dim_headlayers.size()) != br.num_headlayers)
+      throw ConfigError("output_heads.graph.dim_headlayers" + of +
+                        ": needs num_headlayers entries");
+    if (int64_t(br.node_dim_headlayers.size()) != br.node_num_headlayers)
+      throw ConfigError("output_heads.node.dim_headlayers" + of + ": needs num_headlayers entries");
+    for (int64_t w : br.dim_headlayers)
+      if (w < 1)
+        throw ConfigError("output_heads.graph.dim_headlayers" + of + ": each must be >= 1");
+    for (int64_t w : br.node_dim_headlayers)
+      if (w < 1) throw ConfigError("output_heads.node.dim_headlayers" + of + ": each must be >= 1");
+  }
   for (const auto& h : spec.heads)
     if (h.output_dim < 1) throw ConfigError("output_dim: head '" + h.name + "' must be >= 1");
   check_activation(spec.layer.activation);
@@ -52,39 +59,47 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
   }
   bool any_graph = false;
   for (const auto& h : spec.heads) any_graph = any_graph || h.kind == HeadSpec::kGraph;
-  int64_t graph_in = f;
-  if (any_graph) {
-    m_shared = make_mlp("shared", f,
-                        std::vector<int64_t>(size_t(spec.num_sharedlayers), spec.dim_sharedlayers));
-    if (spec.num_sharedlayers > 0) graph_in = spec.dim_sharedlayers;
-  }
-  for (size_t k = 0; k < spec.heads.size(); ++k) {
-    const HeadSpec& h = spec.heads[k];
-    const std::string prefix = "head" + std::to_string(k) + "_";
-    std::shared_ptr<MessagePassing> conv;
-    Mlp mlp;
-    if (h.kind == HeadSpec::kGraph) {
-      std::vector<int64_t> widths = spec.dim_headlayers;
-      widths.push_back(h.output_dim);
-      mlp = make_mlp(prefix, graph_in, widths);
-    } else if (spec.node_head_type == NodeHeadType::kMlp) {
-      std::vector<int64_t> widths = spec.node_dim_headlayers;
-      widths.push_back(h.output_dim);
-      mlp = make_mlp(prefix, f, widths);
-    } else {
-      LayerSpec ls = spec.layer;
-      ls.layer_index = spec.num_conv_layers + int64_t(k);
-      ls.num_layers = spec.num_conv_layers;
-      ls.max_z = spec.max_z;
-      conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
-      mlp = make_mlp(prefix, f, {h.output_dim});
+  for (int64_t b = 0; b < spec.num_branches(); ++b) {
+    // Branch 0's modules keep the names of a one-branch model.
+    const std::string name = b == 0 ? "" : "branch" + std::to_string(b) + "_";
+    const HeadBranch br = spec.branch(b);
+    Branch branch;
+    int64_t graph_in = f;
+    if (any_graph) {
+      branch.shared =
+          make_mlp(name + "shared", f,
+                   std::vector<int64_t>(size_t(br.num_sharedlayers), br.dim_sharedlayers));
+      if (br.num_sharedlayers > 0) graph_in = br.dim_sharedlayers;
     }
-    if (spec.has_initial_bias) {
-      c10::NoGradGuard no_grad;
-      mlp.layers.back()->bias.fill_(spec.initial_bias);
+    for (size_t k = 0; k < spec.heads.size(); ++k) {
+      const HeadSpec& h = spec.heads[k];
+      const std::string prefix = name + "head" + std::to_string(k) + "_";
+      std::shared_ptr<MessagePassing> conv;
+      Mlp mlp;
+      if (h.kind == HeadSpec::kGraph) {
+        std::vector<int64_t> widths = br.dim_headlayers;
+        widths.push_back(h.output_dim);
+        mlp = make_mlp(prefix, graph_in, widths);
+      } else if (spec.node_head_type == NodeHeadType::kMlp) {
+        std::vector<int64_t> widths = br.node_dim_headlayers;
+        widths.push_back(h.output_dim);
+        mlp = make_mlp(prefix, f, widths);
+      } else {
+        LayerSpec ls = spec.layer;
+        ls.layer_index = spec.num_conv_layers + int64_t(k);
+        ls.num_layers = spec.num_conv_layers;
+        ls.max_z = spec.max_z;
+        conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
+        mlp = make_mlp(prefix, f, {h.output_dim});
+      }
+      if (spec.has_initial_bias) {
+        c10::NoGradGuard no_grad;
+        mlp.layers.back()->bias.fill_(spec.initial_bias);
+      }
+      branch.heads.push_back(std::move(mlp));
+      branch.node_convs.push_back(std::move(conv));
     }
-    m_heads.push_back(std::move(mlp));
-    m_node_convs.push_back(std::move(conv));
+    m_branches.push_back(std::move(branch));
   }
 }
 
@@ -150,27 +165,65 @@ at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
   return s.inv;
 }
 
-std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
-  const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
+// The heads of one branch on `rows` of the graphs and atoms (undefined: all of them).
+std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const at::Tensor& h,
+                                        const at::Tensor& pooled, const GraphBatch& batch,
+                                        const EdgeGeometry& geometry, const at::Tensor& graph_rows,
+                                        const at::Tensor& atom_rows) {
+  const auto rows = [](const at::Tensor& x, const at::Tensor& r) {
+    return r.defined() ? x.index_select(0, r) : x;
+  };
   std::vector<at::Tensor> out;
-  Bf16Autocast autocast(pos.device().type(), m_bf16);
-  const at::Tensor h = trunk(batch, geometry);
   at::Tensor shared;
   for (size_t k = 0; k < m_spec.heads.size(); ++k) {
     if (m_spec.heads[k].kind == HeadSpec::kGraph) {
-      if (!shared.defined()) shared = run_mlp(m_shared, pool(h, batch), /*last_activation=*/true);
-      out.push_back(run_mlp(m_heads[k], shared, false));
-    } else if (m_node_convs[k]) {
+      if (!shared.defined())
+        shared = run_mlp(branch.shared, rows(pooled, graph_rows), /*last_activation=*/true);
+      out.push_back(run_mlp(branch.heads[k], shared, false));
+    } else if (branch.node_convs[k]) {  // the convolution sees every atom, the MLP the rows
+      const auto& conv = branch.node_convs[k];
       NodeState s;
       s.inv = h;
-      if (m_node_convs[k]->equivariant())
-        s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
-      s = m_node_convs[k]->forward(s, batch, geometry);
-      if (m_node_convs[k]->activates_output())
-        s.inv = apply_activation(m_spec.layer.activation, s.inv);
-      out.push_back(run_mlp(m_heads[k], s.inv, false));
+      if (conv->equivariant()) s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
+      s = conv->forward(s, batch, geometry);
+      if (conv->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
+      out.push_back(run_mlp(branch.heads[k], rows(s.inv, atom_rows), false));
     } else {
-      out.push_back(run_mlp(m_heads[k], h, false));
+      out.push_back(run_mlp(branch.heads[k], rows(h, atom_rows), false));
+    }
+  }
+  return out;
+}
+
+std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
+  const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
+  Bf16Autocast autocast(pos.device().type(), m_bf16);
+  const at::Tensor h = trunk(batch, geometry);
+  bool any_graph = false;
+  for (const auto& head : m_spec.heads) any_graph = any_graph || head.kind == HeadSpec::kGraph;
+  const at::Tensor pooled = any_graph ? pool(h, batch) : at::Tensor();
+  std::vector<at::Tensor> out;
+  if (m_branches.size() == 1 || !batch.branch.defined()) {
+    out = run_branch(m_branches[0], h, pooled, batch, geometry, {}, {});
+  } else {
+    // Each graph through its branch: the rows of each branch's graphs and atoms, gathered, run
+    // and written back into one output per head.
+    const at::Tensor atom_branch = batch.branch.index_select(0, batch.graph_of_atom);
+    for (size_t b = 0; b < m_branches.size(); ++b) {
+      const at::Tensor graph_rows = (batch.branch == int64_t(b)).nonzero().squeeze(1);
+      if (graph_rows.numel() == 0) continue;
+      const at::Tensor atom_rows = (atom_branch == int64_t(b)).nonzero().squeeze(1);
+      std::vector<at::Tensor> part =
+          run_branch(m_branches[b], h, pooled, batch, geometry, graph_rows, atom_rows);
+      if (out.empty())
+        for (size_t k = 0; k < part.size(); ++k) {
+          const bool graph = m_spec.heads[k].kind == HeadSpec::kGraph;
+          out.push_back(
+              at::zeros({graph ? batch.n_graphs : h.size(0), part[k].size(1)}, part[k].options()));
+        }
+      for (size_t k = 0; k < part.size(); ++k)
+        out[k] = out[k].index_copy(
+            0, m_spec.heads[k].kind == HeadSpec::kGraph ? graph_rows : atom_rows, part[k]);
     }
   }
   if (m_bf16)

@@ -56,15 +56,22 @@ class Gnn : public torch::nn::Module {
   at::Tensor run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) const;
   Mlp make_mlp(const std::string& prefix, int64_t in, const std::vector<int64_t>& widths);
   at::Tensor pool(const at::Tensor& h, const GraphBatch& batch) const;
+  struct Branch {
+    Mlp shared;                                               // hidden layers only
+    std::vector<Mlp> heads;                                   // per head
+    std::vector<std::shared_ptr<MessagePassing>> node_convs;  // per head, "conv" node heads
+  };
+  std::vector<at::Tensor> run_branch(const Branch& branch, const at::Tensor& h,
+                                     const at::Tensor& pooled, const GraphBatch& batch,
+                                     const EdgeGeometry& geometry, const at::Tensor& graph_rows,
+                                     const at::Tensor& atom_rows);
 
   GnnSpec m_spec;
   bool m_bf16 = false;
   std::shared_ptr<torch::nn::EmbeddingImpl> m_embedding;
   std::shared_ptr<torch::nn::LinearImpl> m_node_input;  // GnnSpec::node_inputs > 0 only
   std::vector<std::shared_ptr<MessagePassing>> m_layers;
-  Mlp m_shared;                                               // hidden layers only
-  std::vector<Mlp> m_heads;                                   // per head (empty Mlp for none)
-  std::vector<std::shared_ptr<MessagePassing>> m_node_convs;  // per head, "conv" node heads
+  std::vector<Branch> m_branches;  // the head layers of each branch (GnnSpec::num_branches())
 };
 
 }  // namespace ddgnn

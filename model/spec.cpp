@@ -98,10 +98,24 @@ std::string to_string(Envelope::Kind kind) {
   return kind == Envelope::kCosine ? "cosine" : "polynomial";
 }
 
+HeadBranch GnnSpec::branch(int64_t b) const {
+  if (b > 0) return more_branches.at(size_t(b - 1));
+  return {num_sharedlayers, dim_sharedlayers,    num_headlayers,
+          dim_headlayers,   node_num_headlayers, node_dim_headlayers};
+}
+
 nlohmann::json spec_to_json(const GnnSpec& s) {
   nlohmann::json heads = nlohmann::json::array();
   for (const auto& h : s.heads)
     heads.push_back({{"name", h.name}, {"type", kind_name(h.kind)}, {"output_dim", h.output_dim}});
+  nlohmann::json branches = nlohmann::json::array();
+  for (const auto& b : s.more_branches)
+    branches.push_back({{"num_sharedlayers", b.num_sharedlayers},
+                        {"dim_sharedlayers", b.dim_sharedlayers},
+                        {"num_headlayers", b.num_headlayers},
+                        {"dim_headlayers", b.dim_headlayers},
+                        {"node_num_headlayers", b.node_num_headlayers},
+                        {"node_dim_headlayers", b.node_dim_headlayers}});
   return {{"mpnn_type", s.mpnn_type},
           {"hidden_dim", s.layer.hidden_dim},
           {"radius", s.layer.radius},
@@ -142,7 +156,8 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"heads", heads},
           {"dropout", s.dropout},
           {"interatomic_potential", s.interatomic_potential},
-          {"node_inputs", s.node_inputs}};
+          {"node_inputs", s.node_inputs},
+          {"branches", branches}};
 }
 
 GnnSpec spec_from_json(const nlohmann::json& j) {
@@ -190,6 +205,11 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.dropout = j.at("dropout");
     s.interatomic_potential = j.at("interatomic_potential");
     s.node_inputs = j.value("node_inputs", int64_t(0));
+    for (const auto& b : j.value("branches", nlohmann::json::array()))
+      s.more_branches.push_back(
+          {b.at("num_sharedlayers"), b.at("dim_sharedlayers"), b.at("num_headlayers"),
+           b.at("dim_headlayers").get<std::vector<int64_t>>(), b.at("node_num_headlayers"),
+           b.at("node_dim_headlayers").get<std::vector<int64_t>>()});
   } catch (const nlohmann::json::exception& e) {
     throw DataError(std::string("checkpoint model record: ") + e.what(),
                     "the checkpoint was not written by this version of ddgnn");

@@ -99,6 +99,18 @@ void check_mace_spec(const LayerSpec& spec, bool require_avg_num_neighbors);
 // the residual counts >= 0; ConfigError naming the key and what to write otherwise.
 void check_dimenet_spec(const LayerSpec& spec);
 
+// The head layers of one branch of HydraGNN's multi-branch heads (one set of heads per source data
+// set, the foundation-model format): the shared and per-head MLPs of the graph heads, the per-head
+// MLPs (or convolutions) of the node heads. Every branch has every head.
+struct HeadBranch {
+  int64_t num_sharedlayers = 2;
+  int64_t dim_sharedlayers = 50;
+  int64_t num_headlayers = 2;
+  std::vector<int64_t> dim_headlayers = {50, 25};
+  int64_t node_num_headlayers = 2;
+  std::vector<int64_t> node_dim_headlayers = {50, 25};
+};
+
 struct HeadSpec {
   enum Kind { kGraph, kNode };
   std::string name;
@@ -142,6 +154,12 @@ struct GnnSpec {
   // Per-atom input values beside the atomic number (GraphBatch::node_inputs), added to the
   // embedding through one Linear; 0: the atomic number alone.
   int64_t node_inputs = 0;
+  // Branches 1, 2, ... of multi-branch heads (branch 0 is the head layers above); each graph goes
+  // through the branch GraphBatch::branch names. Empty: one branch.
+  std::vector<HeadBranch> more_branches;
+
+  int64_t num_branches() const { return 1 + int64_t(more_branches.size()); }
+  HeadBranch branch(int64_t b) const;  // b in [0, num_branches())
 };
 
 // GnnSpec <-> JSON (every field that decides the model's shape or behaviour; the checkpoint's

@@ -119,12 +119,62 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
     t.column = int(per_atom ? it - columns.begin() : git - graph_columns.begin());
   }
   bind_inputs(s, ds);
+  s.branch_column = -1;
+  const auto branch = std::find_if(graph_columns.begin(), graph_columns.end(),
+                                   [](const ColumnInfo& col) { return col.name == kBranchKey; });
+  if (s.gnn.num_branches() > 1 && branch != graph_columns.end()) {
+    if (branch->n_cols != 1)
+      throw ConfigError(ds.path() + ": the per-structure key " + kBranchKey +
+                            " that names each structure's branch of the heads has " +
+                            std::to_string(branch->n_cols) + " values; it must have one",
+                        "write one integer per structure, 0 for the first branch");
+    s.branch_column = int(branch - graph_columns.begin());
+  }
   if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
     throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
                           std::to_string(s.weights.force_weight) + ") but " + ds.path() +
                           " has no forces",
                       "set Architecture.force_weight 0 to train on energies only, or convert a "
                       "file with a forces column");
+}
+
+BranchReport check_branches(const TrainSettings& s, const TrainData& data) {
+  BranchReport report;
+  const int64_t n = s.gnn.num_branches();
+  if (n == 1) return report;
+  if (s.branch_column < 0) {
+    report.warning = std::to_string(n) + " branches of output_heads, but " +
+                     data.dataset(kTrain).path() + " has no per-structure key " + kBranchKey +
+                     ": every structure goes through branch-0 (as in HydraGNN), the other " +
+                     "branches are not trained; convert the data with --info-keys " + kBranchKey +
+                     " (0, 1, ... naming each structure's data set)";
+    return report;
+  }
+  // Per split: graphs per branch, then the graphs whose value is not a branch.
+  std::vector<long double> count(size_t(3 * (n + 1)), 0.0L);
+  std::string example;
+  for (int split : {kTrain, kValidate, kTest})
+    data.visit_local(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+      const auto& col = block.graph_extra[size_t(s.branch_column)];
+      for (int64_t id : ids) {
+        const double v = col[size_t(id)];
+        const bool ok = v >= 0 && v < double(n) && v == std::floor(v);
+        count[size_t(split * (n + 1) + (ok ? int64_t(v) : n))] += 1;
+        if (!ok && example.empty())
+          example = "graph " + std::to_string(block.id_of(size_t(id))) + " has " + kBranchKey +
+                    " " + fmt("%g", v) + "; ";
+      }
+    });
+  data.sum_stats(count.data(), int64_t(count.size()));
+  const long double bad = count[size_t(n)] + count[size_t(2 * n + 1)] + count[size_t(3 * n + 2)];
+  if (bad > 0)
+    throw DataError(data.dataset(kTrain).path() + ": " + std::to_string(int64_t(bad)) +
+                        " structure(s) name no branch of the heads in " + kBranchKey + " (" +
+                        example + "the branches are 0 to " + std::to_string(n - 1) + ")",
+                    std::string("number each structure's data set from 0 in ") + kBranchKey +
+                        ", with one branch of output_heads for each");
+  for (int64_t b = 0; b < n; ++b) report.train_graphs.push_back(int64_t(count[size_t(b)]));
+  return report;
 }
 
 void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
@@ -162,6 +212,11 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
                           std::to_string(src.second + 1) + "); the file holds " + have,
                       "evaluate a file converted with the same --extra-columns");
     src.first = k;
+  }
+  setup.branch_column = -1;
+  if (setup.spec.num_branches() > 1) {
+    const int k = find(ds.graph_columns(), kBranchKey);
+    if (k >= 0 && ds.graph_columns()[size_t(k)].n_cols == 1) setup.branch_column = k;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "model/layers/dimenet.h"
 #include "model/precision.h"
 #include "train/collate.h"
+#include "train/run_log.h"
 #include "train/train_data.h"
 
 namespace ddgnn {
@@ -171,6 +172,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   setup.graph = s.graph;
   setup.periodic = s.periodic;
   setup.precision = s.precision;
+  setup.branch_column = s.branch_column;
   auto sum = [&](long double* v, int64_t n) { data.sum_stats(v, n); };
   if (resume) {
     const ModelSetup saved = model_setup_from_json(resume->at("model"));
@@ -377,6 +379,21 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
     p.batch.node_inputs = at::tensor(v, at::kDouble)
                               .view({-1, int64_t(k)})
                               .to(setup.device, to_dtype(setup.precision));
+  }
+  if (setup.spec.num_branches() > 1 && setup.branch_column >= 0) {
+    const auto& col = block.graph_extra[size_t(setup.branch_column)];
+    std::vector<int64_t> branch(ids.size());
+    for (size_t g = 0; g < ids.size(); ++g) {
+      const double v = col[size_t(ids[g])];
+      if (!(v >= 0 && v < double(setup.spec.num_branches()) && v == std::floor(v)))
+        throw DataError("graph " + std::to_string(block.id_of(size_t(ids[g]))) + ": " + kBranchKey +
+                            " " + fmt("%g", v) + " is not a branch of the heads (0 to " +
+                            std::to_string(setup.spec.num_branches() - 1) + ")",
+                        std::string("number each structure's data set from 0 in ") + kBranchKey +
+                            ", one branch of output_heads for each");
+      branch[g] = int64_t(v);
+    }
+    p.batch.branch = at::tensor(branch, at::kLong).to(setup.device);
   }
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {

@@ -48,9 +48,16 @@ struct NodeInputs {
   std::vector<double> mean, std;
 };
 
+// The per-structure key (`ddgnn convert --info-keys dataset_name`) that names the branch of
+// multi-branch heads each structure goes through (HydraGNN's dataset_name: 0, 1, ...).
+inline constexpr const char* kBranchKey = "dataset_name";
+
 struct ModelSetup {
   GnnSpec spec;
   NodeInputs inputs;
+  // Multi-branch heads: index into the data's graph columns of kBranchKey (-1: absent, branch 0
+  // for every graph); bound by name to the data (bind_targets, bind_to_dataset), not recorded.
+  int branch_column = -1;
   TargetSpec targets;
   RadiusGraphOptions graph;
   bool periodic = false;
@@ -63,9 +70,20 @@ nlohmann::json to_json(const ModelSetup& setup);
 ModelSetup model_setup_from_json(const nlohmann::json& j);  // DataError on a bad record
 
 // Resolves every head against what `dataset` holds (energy, forces, extra columns), fills
-// HeadTarget::source/column, and checks that the data has what the loss needs: a ConfigError
-// naming the head, the file and what it does have otherwise.
+// HeadTarget::source/column (and, for multi-branch heads, settings.branch_column), and checks
+// that the data has what the loss needs: a ConfigError naming the head, the file and what it does
+// have otherwise.
 void bind_targets(TrainSettings& settings, const Dataset& dataset);
+
+// Multi-branch heads: checks every graph's kBranchKey (collective over the data's ranks): a
+// DataError naming the file and a graph whose value is not a branch of the model. Reports the
+// train graphs of each branch, or a warning when the data has no such key (every graph goes
+// through branch 0). Nothing for a model of one branch.
+struct BranchReport {
+  std::string warning;
+  std::vector<int64_t> train_graphs;  // per branch
+};
+BranchReport check_branches(const TrainSettings& s, const TrainData& data);
 
 // Points a trained model's column heads and per-atom inputs at `dataset`'s columns by name (a
 // file other than the one it trained on may order them differently): a DataError naming the

@@ -168,6 +168,14 @@ nlohmann::json Trainer::run_impl() {
   for (int k : {kTrain, kValidate, kTest}) bind_targets(m_s, data.dataset(k));
   const std::string one_volume = bind_stress(m_s, data);
   if (!one_volume.empty() && m_root) spdlog::warn("{}", one_volume);
+  const BranchReport branches = check_branches(m_s, data);
+  if (!branches.warning.empty() && m_root) spdlog::warn("{}", branches.warning);
+  if (!branches.train_graphs.empty()) {
+    std::string line = "branches of the heads (" + std::string(kBranchKey) + "), train graphs:";
+    for (size_t b = 0; b < branches.train_graphs.size(); ++b)
+      line += " " + std::to_string(b) + ": " + std::to_string(branches.train_graphs[b]);
+    m_log.line(line);
+  }
   m_log.line("loader: " + m_loader->description());
   if (m_loader->periodic_graphs() > 0 && !m_s.periodic && m_root)
     spdlog::warn(

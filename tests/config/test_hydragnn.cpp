@@ -1,7 +1,8 @@
 // HydraGNN's configs in ddgnn: what HydraGNN's examples write for what ddgnn does (the edge length,
 // the node-input columns of atomic number and positions, output heads as a list of one branch, the
 // energy head named graph_energy, Checkpoint 0/1, a stratified split) is accepted and means the
-// same; what ddgnn lacks (other edge or node inputs, multi-branch heads, global attention,
+// same, and multi-branch heads give each branch its head layers; what ddgnn lacks (other edge
+// features, global attention,
 // graph-attribute conditioning, a start epoch) is refused naming the feature, the features that
 // would change the model even with --allow-unimplemented.
 #include <gtest/gtest.h>
@@ -135,7 +136,7 @@ TEST(HydraGnnConfig, EpochStartZeroIsAcceptedAndAnotherStartIsRefused) {
   EXPECT_HAS(c.warnings[0], "epoch_start");
 }
 
-TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeadsAndSeveralBranchesAreRefused) {
+TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeads) {
   const json graph = {{"num_sharedlayers", 1},
                       {"dim_sharedlayers", 20},
                       {"num_headlayers", 1},
@@ -148,14 +149,7 @@ TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeadsAndSeveralBranchesAreRefus
                                        {"node", {{{"type", "branch-0"}, {"architecture", node}}}}};
   EXPECT_EQ(resolve(branch_form).resolved, resolve(object_form).resolved);
   EXPECT_EQ(train_settings(resolve(branch_form)).gnn.dim_headlayers, (std::vector<int64_t>{30}));
-
-  json many = branch_form;
-  arch(many)["output_heads"]["graph"].push_back({{"type", "branch-1"}, {"architecture", graph}});
-  std::string e = error_of(many);
-  EXPECT_HAS(e, "output_heads.graph: 2 branches: HydraGNN's multi-branch heads");
-  EXPECT_HAS(e, "are not implemented in ddgnn");
-  EXPECT_EQ(e.find("write an object"), std::string::npos) << e;
-  EXPECT_HAS(error_of(many, kAllow), "multi-branch heads");
+  EXPECT_EQ(train_settings(resolve(branch_form)).gnn.num_branches(), 1);
 
   json bad = minimal();
   arch(bad)["output_heads"] = {{"node", {{{"type", "branch-0"}, {"arch", node}}}}};
@@ -167,6 +161,57 @@ TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeadsAndSeveralBranchesAreRefus
                                  {"num_headlayers", 1},
                                  {"dim_headlayers", {8}}}}};  // HydraGNN ignores type
   EXPECT_EQ(error_of(bad), "");
+}
+
+TEST(HydraGnnConfig, MultiBranchHeadsGiveEachBranchItsOwnHeadLayers) {
+  const auto graph = [](int shared, int width) {
+    return json{{"num_sharedlayers", shared},
+                {"dim_sharedlayers", width},
+                {"num_headlayers", 1},
+                {"dim_headlayers", {width + 1}}};
+  };
+  const json node = {{"num_headlayers", 1}, {"dim_headlayers", {12}}, {"type", "mlp"}};
+  json raw = minimal();
+  // Listed out of order: HydraGNN finds a branch by its name.
+  arch(raw)["output_heads"] = {{"graph",
+                                {{{"type", "branch-2"}, {"architecture", graph(1, 7)}},
+                                 {{"type", "branch-0"}, {"architecture", graph(2, 20)}},
+                                 {{"type", "branch-1"}, {"architecture", graph(1, 9)}}}},
+                               {"node", node}};  // an object: the same node heads in every branch
+  const TrainSettings s = train_settings(resolve(raw));
+  ASSERT_EQ(s.gnn.num_branches(), 3);
+  EXPECT_EQ(s.gnn.dim_sharedlayers, 20);
+  EXPECT_EQ(s.gnn.num_sharedlayers, 2);
+  EXPECT_EQ(s.gnn.branch(1).dim_sharedlayers, 9);
+  EXPECT_EQ(s.gnn.branch(2).dim_sharedlayers, 7);
+  EXPECT_EQ(s.gnn.branch(2).dim_headlayers, (std::vector<int64_t>{8}));
+  EXPECT_EQ(s.gnn.branch(2).node_dim_headlayers, (std::vector<int64_t>{12}));
+
+  json twice = raw;
+  arch(twice)["output_heads"]["graph"][2]["type"] = "branch-0";
+  EXPECT_HAS(error_of(twice), "output_heads.graph[2].type: branch-0 appears twice");
+  json unnamed = raw;
+  arch(unnamed)["output_heads"]["graph"][0]["type"] = "qm9";
+  EXPECT_HAS(error_of(unnamed), "output_heads.graph[0].type: qm9 is not a branch");
+  EXPECT_HAS(error_of(unnamed), "\"branch-0\" to \"branch-2\"");
+  json uneven = raw;
+  arch(uneven)["output_heads"]["node"] = {{{"type", "branch-0"}, {"architecture", node}},
+                                          {{"type", "branch-1"}, {"architecture", node}}};
+  EXPECT_HAS(error_of(uneven), "output_heads.node: 2 branches, but output_heads.graph has 3");
+  json mixed = raw;
+  json conv = node;
+  conv["type"] = "conv";
+  arch(mixed)["output_heads"]["node"] = {{{"type", "branch-0"}, {"architecture", node}},
+                                         {{"type", "branch-1"}, {"architecture", conv}},
+                                         {{"type", "branch-2"}, {"architecture", node}}};
+  EXPECT_HAS(error_of(mixed), "output_heads.node[1].architecture.type: \"conv\"");
+  json narrow = raw;
+  arch(narrow)["output_heads"]["graph"][0]["architecture"]["dim_headlayers"] = {0};
+  EXPECT_HAS(error_of(narrow),
+             "output_heads.graph[0].architecture.dim_headlayers: [0] must be integers >= 1");
+  json counted = raw;
+  arch(counted)["output_heads"]["graph"][0]["architecture"]["dim_headlayers"] = {4, 4};
+  EXPECT_HAS(error_of(counted), "2 widths, but num_headlayers is 1");
 }
 
 TEST(HydraGnnConfig, GraphEnergyIsTheEnergyHead) {

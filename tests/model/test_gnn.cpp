@@ -329,6 +329,53 @@ TEST(GnnInputs, PerAtomInputsChangeTheEnergyThroughTheEmbedding) {
   EXPECT_GT(max_abs(some.forces - zero.forces), 1e-6);
 }
 
+// Multi-branch heads: each graph's outputs (a graph head and a node head) are those its branch
+// gives when every graph takes that branch; a branch no graph takes gets no gradient; forces stay
+// -dE/dx through the routing.
+TEST(GnnBranches, EachGraphGoesThroughItsBranch) {
+  GnnSpec spec = make_spec("SchNet");
+  spec.heads = {{"energy", HeadSpec::kNode, 1}, {"gap", HeadSpec::kGraph, 2}};
+  HeadBranch wide = spec.branch(0), narrow = spec.branch(0);
+  wide.dim_sharedlayers = 24;
+  narrow.num_headlayers = 2;
+  narrow.dim_headlayers = {5, 6};
+  narrow.node_dim_headlayers = {7, 3};
+  spec.more_branches = {wide, narrow};
+  auto gnn = build(spec);
+  EXPECT_NE(gnn->named_parameters().find("branch2_head1_lin1.weight"), nullptr);
+  EXPECT_NE(gnn->named_parameters().find("head1_lin0.weight"), nullptr);  // branch 0's names
+  GraphBatch b = batch_of({periodic_cell(), molecule(), molecule(), periodic_cell()});
+  const std::vector<int64_t> branch_of = {2, 0, 2, 0};
+  b.branch = at::tensor(branch_of, at::kLong);
+  const auto routed = gnn->forward(b, b.pos);
+  std::vector<int64_t> atoms;
+  for (int64_t g = 0; g < b.n_graphs; ++g) atoms.push_back(b.atoms_per_graph[g].item<int64_t>());
+  for (int64_t k : {0, 1, 2}) {
+    GraphBatch all = b;
+    all.branch = at::full({b.n_graphs}, k, at::kLong);
+    const auto out = gnn->forward(all, all.pos);
+    for (int64_t g = 0, a0 = 0; g < b.n_graphs; a0 += atoms[size_t(g)], ++g) {
+      if (branch_of[size_t(g)] != k) continue;
+      expect_close(routed[1][g], out[1][g], 1e-12, "graph head, graph " + std::to_string(g));
+      expect_close(routed[0].narrow(0, a0, atoms[size_t(g)]),
+                   out[0].narrow(0, a0, atoms[size_t(g)]), 1e-12,
+                   "node head, graph " + std::to_string(g));
+    }
+    if (k == 1) EXPECT_GT(max_abs(out[1] - routed[1]), 1e-6) << "branch 1 is another head";
+  }
+  gnn->zero_grad();
+  (routed[0].sum() + routed[1].sum()).backward();
+  const auto params = gnn->named_parameters();
+  EXPECT_FALSE(params["branch1_head1_lin0.weight"].grad().defined() &&
+               max_abs(params["branch1_head1_lin0.weight"].grad()) > 0);
+  EXPECT_GT(max_abs(params["branch2_head1_lin0.weight"].grad()), 0);
+  EXPECT_GT(max_abs(params["head1_lin0.weight"].grad()), 0);
+  expect_close(predict_on(*gnn, b, true).forces, fd_forces(*gnn, b), 1e-6, "routed forces");
+  GnnSpec bad = spec;
+  bad.more_branches[1].dim_headlayers = {5};
+  EXPECT_THROW(Gnn{bad}, ConfigError);
+}
+
 TEST(GnnTraining, SchNetOverfitsMorseDataset) {
   const GraphBatch b = batch_of(morse_dataset(), 5.0);
   auto gnn = build(make_spec("SchNet", 5.0));

@@ -1,5 +1,6 @@
 // HydraGNN's configs trained end to end on small Lennard-Jones sets: its head names bound to the
-// data (graph_energy the energy, force the forces) and its compositional stratified split.
+// data (graph_energy the energy, force the forces), its compositional stratified split, graph
+// heads of per-structure keys, per-atom inputs and multi-branch heads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -198,6 +199,85 @@ TEST(TrainHydraGnn, InputNodeFeaturesAfterThePositionsAreTheDatasPerAtomColumns)
   c["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0, 5};
   expect_error(run("train -c " + write_config(dir, "f.json", c)),
                "column 5 is a force component, which this model also predicts");
+}
+
+// The last row's value of a metrics.csv column.
+double last_metric(const std::string& csv, const std::string& name) {
+  const std::vector<std::string> rows = lines(read_text(csv));
+  const std::vector<std::string> header = testing::split_csv(rows.at(0));
+  const auto col = std::find(header.begin(), header.end(), name);
+  EXPECT_NE(col, header.end()) << rows[0];
+  if (col == header.end()) return 0.0;
+  return std::stod(testing::split_csv(rows.back()).at(size_t(col - header.begin())));
+}
+
+// Multi-branch heads (HydraGNN's foundation-model format): two data sets of the same structures
+// whose energies differ by 0.3 eV per atom, told apart by the per-structure key dataset_name. A
+// model with a branch for each learns both; the same model with one branch cannot tell them
+// apart. A value that names no branch stops training before it starts; data without the key
+// trains every structure through branch 0, with a warning.
+TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
+  TempDir dir;
+  LjOptions o;
+  o.branches = 2;
+  write_lj_dataset(dir.file("two.h5"), o);
+  nlohmann::json c = small_config(dir.file("two.h5"), dir.file("run"));
+  const nlohmann::json node = {{"num_headlayers", 1}, {"dim_headlayers", {8}}, {"type", "mlp"}};
+  c["NeuralNetwork"]["Architecture"]["output_heads"] = {
+      {"node",
+       {{{"type", "branch-0"}, {"architecture", node}},
+        {{"type", "branch-1"}, {"architecture", node}}}}};
+  c["NeuralNetwork"]["Architecture"]["force_weight"] = 1.0;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 30;
+  c["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] = 0.01;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("branches of the heads (dataset_name), train graphs: 0: "),
+            std::string::npos)
+      << r.out;
+  nlohmann::json one = c;
+  one["NeuralNetwork"]["Architecture"]["output_heads"] = {{"node", node}};
+  one["Output"]["run_dir"] = dir.file("run_one");
+  const Result r1 = run("train -c " + write_config(dir, "one.json", one));
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  const double two_mae = last_metric(dir.file("run") + "/metrics.csv", "train_energy_mae_mev_atom");
+  const double one_mae =
+      last_metric(dir.file("run_one") + "/metrics.csv", "train_energy_mae_mev_atom");
+  // One branch: about half of the 300 meV/atom between the data sets.
+  EXPECT_GT(one_mae, 80.0);
+  EXPECT_LT(two_mae, 0.25 * one_mae) << "two branches " << two_mae << ", one " << one_mae;
+
+  // evaluate routes each structure through its branch too.
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto errors = nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json"));
+  EXPECT_LT(errors.at("energy").at("mae_mev_atom").get<double>(), 0.5 * one_mae) << errors.dump();
+
+  // Four data sets for two branches: refused before the first epoch, naming a structure.
+  LjOptions four = o;
+  four.branches = 4;
+  write_lj_dataset(dir.file("four.h5"), four);
+  nlohmann::json bad = c;
+  bad["Dataset"]["path"] = dir.file("four.h5");
+  bad["Output"]["run_dir"] = dir.file("run_bad");
+  const Result rb = run("train -c " + write_config(dir, "bad.json", bad));
+  expect_error(rb, "structure(s) name no branch of the heads in dataset_name (graph ");
+  EXPECT_NE(rb.out.find("the branches are 0 to 1"), std::string::npos) << rb.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run_bad") + "/metrics.csv"));
+
+  // No dataset_name: every structure through branch 0, said in a warning.
+  write_lj_dataset(dir.file("plain.h5"), LjOptions{});
+  nlohmann::json plain = c;
+  plain["Dataset"]["path"] = dir.file("plain.h5");
+  plain["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  plain["Output"]["run_dir"] = dir.file("run_plain");
+  const Result rp = run("train -c " + write_config(dir, "plain.json", plain));
+  ASSERT_EQ(rp.code, 0) << rp.out;
+  EXPECT_NE(rp.out.find("has no per-structure key dataset_name: every structure goes through "
+                        "branch-0"),
+            std::string::npos)
+      << rp.out;
 }
 
 }  // namespace
