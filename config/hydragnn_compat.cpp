@@ -1,6 +1,6 @@
 // HydraGNN's configs read the ddgnn way (config/hydragnn_compat.h): head names, the list form of
 // output heads, the node-input columns and edge features HydraGNN's examples write, and the schema
-// entries of HydraGNN features that ddgnn does not implement.
+// entries of HydraGNN's global attention and of features that ddgnn does not implement.
 #include "config/hydragnn_compat.h"
 
 #include <algorithm>
@@ -250,18 +250,30 @@ void check_edge_features(const json& value, const std::string& where) {
 
 void add_hydragnn_architecture_keys(std::vector<KeySpec>& s) {
   const std::string arch = "NeuralNetwork.Architecture.";
-  const std::string attention = "used only with global_attn_engine; any value";
+  const std::string attention = "used only with global_attn_engine GPS";
   auto add = [&s](KeySpec spec) { s.push_back(std::move(spec)); };
   auto key = [&arch](const std::string& name, KeyType type, std::string description) {
     return make_key_spec(arch + name, type, std::move(description));
   };
-  add(key("global_attn_engine", T::kString,
-          "global attention next to the message-passing layers (GPS, EquivariantTransformer)")
-          .not_implemented({""})
-          .model_changing());
-  add(key("global_attn_type", T::kString, attention).not_implemented_any_value());
-  add(key("global_attn_heads", T::kInt, attention).not_implemented_any_value());
-  add(key("pe_dim", T::kInt, "positional encodings, " + attention).not_implemented_any_value());
+  add(key("global_attn_engine", T::kEnum,
+          "global attention next to the message-passing layers: \"\" none, GPS (multi-head "
+          "self-attention among each graph's atoms beside every layer, from Laplacian "
+          "positional encodings; with SchNet, GIN, SAGE or MFC)")
+          .def("")
+          .one_of({"", "GPS"})
+          .refuses({"EquivariantTransformer"})
+          .with_hint("write \"GPS\", or \"\" for none"));
+  add(key("global_attn_type", T::kEnum, "GPS's attention: multihead; " + attention)
+          .def("")
+          .one_of({"", "multihead"})
+          .refuses({"performer"})
+          .with_hint("write \"multihead\""));
+  add(key("global_attn_heads", T::kInt, "attention heads, dividing hidden_dim; " + attention)
+          .def(0)
+          .ge(0));
+  add(key("pe_dim", T::kInt, "Laplacian eigenvector positional encodings per atom; " + attention)
+          .def(0)
+          .ge(0));
   for (const char* name :
        {"equivariant_attn_lmax", "equivariant_attn_num_radial",
         "equivariant_attn_feedforward_multiplier", "equivariant_attn_allow_scalar_only",

@@ -1,7 +1,7 @@
 // HydraGNN's configs read the ddgnn way: the forms and names HydraGNN writes for what ddgnn does in
-// its own way (output heads as a list of one branch, the energy head named graph_energy, node-input
-// columns, the edge length), and the schema entries of HydraGNN features that ddgnn does not
-// implement (DimeNet's and MACE's keys, global attention, graph-attribute conditioning).
+// its own way (output heads as a list of branches, the energy head named graph_energy, node-input
+// columns, the edge length), and the schema entries of HydraGNN's global attention (GPS; the other
+// engine refused) and of features that ddgnn does not implement (graph-attribute conditioning).
 #pragma once
 
 #include <functional>

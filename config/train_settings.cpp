@@ -71,6 +71,20 @@ TrainSettings train_settings(const Config& c) {
   g.node_num_headlayers = c.get<int64_t>(kArch + "output_heads.node.num_headlayers");
   g.node_dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.node.dim_headlayers");
   g.node_head_type = parse_node_head_type(c.get<std::string>(kArch + "output_heads.node.type"));
+  if (c.get<std::string>(kArch + "global_attn_engine") == "GPS") {
+    const auto need = [&](const std::string& key, const std::string& what) {
+      throw ConfigError(kArch + key + ": global_attn_engine GPS needs " + what,
+                        "e.g. \"global_attn_type\": \"multihead\", \"global_attn_heads\": 8, "
+                        "\"pe_dim\": 6");
+    };
+    if (c.get<std::string>(kArch + "global_attn_type") != "multihead")
+      need("global_attn_type", "\"multihead\"");
+    g.gps_heads = c.get<int64_t>(kArch + "global_attn_heads");
+    g.pe_dim = c.get<int64_t>(kArch + "pe_dim");
+    if (g.gps_heads < 1) need("global_attn_heads", "at least one head");
+    if (g.pe_dim < 1) need("pe_dim", "positional encodings (pe_dim >= 1)");
+    check_gps_spec(g);
+  }
   if (c.has(kArch + "output_heads.branches"))
     for (const auto& b : c.at(kArch + "output_heads.branches")) {
       HeadBranch br = g.branch(0);  // what a branch leaves out is branch 0's

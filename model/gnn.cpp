@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/device.h"
+#include "model/gps.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -40,6 +41,7 @@ void check_gnn_spec(const GnnSpec& spec) {
   }
   for (const auto& h : spec.heads)
     if (h.output_dim < 1) throw ConfigError("output_dim: head '" + h.name + "' must be >= 1");
+  check_gps_spec(spec);
   check_activation(spec.layer.activation);
 }
 
@@ -50,12 +52,30 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
   if (spec.node_inputs > 0)
     m_node_input = register_module(
         "node_input", torch::nn::Linear(torch::nn::LinearOptions(spec.node_inputs, f).bias(false)));
+  // GPS: the atoms start from their positional encodings, beside the embedding; SchNet's filters
+  // read the edges' relative encodings (HydraGNN's pos_emb, node_lin, rel_pos_emb).
+  LayerSpec layer = spec.layer;
+  if (spec.gps_heads > 0) {
+    using torch::nn::LinearOptions;
+    m_pos_emb =
+        register_module("pos_emb", torch::nn::Linear(LinearOptions(spec.pe_dim, f).bias(false)));
+    m_node_lin =
+        register_module("node_lin", torch::nn::Linear(LinearOptions(2 * f, f).bias(false)));
+    if (spec.mpnn_type == "SchNet") {
+      m_rel_pos_emb = register_module("rel_pos_emb",
+                                      torch::nn::Linear(LinearOptions(spec.pe_dim, f).bias(false)));
+      layer.edge_attr_dim = f;
+    }
+  }
   for (int64_t i = 0; i < spec.num_conv_layers; ++i) {
-    LayerSpec ls = spec.layer;
+    LayerSpec ls = layer;
     ls.layer_index = i;
     ls.num_layers = spec.num_conv_layers;
     ls.max_z = spec.max_z;
-    m_layers.push_back(register_module("conv" + std::to_string(i), make_layer(spec.mpnn_type, ls)));
+    std::shared_ptr<MessagePassing> conv = make_layer(spec.mpnn_type, ls);
+    if (spec.gps_heads > 0)
+      conv = std::make_shared<GpsLayer>(std::move(conv), f, spec.gps_heads, spec.dropout);
+    m_layers.push_back(register_module("conv" + std::to_string(i), std::move(conv)));
   }
   bool any_graph = false;
   for (const auto& h : spec.heads) any_graph = any_graph || h.kind == HeadSpec::kGraph;
@@ -85,7 +105,7 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
         widths.push_back(h.output_dim);
         mlp = make_mlp(prefix, f, widths);
       } else {
-        LayerSpec ls = spec.layer;
+        LayerSpec ls = layer;
         ls.layer_index = spec.num_conv_layers + int64_t(k);
         ls.num_layers = spec.num_conv_layers;
         ls.max_z = spec.max_z;
@@ -145,7 +165,7 @@ at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
   return at::where(count > 0, out, at::zeros_like(out));
 }
 
-at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
+NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry) {
   NodeState s;
   s.inv = m_embedding->forward(batch.z);  // [n_atoms, F]
   if (m_node_input) {
@@ -156,23 +176,39 @@ at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
           (batch.node_inputs.defined() ? std::to_string(batch.node_inputs.size(1)) : "none"));
     s.inv = s.inv + m_node_input->forward(batch.node_inputs.to(s.inv.dtype()));
   }
+  at::Tensor edge_attr;
+  if (m_pos_emb) {
+    const at::Tensor pe = laplacian_pe(batch, m_spec.pe_dim).to(s.inv.dtype());
+    s.inv = m_node_lin->forward(at::cat({s.inv, m_pos_emb->forward(pe)}, 1));
+    if (m_rel_pos_emb)
+      edge_attr = m_rel_pos_emb->forward(
+          (pe.index_select(0, batch.edge_index[0]) - pe.index_select(0, batch.edge_index[1]))
+              .abs());
+  }
   for (const auto& layer : m_layers) {
     if (layer->equivariant() && !s.equiv.defined())
       s.equiv = at::zeros({s.inv.size(0), 3, s.inv.size(1)}, s.inv.options());
+    s.edge_attr = edge_attr;
     s = layer->forward(s, batch, geometry);
     if (layer->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
   }
-  return s.inv;
+  s.edge_attr = edge_attr;
+  return s;
+}
+
+at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
+  return trunk_state(batch, geometry).inv;
 }
 
 // The heads of one branch on `rows` of the graphs and atoms (undefined: all of them).
-std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const at::Tensor& h,
+std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const NodeState& trunk,
                                         const at::Tensor& pooled, const GraphBatch& batch,
                                         const EdgeGeometry& geometry, const at::Tensor& graph_rows,
                                         const at::Tensor& atom_rows) {
   const auto rows = [](const at::Tensor& x, const at::Tensor& r) {
     return r.defined() ? x.index_select(0, r) : x;
   };
+  const at::Tensor& h = trunk.inv;
   std::vector<at::Tensor> out;
   at::Tensor shared;
   for (size_t k = 0; k < m_spec.heads.size(); ++k) {
@@ -184,6 +220,7 @@ std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const at::Tensor& 
       const auto& conv = branch.node_convs[k];
       NodeState s;
       s.inv = h;
+      s.edge_attr = trunk.edge_attr;
       if (conv->equivariant()) s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
       s = conv->forward(s, batch, geometry);
       if (conv->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
@@ -198,13 +235,14 @@ std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const at::Tensor& 
 std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
   const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
   Bf16Autocast autocast(pos.device().type(), m_bf16);
-  const at::Tensor h = trunk(batch, geometry);
+  const NodeState state = trunk_state(batch, geometry);
+  const at::Tensor& h = state.inv;
   bool any_graph = false;
   for (const auto& head : m_spec.heads) any_graph = any_graph || head.kind == HeadSpec::kGraph;
   const at::Tensor pooled = any_graph ? pool(h, batch) : at::Tensor();
   std::vector<at::Tensor> out;
   if (m_branches.size() == 1 || !batch.branch.defined()) {
-    out = run_branch(m_branches[0], h, pooled, batch, geometry, {}, {});
+    out = run_branch(m_branches[0], state, pooled, batch, geometry, {}, {});
   } else {
     // Each graph through its branch: the rows of each branch's graphs and atoms, gathered, run
     // and written back into one output per head.
@@ -214,7 +252,7 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& 
       if (graph_rows.numel() == 0) continue;
       const at::Tensor atom_rows = (atom_branch == int64_t(b)).nonzero().squeeze(1);
       std::vector<at::Tensor> part =
-          run_branch(m_branches[b], h, pooled, batch, geometry, graph_rows, atom_rows);
+          run_branch(m_branches[b], state, pooled, batch, geometry, graph_rows, atom_rows);
       if (out.empty())
         for (size_t k = 0; k < part.size(); ++k) {
           const bool graph = m_spec.heads[k].kind == HeadSpec::kGraph;

@@ -30,6 +30,9 @@ void check_gnn_spec(const GnnSpec& spec);
 // Trunk: h0 = Embedding(z) [n_atoms, F]; for each layer, (h, v) = layer(h, v) then h = act(h)
 // (HydraGNN applies its activation after every conv; layers' own internal activations and
 // residuals are kept; equivariant vectors v start at zero [n_atoms, 3, F] and get no activation).
+// With GPS (GnnSpec::gps_heads, model/gps.h) h0 = node_lin([Embedding(z), pos_emb(pe)]) from the
+// Laplacian encodings pe, and each layer runs inside a GpsLayer. Multi-branch heads: each graph's
+// outputs come from the head layers of its branch (GraphBatch::branch).
 // Heads read the invariant features only. Every MLP layer is Linear then activation; the last
 // Linear of a head (to output_dim) has none.
 class Gnn : public torch::nn::Module {
@@ -61,7 +64,8 @@ class Gnn : public torch::nn::Module {
     std::vector<Mlp> heads;                                   // per head
     std::vector<std::shared_ptr<MessagePassing>> node_convs;  // per head, "conv" node heads
   };
-  std::vector<at::Tensor> run_branch(const Branch& branch, const at::Tensor& h,
+  NodeState trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry);
+  std::vector<at::Tensor> run_branch(const Branch& branch, const NodeState& trunk,
                                      const at::Tensor& pooled, const GraphBatch& batch,
                                      const EdgeGeometry& geometry, const at::Tensor& graph_rows,
                                      const at::Tensor& atom_rows);
@@ -70,6 +74,9 @@ class Gnn : public torch::nn::Module {
   bool m_bf16 = false;
   std::shared_ptr<torch::nn::EmbeddingImpl> m_embedding;
   std::shared_ptr<torch::nn::LinearImpl> m_node_input;  // GnnSpec::node_inputs > 0 only
+  // GPS only: positional encodings to features, [embedding, encodings] to F, and (SchNet) the
+  // edges' relative encodings to the filters' edge attributes.
+  std::shared_ptr<torch::nn::LinearImpl> m_pos_emb, m_node_lin, m_rel_pos_emb;
   std::vector<std::shared_ptr<MessagePassing>> m_layers;
   std::vector<Branch> m_branches;  // the head layers of each branch (GnnSpec::num_branches())
 };

@@ -23,6 +23,9 @@ struct NodeState {
   // at rows l^2 .. l^2 + 2l, m = -l..l, model/so3.h's basis), or undefined: a layer that reads
   // them starts from inv as degree 0.
   at::Tensor irreps;
+  // [n_edges, k] attributes of each edge that the trunk gives every layer (GPS's relative
+  // positional encodings, LayerSpec::edge_attr_dim), or undefined.
+  at::Tensor edge_attr;
 };
 
 class MessagePassing : public torch::nn::Module {

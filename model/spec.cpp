@@ -98,6 +98,28 @@ std::string to_string(Envelope::Kind kind) {
   return kind == Envelope::kCosine ? "cosine" : "polynomial";
 }
 
+bool gps_supports(const std::string& mpnn_type) {
+  return mpnn_type == "SchNet" || mpnn_type == "GIN" || mpnn_type == "SAGE" || mpnn_type == "MFC";
+}
+
+void check_gps_spec(const GnnSpec& spec) {
+  if (spec.gps_heads <= 0) return;
+  if (!gps_supports(spec.mpnn_type))
+    throw ConfigError("NeuralNetwork.Architecture.global_attn_engine: GPS with mpnn_type " +
+                          spec.mpnn_type + ": HydraGNN's " + spec.mpnn_type +
+                          " layers read GPS's relative positional encodings as edge features, "
+                          "which ddgnn gives SchNet's filters only",
+                      "use GPS with SchNet, GIN, SAGE or MFC, or leave global_attn_engine empty");
+  if (spec.pe_dim < 1)
+    throw ConfigError("NeuralNetwork.Architecture.pe_dim: GPS needs positional encodings",
+                      "write pe_dim >= 1, e.g. 6");
+  if (spec.layer.hidden_dim % spec.gps_heads != 0)
+    throw ConfigError(
+        "NeuralNetwork.Architecture.global_attn_heads: " + std::to_string(spec.gps_heads) +
+            " heads do not divide hidden_dim " + std::to_string(spec.layer.hidden_dim),
+        "choose a number of heads that divides hidden_dim (e.g. 8 for 64)");
+}
+
 HeadBranch GnnSpec::branch(int64_t b) const {
   if (b > 0) return more_branches.at(size_t(b - 1));
   return {num_sharedlayers, dim_sharedlayers,    num_headlayers,
@@ -157,7 +179,9 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"dropout", s.dropout},
           {"interatomic_potential", s.interatomic_potential},
           {"node_inputs", s.node_inputs},
-          {"branches", branches}};
+          {"branches", branches},
+          {"gps_heads", s.gps_heads},
+          {"pe_dim", s.pe_dim}};
 }
 
 GnnSpec spec_from_json(const nlohmann::json& j) {
@@ -205,6 +229,8 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.dropout = j.at("dropout");
     s.interatomic_potential = j.at("interatomic_potential");
     s.node_inputs = j.value("node_inputs", int64_t(0));
+    s.gps_heads = j.value("gps_heads", int64_t(0));
+    s.pe_dim = j.value("pe_dim", int64_t(0));
     for (const auto& b : j.value("branches", nlohmann::json::array()))
       s.more_branches.push_back(
           {b.at("num_sharedlayers"), b.at("dim_sharedlayers"), b.at("num_headlayers"),

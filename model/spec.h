@@ -85,8 +85,11 @@ struct LayerSpec {
   double negative_slope = 0.05;  // GAT: slope of the attention's leaky ReLU (HydraGNN's 0.05)
   int64_t max_degree = 10;       // MFC: degrees with their own weights (HydraGNN: max_neighbours)
   int64_t max_z = 118;           // largest atomic number (element-dependent weights)
-  int64_t num_layers = 1;        // message-passing layers of the trunk
-  int64_t layer_index = 0;       // position in the trunk (0-based); >= num_layers: a conv head
+  // SchNet: width of the edge attributes its filter reads beside the Gaussians (GPS's relative
+  // positional encodings, NodeState::edge_attr); 0: none.
+  int64_t edge_attr_dim = 0;
+  int64_t num_layers = 1;   // message-passing layers of the trunk
+  int64_t layer_index = 0;  // position in the trunk (0-based); >= num_layers: a conv head
 };
 
 // Highest degree of MACE's spherical harmonics (max_ell).
@@ -157,10 +160,21 @@ struct GnnSpec {
   // Branches 1, 2, ... of multi-branch heads (branch 0 is the head layers above); each graph goes
   // through the branch GraphBatch::branch names. Empty: one branch.
   std::vector<HeadBranch> more_branches;
+  // GPS global attention (global_attn_engine "GPS", model/gps.h): attention heads beside each
+  // layer, and the width of the Laplacian positional encodings; gps_heads 0: none.
+  int64_t gps_heads = 0;
+  int64_t pe_dim = 0;
 
   int64_t num_branches() const { return 1 + int64_t(more_branches.size()); }
   HeadBranch branch(int64_t b) const;  // b in [0, num_branches())
 };
+
+// The mpnn_types that run inside GPS: those whose HydraGNN layers read no edge features, and
+// SchNet, whose filter reads GPS's relative positional encodings.
+bool gps_supports(const std::string& mpnn_type);
+// With GPS (gps_heads > 0): a supported mpnn_type, pe_dim >= 1, heads dividing hidden_dim;
+// ConfigError naming the key and what to write otherwise.
+void check_gps_spec(const GnnSpec& spec);
 
 // GnnSpec <-> JSON (every field that decides the model's shape or behaviour; the checkpoint's
 // "spec"). spec_from_json throws DataError on a missing or mistyped field.

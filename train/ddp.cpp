@@ -58,6 +58,19 @@ void DataParallel::broadcast_parameters() {
   }
 }
 
+void DataParallel::average_buffers(const std::vector<at::Tensor>& buffers) {
+  c10::NoGradGuard no_grad;
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(m_comm, &size));
+  for (const auto& b : buffers) {
+    if (!b.is_floating_point() || b.numel() == 0) continue;
+    at::Tensor c = b.to(at::kCPU, at::kDouble).contiguous();
+    MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, c.data_ptr(), int(c.numel()), MPI_DOUBLE, MPI_SUM, m_comm));
+    b.copy_(c / double(size));
+  }
+}
+
 void DataParallel::begin_step(double weight) {
   m_weight = weight;
   m_in_step = true;

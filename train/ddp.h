@@ -34,6 +34,9 @@ class DataParallel {
   // After backward: every parameter's .grad() becomes the weighted sum over ranks (a parameter
   // that got no gradient on a rank counts as zero there).
   void finish_step();
+  // The mean over ranks of each floating-point tensor of `buffers` (batch norms' running
+  // statistics, which each rank updates from its own batches), in place; others are left alone.
+  void average_buffers(const std::vector<at::Tensor>& buffers);
   // Throws CommError naming the first parameter whose bytes differ from rank 0's.
   void check_identical() const;
   // Bytes in each bucket (for the log).

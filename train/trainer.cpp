@@ -220,6 +220,16 @@ nlohmann::json Trainer::run_impl() {
     if (m_interrupted_at) stop_on_signal();
     const auto t_eval = Clock::now();
     SplitMetrics val_m, test_m;
+    if (m_ddp) {  // batch norms (GPS): every rank evaluates, and saves, the same statistics
+      std::vector<at::Tensor> buffers;
+      for (const auto& b : m_gnn->named_buffers()) {
+        const std::string& name = b.key();
+        if (name.size() > 12 && (name.compare(name.size() - 12, 12, "running_mean") == 0 ||
+                                 name.compare(name.size() - 11, 11, "running_var") == 0))
+          buffers.push_back(b.value());
+      }
+      if (!buffers.empty()) m_ddp->average_buffers(buffers);
+    }
     {
       AverageSwapped average(m_ema.get());
       val_m = evaluate_split(kValidate);

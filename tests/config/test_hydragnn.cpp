@@ -1,8 +1,8 @@
 // HydraGNN's configs in ddgnn: what HydraGNN's examples write for what ddgnn does (the edge length,
 // the node-input columns of atomic number and positions, output heads as a list of one branch, the
 // energy head named graph_energy, Checkpoint 0/1, a stratified split) is accepted and means the
-// same, and multi-branch heads give each branch its head layers; what ddgnn lacks (other edge
-// features, global attention,
+// same, multi-branch heads give each branch its head layers, GPS attention is read; what ddgnn
+// lacks (other edge features, other global attention,
 // graph-attribute conditioning, a start epoch) is refused naming the feature, the features that
 // would change the model even with --allow-unimplemented.
 #include <gtest/gtest.h>
@@ -237,22 +237,42 @@ TEST(HydraGnnConfig, GraphEnergyIsTheEnergyHead) {
   EXPECT_HAS(error_of(raw), "two energy heads, 'energy' and 'graph_energy'");
 }
 
-TEST(HydraGnnConfig, GlobalAttentionIsRefusedEvenWithAllowUnimplemented) {
+// GPS with multi-head attention is read into the spec; the other engine and attention type are
+// refused with or without --allow-unimplemented, and so are GPS's keys out of range and an
+// mpnn_type whose HydraGNN layers read GPS's edge encodings in a way ddgnn does not.
+TEST(HydraGnnConfig, GpsAttentionIsReadAndItsLimitsAreErrors) {
   json raw = minimal();
+  arch(raw)["mpnn_type"] = "SchNet";
+  arch(raw)["hidden_dim"] = 64;
   arch(raw)["global_attn_engine"] = "";
-  arch(raw)["global_attn_type"] = "multihead";  // used only with an engine
-  arch(raw)["global_attn_heads"] = 8;
+  arch(raw)["global_attn_type"] = "";
+  arch(raw)["global_attn_heads"] = 8;  // read only with an engine
   arch(raw)["pe_dim"] = 6;
   arch(raw)["equivariant_attn_lmax"] = 1;
   EXPECT_EQ(error_of(raw), "");
   EXPECT_TRUE(resolve(raw).warnings.empty());
-  for (const char* engine : {"GPS", "EquivariantTransformer"}) {
-    arch(raw)["global_attn_engine"] = engine;
-    const std::string e = error_of(raw);
-    EXPECT_HAS(e, "global_attn_engine: ddgnn does not implement this HydraGNN feature");
-    EXPECT_HAS(e, "refused even with --allow-unimplemented");
-    EXPECT_EQ(error_of(raw, kAllow), e);  // not a warning: it would train another model
-  }
+  EXPECT_EQ(train_settings(resolve(raw)).gnn.gps_heads, 0);
+  arch(raw)["global_attn_engine"] = "GPS";
+  arch(raw)["global_attn_type"] = "multihead";
+  const TrainSettings s = train_settings(resolve(raw));
+  EXPECT_EQ(s.gnn.gps_heads, 8);
+  EXPECT_EQ(s.gnn.pe_dim, 6);
+
+  const auto refused = [&](const char* key, json value, const std::string& part) {
+    json bad = raw;
+    arch(bad)[key] = std::move(value);
+    const std::string e = error_of(bad);
+    EXPECT_HAS(e, part);
+    EXPECT_EQ(error_of(bad, kAllow), e);  // not a warning: it would train another model
+  };
+  refused("global_attn_engine", "EquivariantTransformer",
+          "\"EquivariantTransformer\" is a HydraGNN value that ddgnn does not implement");
+  refused("global_attn_type", "performer", "\"performer\" is a HydraGNN value");
+  refused("global_attn_type", "", "global_attn_type: global_attn_engine GPS needs \"multihead\"");
+  refused("global_attn_heads", 0, "global_attn_heads: global_attn_engine GPS needs at least one");
+  refused("global_attn_heads", 6, "global_attn_heads: 6 heads do not divide hidden_dim 64");
+  refused("pe_dim", 0, "pe_dim: global_attn_engine GPS needs positional encodings");
+  refused("mpnn_type", "EGNN", "GPS with mpnn_type EGNN");
 }
 
 TEST(HydraGnnConfig, GraphAttributeConditioningIsKnownAndRefusedWhenOn) {

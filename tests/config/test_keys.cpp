@@ -35,7 +35,10 @@ TEST(ConfigKeys, EveryImplementedKeyIsReadByTheCode) {
     for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
              {},
              {"Architecture.initial_bias=0.5", "Output.log_level=debug"},
-             {"Training.Scheduler.type=TimeExponential", "Training.time_limit_s=60"}}) {
+             {"Training.Scheduler.type=TimeExponential", "Training.time_limit_s=60"},
+             {"Architecture.mpnn_type=SchNet", "Architecture.global_attn_engine=GPS",
+              "Architecture.global_attn_type=multihead", "Architecture.global_attn_heads=2",
+              "Architecture.pe_dim=2"}}) {
       const std::set<std::string> keys = keys_read(file, overrides);
       read.insert(keys.begin(), keys.end());
     }

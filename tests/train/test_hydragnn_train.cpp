@@ -280,5 +280,42 @@ TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
       << rp.out;
 }
 
+// GPS attention as HydraGNN's QM9 and MD17 examples configure it (SchNet, multi-head attention,
+// Laplacian encodings) trains: the loss falls, the batch norms' running statistics travel with
+// the checkpoint, and evaluate predicts from them the test errors of the run's last epoch.
+TEST(TrainHydraGnn, GpsAttentionTrainsAndEvaluatesFromItsCheckpoint) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  auto& a = c["NeuralNetwork"]["Architecture"];
+  a["global_attn_engine"] = "GPS";
+  a["global_attn_type"] = "multihead";
+  a["global_attn_heads"] = 2;
+  a["pe_dim"] = 3;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 30;
+  c["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] = 0.01;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> rows = lines(read_text(dir.file("run") + "/metrics.csv"));
+  ASSERT_EQ(rows.size(), 31u);
+  const std::vector<std::string> header = testing::split_csv(rows[0]);
+  const size_t k = size_t(std::find(header.begin(), header.end(), "train_loss") - header.begin());
+  ASSERT_LT(k, header.size()) << rows[0];
+  const double first = std::stod(testing::split_csv(rows[1]).at(k));
+  const double last = std::stod(testing::split_csv(rows[30]).at(k));
+  std::string losses;
+  for (size_t r = 1; r < rows.size(); ++r) losses += testing::split_csv(rows[r]).at(k) + " ";
+  EXPECT_LT(last, 0.5 * first) << "train loss by epoch: " << losses;
+  // The last epoch's checkpoint: evaluate gives its test errors again.
+  const std::string last_ck = last_event(dir.file("run"), "checkpoint").at("path");
+  const Result ev = run("evaluate --checkpoint " + last_ck + " --out " + dir.file("eval"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto errors = nlohmann::json::parse(read_text(dir.file("eval") + "/errors.json"));
+  const double eval_f = errors.at("forces").at("mae_mev_a").get<double>();
+  const double run_f = last_metric(dir.file("run") + "/metrics.csv", "test_force_mae_mev_a");
+  EXPECT_NEAR(eval_f, run_f, 1e-3 * run_f) << "evaluate " << eval_f << ", last epoch " << run_f;
+}
+
 }  // namespace
 }  // namespace ddgnn
