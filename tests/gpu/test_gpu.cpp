@@ -98,6 +98,66 @@ TEST(Gpu, EveryModelPredictsOnTheGpuAsOnTheCpuInFloat64) {
   }
 }
 
+// A bent chain of n atoms 1.5 Å apart: within a radius of 2 Å a path graph, whose Laplacian has
+// distinct eigenvalues (so GPS's encodings do not depend on the eigensolver).
+Structure chain(int n, const std::vector<uint8_t>& z) {
+  Structure s;
+  for (int i = 0; i < n; ++i) {
+    s.z.push_back(z[size_t(i) % z.size()]);
+    s.pos.insert(s.pos.end(), {1.5 * i, 0.3 * (i % 2), 0.05 * i * i});
+  }
+  s.cell = std::vector<double>(9, 0.0);
+  s.pbc = {0, 0, 0};
+  return s;
+}
+
+// GPS attention (batch norms in training mode, Laplacian encodings from the device's eigensolver)
+// and multi-branch heads (rows of each branch gathered on the device) as on the CPU, in float64.
+TEST(Gpu, GpsAndMultiBranchHeadsPredictOnTheGpuAsOnTheCpu) {
+  REQUIRE_GPU();
+  const std::vector<Structure> ss = {chain(7, {6, 8, 1}), chain(5, {1, 6}), chain(6, {8, 1})};
+  for (const std::string c : {"gps", "branches"}) {
+    GnnSpec spec = testing::small_spec(c == "gps" ? "SchNet" : "PAINN", 2.0);
+    spec.heads.push_back({"gap", HeadSpec::kGraph, 2});
+    if (c == "gps") {
+      spec.gps_heads = 4;
+      spec.pe_dim = 3;
+    } else {
+      HeadBranch other = spec.branch(0);
+      other.dim_headlayers = {7};
+      spec.more_branches = {other, other};
+    }
+    GraphBatch cpu = testing::batch_of(ss, 2.0, at::kDouble);
+    GraphBatch gpu = testing::batch_of(ss, 2.0, at::kDouble, kGpu);
+    ASSERT_EQ(cpu.n_edges(), 2 * (6 + 4 + 5)) << "path graphs";
+    if (c == "branches") {
+      cpu.branch = at::tensor(std::vector<int64_t>{2, 0, 2}, at::kLong);
+      gpu.branch = cpu.branch.to(kGpu);
+    }
+    at::manual_seed(5);
+    Gnn a(spec);
+    a.to(at::kDouble);
+    at::manual_seed(5);
+    Gnn b(spec);
+    b.to(kGpu, at::kDouble);
+    const TargetSpec targets = testing::targets_of(spec, true);
+    const Prediction pa = predict(a, targets, cpu, /*create_graph=*/true);
+    const Prediction pb = predict(b, targets, gpu, /*create_graph=*/true);
+    EXPECT_LT(rel_error(pb.energy, pa.energy), 1e-10) << c;
+    EXPECT_LT(rel_error(pb.forces, pa.forces), 1e-10) << c;
+    EXPECT_LT(rel_error(pb.outputs[1], pa.outputs[1]), 1e-10) << c << ": the graph head";
+    (pa.forces.pow(2).sum() + pa.outputs[1].pow(2).sum()).backward();
+    (pb.forces.pow(2).sum() + pb.outputs[1].pow(2).sum()).backward();
+    const auto qa = a.named_parameters(), qb = b.named_parameters();
+    for (const auto& item : qa) {
+      const at::Tensor& ga = item.value().grad();
+      const at::Tensor& gb = qb[item.key()].grad();
+      ASSERT_EQ(ga.defined(), gb.defined()) << c << " " << item.key();
+      if (ga.defined()) EXPECT_LT(rel_error(gb, ga), 1e-9) << c << " " << item.key();
+    }
+  }
+}
+
 TEST(Gpu, Float32OnTheGpuIsWithinFloat32OfFloat64) {
   REQUIRE_GPU();
   const std::vector<Structure> ss = structures();
