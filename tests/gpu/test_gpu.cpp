@@ -148,12 +148,20 @@ TEST(Gpu, GpsAndMultiBranchHeadsPredictOnTheGpuAsOnTheCpu) {
     EXPECT_LT(rel_error(pb.outputs[1], pa.outputs[1]), 1e-10) << c << ": the graph head";
     (pa.forces.pow(2).sum() + pa.outputs[1].pow(2).sum()).backward();
     (pb.forces.pow(2).sum() + pb.outputs[1].pow(2).sum()).backward();
+    // Against the largest gradient of the model: a bias just before a batch norm has a gradient
+    // of zero but for rounding, so its own relative error means nothing.
     const auto qa = a.named_parameters(), qb = b.named_parameters();
+    double scale = 0;
+    for (const auto& item : qa)
+      if (item.value().grad().defined())
+        scale = std::max(scale, item.value().grad().abs().max().item<double>());
     for (const auto& item : qa) {
       const at::Tensor& ga = item.value().grad();
       const at::Tensor& gb = qb[item.key()].grad();
       ASSERT_EQ(ga.defined(), gb.defined()) << c << " " << item.key();
-      if (ga.defined()) EXPECT_LT(rel_error(gb, ga), 1e-9) << c << " " << item.key();
+      if (ga.defined())
+        EXPECT_LT((gb.cpu() - ga).abs().max().item<double>(), 1e-9 * scale)
+            << c << " " << item.key();
     }
   }
 }
