@@ -282,13 +282,15 @@ void add_hydragnn_architecture_keys(std::vector<KeySpec>& s) {
     add(key(name, T::kAny, "used only with global_attn_engine EquivariantTransformer; any value")
             .not_implemented_any_value());
   add(key("use_graph_attr_conditioning", T::kBool,
-          "graph-level attributes of the data (data.graph_attr, e.g. charge and spin) fed to the "
-          "layers or the pooled features")
-          .not_implemented({false})
-          .model_changing());
-  add(key("graph_attr_conditioning_mode", T::kAny,
-          "film, concat_node or fuse_pool; used only with use_graph_attr_conditioning; any value")
-          .not_implemented_any_value());
+          "each structure's attributes (e.g. charge and spin: the per-structure key graph_attr, "
+          "`ddgnn convert --info-keys graph_attr`) fed to the layers or the pooled features")
+          .def(false));
+  add(key("graph_attr_conditioning_mode", T::kEnum,
+          "film (each layer's output scaled and shifted per structure), concat_node (each "
+          "layer's output and the attributes through one Linear), fuse_pool (the pooled "
+          "features and the attributes through an MLP); with use_graph_attr_conditioning")
+          .def("concat_node")
+          .one_of({"film", "concat_node", "fuse_pool"}));
   add(key("freeze_conv_layers", T::kBool, "freeze the message-passing layers")
           .not_implemented({false}));
   add(key("SyncBatchNorm", T::kBool, "batch norm synchronised across ranks")

@@ -85,6 +85,8 @@ TrainSettings train_settings(const Config& c) {
     if (g.pe_dim < 1) need("pe_dim", "positional encodings (pe_dim >= 1)");
     check_gps_spec(g);
   }
+  if (c.get<bool>(kArch + "use_graph_attr_conditioning"))
+    g.graph_attr_mode = c.get<std::string>(kArch + "graph_attr_conditioning_mode");
   if (c.has(kArch + "output_heads.branches"))
     for (const auto& b : c.at(kArch + "output_heads.branches")) {
       HeadBranch br = g.branch(0);  // what a branch leaves out is branch 0's
@@ -206,12 +208,16 @@ TrainSettings train_settings(const Config& c) {
                             "energy only with enable_interatomic_potential",
                         "set Architecture.enable_interatomic_potential true, or make the energy "
                         "head type \"graph\"");
-    if (e.kind == HeadSpec::kGraph && g.interatomic_potential)
+    // A graph energy head of an interatomic potential (HydraGNN's MLIP examples): the energy of
+    // the sum-pooled features, forces -dE/dx, as with compute_grad_energy.
+    if (e.kind == HeadSpec::kGraph && g.interatomic_potential && g.graph_pooling != Pooling::kAdd)
       throw ConfigError(kArch +
-                            "enable_interatomic_potential: the energy head must be type "
-                            "\"node\" (per-atom energies, summed)",
-                        "set type [\"node\"] for the energy head, or use "
-                        "Training.compute_grad_energy with a graph head");
+                            "enable_interatomic_potential: a graph energy head needs "
+                            "graph_pooling \"add\" (the energy of a sum over atoms; HydraGNN "
+                            "requires it too), not \"" +
+                            to_string(g.graph_pooling) + "\"",
+                        "set Architecture.graph_pooling \"add\", or make the energy head type "
+                        "\"node\" (per-atom energies, summed)");
   }
   s.precision = parse_precision(c.get<std::string>(kTrain + "precision"));
   s.loss.type = parse_loss_type(c.get<std::string>(kTrain + "loss_function_type"));

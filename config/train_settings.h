@@ -55,6 +55,9 @@ struct TrainSettings {
   // Multi-branch heads: the per-structure column (kBranchKey) that names each graph's branch, an
   // index into Dataset::graph_columns(); -1: none, every graph goes through branch 0.
   int branch_column = -1;
+  // Graph-attribute conditioning: the per-structure column kGraphAttrKey (an index into
+  // Dataset::graph_columns(); bind_targets also sets gnn.graph_attr_dim), -1: none.
+  int graph_attr_column = -1;
   EnergyForceWeights weights;
   LossSpec loss;
   RadiusGraphOptions graph;

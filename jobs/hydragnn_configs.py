@@ -18,8 +18,10 @@ that carries a synthetic value of each such target — a per-structure key for a
 smooth function of each structure's energy or of each atom's force, a per-atom column
 `node_inputs` wide enough for the input_node_features after the positions, and for a config of
 multi-branch heads a per-structure key `dataset_name` that gives the frames the branches in
-turn (without it every frame goes through branch 0, which ddgnn warns of) — so that what is
-measured is whether ddgnn trains the config once its data holds the targets, not what the targets are;
+turn (without it every frame goes through branch 0, which ddgnn warns of), for a config of
+graph-attribute conditioning a per-structure key `graph_attr` of charge 0 and spin 1 — so that
+what is measured is whether ddgnn trains the config once its data holds the targets, not what
+the targets are;
 and a config whose radius is shorter than the data's bonds (HydraGNN's CI configs: 2 Å, for
 its unit-spaced test lattices) is trained on a copy with positions and cell scaled by
 0.4 × radius / 2.2 Å (a corner atom of a non-periodic cut of the Cu cell then has
@@ -133,6 +135,7 @@ def train_one_epoch(binary, path, run_dir, timeout):
 MISSING_HEAD = re.compile(r"head '([^']+)' is not in the data")
 NO_NEIGHBOUR = re.compile(r"no neighbour within the radius ([0-9.]+) Å")
 MISSING_INPUT = re.compile(r"input_node_features: column (\d+) is not in the data")
+NO_GRAPH_ATTR = re.compile(r"use_graph_attr_conditioning: \S+ has no per-structure key graph_attr")
 NO_BRANCH_KEY = re.compile(r"(\d+) branches of output_heads, but \S+ has no per-structure key "
                            r"dataset_name")
 
@@ -191,6 +194,9 @@ def with_targets(extxyz, out, heads, scale=1.0):
                 if kind == "branch":  # frames take the branches in turn
                     comment += f" {name}={frame % dim}"
                     continue
+                if kind == "attributes":  # charge 0, spin 1 (HydraGNN's graph_attr)
+                    comment += f' {name}="0 1"'
+                    continue
                 if kind == "graph":
                     values = " ".join(f"{per_atom * (c + 1) + 0.1 * c:.10g}" for c in range(dim))
                     comment += f' {name}="{values}"'
@@ -220,6 +226,8 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
             heads["dataset_name"] = ("branch", int(branches.group(1)))
         elif trained or extxyz is None:
             return trained, why, sorted(heads) + ([f"scaled x{scale:.3g}"] if scale != 1 else [])
+        elif NO_GRAPH_ATTR.search(why or "") and "graph_attr" not in heads:
+            heads["graph_attr"] = ("attributes", 2)
         elif missing and missing.group(1) not in heads:
             heads[missing.group(1)] = head_shape(config, missing.group(1))
         elif no_input and "node_inputs" not in heads:

@@ -39,6 +39,10 @@ struct GraphBatch {
   // [n_graphs] int64: the branch of multi-branch heads each graph goes through (GnnSpec::
   // more_branches); undefined: branch 0 for every graph.
   at::Tensor branch;
+  // [n_graphs, GnnSpec::graph_attr_dim] model dtype: each graph's attributes for graph-attribute
+  // conditioning (the per-structure key graph_attr, as stored); undefined when the model reads
+  // none.
+  at::Tensor graph_attr;
   // Targets (undefined when absent).
   at::Tensor energy;  // [n_graphs] eV
   at::Tensor forces;  // [n_atoms, 3] eV/Å

@@ -5,6 +5,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -42,6 +43,16 @@ void check_gnn_spec(const GnnSpec& spec) {
   for (const auto& h : spec.heads)
     if (h.output_dim < 1) throw ConfigError("output_dim: head '" + h.name + "' must be >= 1");
   check_gps_spec(spec);
+  if (!spec.graph_attr_mode.empty()) {
+    if (spec.graph_attr_mode != "film" && spec.graph_attr_mode != "concat_node" &&
+        spec.graph_attr_mode != "fuse_pool")
+      throw ConfigError("graph_attr_conditioning_mode: '" + spec.graph_attr_mode +
+                        "' is not film, concat_node or fuse_pool");
+    if (spec.graph_attr_dim < 1)
+      throw ConfigError("use_graph_attr_conditioning: the graphs have no attributes",
+                        "store each structure's attributes with `ddgnn convert --info-keys "
+                        "graph_attr`");
+  }
   check_activation(spec.layer.activation);
 }
 
@@ -66,6 +77,17 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
                                       torch::nn::Linear(LinearOptions(spec.pe_dim, f).bias(false)));
       layer.edge_attr_dim = f;
     }
+  }
+  const int64_t k = spec.graph_attr_dim;
+  using torch::nn::Linear;
+  if (spec.graph_attr_mode == "film") {
+    m_cond1 = register_module("cond1", Linear(k, std::max(f, k)));
+    m_cond2 = register_module("cond2", Linear(std::max(f, k), 2 * f));
+  } else if (spec.graph_attr_mode == "concat_node") {
+    m_cond1 = register_module("cond1", Linear(f + k, f));
+  } else if (spec.graph_attr_mode == "fuse_pool") {
+    m_cond1 = register_module("cond1", Linear(f + k, f));
+    m_cond2 = register_module("cond2", Linear(f, f));
   }
   for (int64_t i = 0; i < spec.num_conv_layers; ++i) {
     LayerSpec ls = layer;
@@ -165,6 +187,28 @@ at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
   return at::where(count > 0, out, at::zeros_like(out));
 }
 
+at::Tensor Gnn::graph_attr_of(const GraphBatch& batch, const at::Tensor& like) const {
+  if (!batch.graph_attr.defined() || batch.graph_attr.size(0) != batch.n_graphs ||
+      batch.graph_attr.size(1) != m_spec.graph_attr_dim)
+    throw Error("the model reads " + std::to_string(m_spec.graph_attr_dim) +
+                " attribute(s) per graph (graph-attribute conditioning); the batch has " +
+                (batch.graph_attr.defined() ? std::to_string(batch.graph_attr.size(1)) : "none"));
+  return batch.graph_attr.to(like.dtype());
+}
+
+// film: inv (1 + tanh(scale)) + shift, [scale, shift] = cond2(act(cond1(attr))) of each atom's
+// graph; concat_node: cond1([inv, attr]); otherwise inv.
+at::Tensor Gnn::condition_nodes(const at::Tensor& inv, const GraphBatch& batch) const {
+  const std::string& mode = m_spec.graph_attr_mode;
+  if (mode != "film" && mode != "concat_node") return inv;
+  const at::Tensor attr = graph_attr_of(batch, inv).index_select(0, batch.graph_of_atom);
+  if (mode == "concat_node") return m_cond1->forward(at::cat({inv, attr}, 1));
+  const at::Tensor ss =
+      m_cond2->forward(apply_activation(m_spec.layer.activation, m_cond1->forward(attr)));
+  const auto parts = ss.split(m_spec.layer.hidden_dim, 1);
+  return inv * (1 + at::tanh(parts[0])) + parts[1];
+}
+
 NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry) {
   NodeState s;
   s.inv = m_embedding->forward(batch.z);  // [n_atoms, F]
@@ -190,6 +234,7 @@ NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry
       s.equiv = at::zeros({s.inv.size(0), 3, s.inv.size(1)}, s.inv.options());
     s.edge_attr = edge_attr;
     s = layer->forward(s, batch, geometry);
+    s.inv = condition_nodes(s.inv, batch);
     if (layer->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
   }
   s.edge_attr = edge_attr;
@@ -239,7 +284,11 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& 
   const at::Tensor& h = state.inv;
   bool any_graph = false;
   for (const auto& head : m_spec.heads) any_graph = any_graph || head.kind == HeadSpec::kGraph;
-  const at::Tensor pooled = any_graph ? pool(h, batch) : at::Tensor();
+  at::Tensor pooled = any_graph ? pool(h, batch) : at::Tensor();
+  if (any_graph && m_spec.graph_attr_mode == "fuse_pool")
+    pooled = m_cond2->forward(
+        apply_activation(m_spec.layer.activation,
+                         m_cond1->forward(at::cat({pooled, graph_attr_of(batch, pooled)}, 1))));
   std::vector<at::Tensor> out;
   if (m_branches.size() == 1 || !batch.branch.defined()) {
     out = run_branch(m_branches[0], state, pooled, batch, geometry, {}, {});

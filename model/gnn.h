@@ -32,7 +32,9 @@ void check_gnn_spec(const GnnSpec& spec);
 // residuals are kept; equivariant vectors v start at zero [n_atoms, 3, F] and get no activation).
 // With GPS (GnnSpec::gps_heads, model/gps.h) h0 = node_lin([Embedding(z), pos_emb(pe)]) from the
 // Laplacian encodings pe, and each layer runs inside a GpsLayer. Multi-branch heads: each graph's
-// outputs come from the head layers of its branch (GraphBatch::branch).
+// outputs come from the head layers of its branch (GraphBatch::branch). Graph-attribute
+// conditioning (GnnSpec::graph_attr_mode) as HydraGNN's: film and concat_node on each layer's
+// invariant output before the activation, fuse_pool on the pooled features.
 // Heads read the invariant features only. Every MLP layer is Linear then activation; the last
 // Linear of a head (to output_dim) has none.
 class Gnn : public torch::nn::Module {
@@ -77,6 +79,11 @@ class Gnn : public torch::nn::Module {
   // GPS only: positional encodings to features, [embedding, encodings] to F, and (SchNet) the
   // edges' relative encodings to the filters' edge attributes.
   std::shared_ptr<torch::nn::LinearImpl> m_pos_emb, m_node_lin, m_rel_pos_emb;
+  // Graph-attribute conditioning (GnnSpec::graph_attr_mode): film's conditioner (cond1, act,
+  // cond2), concat_node's projector (cond1), fuse_pool's (cond1, act, cond2); one for all layers.
+  std::shared_ptr<torch::nn::LinearImpl> m_cond1, m_cond2;
+  at::Tensor graph_attr_of(const GraphBatch& batch, const at::Tensor& like) const;
+  at::Tensor condition_nodes(const at::Tensor& inv, const GraphBatch& batch) const;
   std::vector<std::shared_ptr<MessagePassing>> m_layers;
   std::vector<Branch> m_branches;  // the head layers of each branch (GnnSpec::num_branches())
 };

@@ -181,7 +181,9 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"node_inputs", s.node_inputs},
           {"branches", branches},
           {"gps_heads", s.gps_heads},
-          {"pe_dim", s.pe_dim}};
+          {"pe_dim", s.pe_dim},
+          {"graph_attr_mode", s.graph_attr_mode},
+          {"graph_attr_dim", s.graph_attr_dim}};
 }
 
 GnnSpec spec_from_json(const nlohmann::json& j) {
@@ -231,6 +233,8 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.node_inputs = j.value("node_inputs", int64_t(0));
     s.gps_heads = j.value("gps_heads", int64_t(0));
     s.pe_dim = j.value("pe_dim", int64_t(0));
+    s.graph_attr_mode = j.value("graph_attr_mode", std::string());
+    s.graph_attr_dim = j.value("graph_attr_dim", int64_t(0));
     for (const auto& b : j.value("branches", nlohmann::json::array()))
       s.more_branches.push_back(
           {b.at("num_sharedlayers"), b.at("dim_sharedlayers"), b.at("num_headlayers"),

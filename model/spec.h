@@ -164,6 +164,12 @@ struct GnnSpec {
   // layer, and the width of the Laplacian positional encodings; gps_heads 0: none.
   int64_t gps_heads = 0;
   int64_t pe_dim = 0;
+  // Graph-attribute conditioning (use_graph_attr_conditioning): "" none; "film" (each layer's
+  // invariant output scaled and shifted per graph), "concat_node" (each layer's output and the
+  // graph's attributes through one Linear), "fuse_pool" (the pooled features and the attributes
+  // through an MLP), from the graph_attr_dim numbers per graph of GraphBatch::graph_attr.
+  std::string graph_attr_mode;
+  int64_t graph_attr_dim = 0;
 
   int64_t num_branches() const { return 1 + int64_t(more_branches.size()); }
   HeadBranch branch(int64_t b) const;  // b in [0, num_branches())

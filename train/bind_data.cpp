@@ -130,6 +130,20 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                         "write one integer per structure, 0 for the first branch");
     s.branch_column = int(branch - graph_columns.begin());
   }
+  if (!s.gnn.graph_attr_mode.empty()) {
+    const auto attr = std::find_if(graph_columns.begin(), graph_columns.end(),
+                                   [](const ColumnInfo& col) { return col.name == kGraphAttrKey; });
+    if (attr == graph_columns.end())
+      throw ConfigError(kArch + "use_graph_attr_conditioning: " + ds.path() +
+                            " has no per-structure key " + kGraphAttrKey +
+                            " (the attributes each structure is conditioned on)",
+                        "convert the data with --info-keys " + std::string(kGraphAttrKey) +
+                            " (e.g. graph_attr=\"0 1\" on each frame's comment line: charge and "
+                            "spin), or set use_graph_attr_conditioning false; " +
+                            hint_have);
+    s.graph_attr_column = int(attr - graph_columns.begin());
+    s.gnn.graph_attr_dim = attr->n_cols;
+  }
   if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
     throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
                           std::to_string(s.weights.force_weight) + ") but " + ds.path() +
@@ -212,6 +226,16 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
                           std::to_string(src.second + 1) + "); the file holds " + have,
                       "evaluate a file converted with the same --extra-columns");
     src.first = k;
+  }
+  if (!setup.spec.graph_attr_mode.empty()) {
+    setup.graph_attr_column = find(ds.graph_columns(), kGraphAttrKey);
+    if (setup.graph_attr_column < 0 ||
+        ds.graph_columns()[size_t(setup.graph_attr_column)].n_cols != setup.spec.graph_attr_dim)
+      throw DataError(ds.path() + ": the model is conditioned on " +
+                          std::to_string(setup.spec.graph_attr_dim) +
+                          " attribute(s) per structure, the per-structure key " + kGraphAttrKey +
+                          "; the file holds " + have,
+                      "evaluate a file converted with --info-keys " + std::string(kGraphAttrKey));
   }
   setup.branch_column = -1;
   if (setup.spec.num_branches() > 1) {

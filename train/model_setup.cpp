@@ -173,6 +173,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   setup.periodic = s.periodic;
   setup.precision = s.precision;
   setup.branch_column = s.branch_column;
+  setup.graph_attr_column = s.graph_attr_column;
   auto sum = [&](long double* v, int64_t n) { data.sum_stats(v, n); };
   if (resume) {
     const ModelSetup saved = model_setup_from_json(resume->at("model"));
@@ -394,6 +395,15 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
       branch[g] = int64_t(v);
     }
     p.batch.branch = at::tensor(branch, at::kLong).to(setup.device);
+  }
+  if (!setup.spec.graph_attr_mode.empty()) {
+    const auto& col = block.graph_extra.at(size_t(setup.graph_attr_column));
+    const int64_t k = setup.spec.graph_attr_dim;
+    std::vector<double> v;
+    v.reserve(ids.size() * size_t(k));
+    for (int64_t id : ids) v.insert(v.end(), &col[size_t(id * k)], &col[size_t((id + 1) * k)]);
+    p.batch.graph_attr =
+        at::tensor(v, at::kDouble).view({-1, k}).to(setup.device, to_dtype(setup.precision));
   }
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {

@@ -51,6 +51,9 @@ struct NodeInputs {
 // The per-structure key (`ddgnn convert --info-keys dataset_name`) that names the branch of
 // multi-branch heads each structure goes through (HydraGNN's dataset_name: 0, 1, ...).
 inline constexpr const char* kBranchKey = "dataset_name";
+// The per-structure key of the attributes that graph-attribute conditioning reads
+// (`ddgnn convert --info-keys graph_attr`; HydraGNN's data.graph_attr, e.g. charge and spin).
+inline constexpr const char* kGraphAttrKey = "graph_attr";
 
 struct ModelSetup {
   GnnSpec spec;
@@ -58,6 +61,7 @@ struct ModelSetup {
   // Multi-branch heads: index into the data's graph columns of kBranchKey (-1: absent, branch 0
   // for every graph); bound by name to the data (bind_targets, bind_to_dataset), not recorded.
   int branch_column = -1;
+  int graph_attr_column = -1;  // graph-attribute conditioning: kGraphAttrKey's column, as above
   TargetSpec targets;
   RadiusGraphOptions graph;
   bool periodic = false;

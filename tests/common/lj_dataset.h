@@ -30,6 +30,9 @@ struct LjOptions {
   // > 0: a per-structure key "dataset_name" (the branch of multi-branch heads), k % branches, and
   // the energies of branch b frames shifted by 0.3 b eV per atom (another level of theory).
   int branches = 0;
+  // A per-structure key "graph_attr" of two numbers: the frame's branch (k % branches, 0 without
+  // branches) and 1.
+  bool graph_attr = false;
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
@@ -90,6 +93,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
   if (o.charges) wo.extra_columns = {"charges"};
   if (o.gap) wo.info_keys = {"gap"};
   if (o.branches > 0) wo.info_keys.push_back("dataset_name");
+  if (o.graph_attr) wo.info_keys.push_back("graph_attr");
   DatasetWriter w(path, wo);
   for (int k = 0; k < o.n_frames; ++k) {
     Frame f;
@@ -129,6 +133,8 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
       f.info.push_back({"dataset_name", 1, {double(k % o.branches)}});
       f.energy += 0.3 * (k % o.branches) * n;
     }
+    if (o.graph_attr)
+      f.info.push_back({"graph_attr", 2, {double(o.branches > 0 ? k % o.branches : 0), 1.0}});
     w.add(f, path + ":" + std::to_string(k));
   }
   w.note_source("lj_dataset.h", o.n_frames);

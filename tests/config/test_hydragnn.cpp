@@ -1,9 +1,8 @@
 // HydraGNN's configs in ddgnn: what HydraGNN's examples write for what ddgnn does (the edge length,
-// the node-input columns of atomic number and positions, output heads as a list of one branch, the
-// energy head named graph_energy, Checkpoint 0/1, a stratified split) is accepted and means the
-// same, multi-branch heads give each branch its head layers, GPS attention is read; what ddgnn
-// lacks (other edge features, other global attention,
-// graph-attribute conditioning, a start epoch) is refused naming the feature, the features that
+// the node-input columns of atomic number and positions, output heads as a list of branches, the
+// energy head named graph_energy, Checkpoint 0/1, a stratified split, GPS attention,
+// graph-attribute conditioning) is accepted and means the same; what ddgnn lacks (other edge
+// features, other global attention, a start epoch) is refused naming the feature, the features that
 // would change the model even with --allow-unimplemented.
 #include <gtest/gtest.h>
 
@@ -275,16 +274,34 @@ TEST(HydraGnnConfig, GpsAttentionIsReadAndItsLimitsAreErrors) {
   refused("mpnn_type", "EGNN", "GPS with mpnn_type EGNN");
 }
 
-TEST(HydraGnnConfig, GraphAttributeConditioningIsKnownAndRefusedWhenOn) {
+// An interatomic potential with a graph energy head (HydraGNN's foundation-model MLIP configs):
+// the energy of sum-pooled features, forces its gradient; other pooling is refused, as HydraGNN
+// refuses it.
+TEST(HydraGnnConfig, AGraphEnergyHeadOfAnInteratomicPotentialNeedsSumPooling) {
+  json raw = minimal();
+  arch(raw)["enable_interatomic_potential"] = true;
+  voi(raw)["output_names"] = {"graph_energy"};
+  arch(raw)["graph_pooling"] = "add";
+  const TrainSettings s = train_settings(resolve(raw));
+  EXPECT_TRUE(s.targets.conservative);
+  EXPECT_EQ(s.targets.heads.at(0).kind, HeadSpec::kGraph);
+  arch(raw)["graph_pooling"] = "mean";
+  EXPECT_HAS(error_of(raw),
+             "enable_interatomic_potential: a graph energy head needs graph_pooling "
+             "\"add\"");
+}
+
+TEST(HydraGnnConfig, GraphAttributeConditioningReadsItsMode) {
   json raw = minimal();
   arch(raw)["use_graph_attr_conditioning"] = false;
-  arch(raw)["graph_attr_conditioning_mode"] = "concat_node";
-  EXPECT_EQ(error_of(raw), "");
+  arch(raw)["graph_attr_conditioning_mode"] = "film";
+  EXPECT_EQ(train_settings(resolve(raw)).gnn.graph_attr_mode, "");
   arch(raw)["use_graph_attr_conditioning"] = true;
-  const std::string e = error_of(raw);
-  EXPECT_HAS(e, "use_graph_attr_conditioning: ddgnn does not implement this HydraGNN feature");
-  EXPECT_EQ(e.find("unknown key"), std::string::npos) << e;
-  EXPECT_HAS(error_of(raw, kAllow), "use_graph_attr_conditioning");
+  EXPECT_EQ(train_settings(resolve(raw)).gnn.graph_attr_mode, "film");
+  arch(raw).erase("graph_attr_conditioning_mode");  // HydraGNN's default
+  EXPECT_EQ(train_settings(resolve(raw)).gnn.graph_attr_mode, "concat_node");
+  arch(raw)["graph_attr_conditioning_mode"] = "gate";
+  EXPECT_HAS(error_of(raw), "graph_attr_conditioning_mode: \"gate\" is not an allowed value");
 }
 
 TEST(HydraGnnConfig, CompositionalStratifiedSplittingSplitsByComposition) {

@@ -376,6 +376,35 @@ TEST(GnnBranches, EachGraphGoesThroughItsBranch) {
   EXPECT_THROW(Gnn{bad}, ConfigError);
 }
 
+// Graph-attribute conditioning, each mode: a graph's attributes change its own predictions and no
+// other graph's; forces stay -dE/dx; a batch without the attributes is refused.
+TEST(GnnConditioning, AGraphsAttributesChangeItsOwnPredictionsOnly) {
+  for (const std::string mode : {"film", "concat_node", "fuse_pool"}) {
+    GnnSpec spec = make_spec("SchNet");
+    spec.graph_attr_mode = mode;
+    spec.graph_attr_dim = 2;
+    if (mode == "fuse_pool") {  // pooled features: a graph energy head
+      spec.heads = {{"energy", HeadSpec::kGraph, 1}};
+      spec.interatomic_potential = false;
+    }
+    auto gnn = build(spec);
+    GraphBatch b = batch_of({periodic_cell(), molecule()});
+    EXPECT_THROW(predict_on(*gnn, b, true), Error) << mode;
+    b.graph_attr = at::tensor({0.0, 1.0, 0.5, -1.0}, at::kDouble).view({2, 2});
+    const Prediction p = predict_on(*gnn, b, true);
+    GraphBatch c = b;
+    c.graph_attr = b.graph_attr.clone();
+    c.graph_attr[1][0] = 2.0;  // the molecule's charge
+    const Prediction q = predict_on(*gnn, c, true);
+    EXPECT_NEAR(q.energy[0].item<double>(), p.energy[0].item<double>(), 1e-12) << mode;
+    EXPECT_GT(std::abs(q.energy[1].item<double>() - p.energy[1].item<double>()), 1e-6) << mode;
+    expect_close(p.forces, fd_forces(*gnn, b), 1e-6, mode + " forces");
+  }
+  GnnSpec bad = make_spec("SchNet");
+  bad.graph_attr_mode = "concat_node";
+  EXPECT_THROW(Gnn{bad}, ConfigError);  // no attributes
+}
+
 TEST(GnnTraining, SchNetOverfitsMorseDataset) {
   const GraphBatch b = batch_of(morse_dataset(), 5.0);
   auto gnn = build(make_spec("SchNet", 5.0));

@@ -214,8 +214,9 @@ double last_metric(const std::string& csv, const std::string& name) {
 // Multi-branch heads (HydraGNN's foundation-model format): two data sets of the same structures
 // whose energies differ by 0.3 eV per atom, told apart by the per-structure key dataset_name. A
 // model with a branch for each learns both; the same model with one branch cannot tell them
-// apart. A value that names no branch stops training before it starts; data without the key
-// trains every structure through branch 0, with a warning.
+// apart, unless it is conditioned on each structure's attributes (graph_attr). A value that names
+// no branch stops training before it starts; data without the key trains every structure through
+// branch 0, with a warning.
 TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
   TempDir dir;
   LjOptions o;
@@ -247,6 +248,30 @@ TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
   // One branch: about half of the 300 meV/atom between the data sets.
   EXPECT_GT(one_mae, 80.0);
   EXPECT_LT(two_mae, 0.25 * one_mae) << "two branches " << two_mae << ", one " << one_mae;
+
+  // One branch conditioned on each structure's attributes (the data set's number among them, as
+  // HydraGNN's charge and spin): it tells the data sets apart too.
+  LjOptions attr = o;
+  attr.graph_attr = true;
+  write_lj_dataset(dir.file("attr.h5"), attr);
+  nlohmann::json cond = one;
+  cond["Dataset"]["path"] = dir.file("attr.h5");
+  cond["NeuralNetwork"]["Architecture"]["use_graph_attr_conditioning"] = true;
+  cond["Output"]["run_dir"] = dir.file("run_cond");
+  const Result rc = run("train -c " + write_config(dir, "cond.json", cond));
+  ASSERT_EQ(rc.code, 0) << rc.out;
+  const double cond_mae =
+      last_metric(dir.file("run_cond") + "/metrics.csv", "train_energy_mae_mev_atom");
+  EXPECT_LT(cond_mae, 0.25 * one_mae) << "conditioned " << cond_mae << ", one branch " << one_mae;
+  const Result cev = run("evaluate --run " + dir.file("run_cond"));
+  ASSERT_EQ(cev.code, 0) << cev.out;
+  // Data without the attributes: refused before training, naming the key and how to store it.
+  cond["Dataset"]["path"] = dir.file("two.h5");
+  cond["Output"]["run_dir"] = dir.file("run_cond_bad");
+  const Result rcb = run("train -c " + write_config(dir, "cond_bad.json", cond));
+  expect_error(rcb, "use_graph_attr_conditioning: " + dir.file("two.h5") +
+                        " has no per-structure key graph_attr");
+  EXPECT_NE(rcb.out.find("--info-keys graph_attr"), std::string::npos) << rcb.out;
 
   // evaluate routes each structure through its branch too.
   const Result ev = run("evaluate --run " + dir.file("run"));
