@@ -96,8 +96,8 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.layer.num_filters = s.filters;
   spec.layer.activation = "ssp";
   spec.num_conv_layers = s.layers;
-  spec.node_num_headlayers = 2;
-  spec.node_dim_headlayers = {60, 20};
+  spec.head.node_num_headlayers = 2;
+  spec.head.node_dim_headlayers = {60, 20};
   spec.heads = {{"energy", ddgnn::HeadSpec::kNode, 1}};
   spec.interatomic_potential = true;
   torch::manual_seed(0);

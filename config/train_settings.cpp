@@ -64,12 +64,13 @@ TrainSettings train_settings(const Config& c) {
       get_or<int64_t>(c, kArch + "max_degree", c.get<int64_t>(kArch + "max_neighbours"));
   g.layer.equivariance = c.get<bool>(kArch + "equivariance");
   g.graph_pooling = parse_pooling(c.get<std::string>(kArch + "graph_pooling"));
-  g.num_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.num_sharedlayers");
-  g.dim_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.dim_sharedlayers");
-  g.num_headlayers = c.get<int64_t>(kArch + "output_heads.graph.num_headlayers");
-  g.dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.graph.dim_headlayers");
-  g.node_num_headlayers = c.get<int64_t>(kArch + "output_heads.node.num_headlayers");
-  g.node_dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.node.dim_headlayers");
+  g.head.num_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.num_sharedlayers");
+  g.head.dim_sharedlayers = c.get<int64_t>(kArch + "output_heads.graph.dim_sharedlayers");
+  g.head.num_headlayers = c.get<int64_t>(kArch + "output_heads.graph.num_headlayers");
+  g.head.dim_headlayers = c.get<std::vector<int64_t>>(kArch + "output_heads.graph.dim_headlayers");
+  g.head.node_num_headlayers = c.get<int64_t>(kArch + "output_heads.node.num_headlayers");
+  g.head.node_dim_headlayers =
+      c.get<std::vector<int64_t>>(kArch + "output_heads.node.dim_headlayers");
   g.node_head_type = parse_node_head_type(c.get<std::string>(kArch + "output_heads.node.type"));
   if (c.get<std::string>(kArch + "global_attn_engine") == "GPS") {
     const auto need = [&](const std::string& key, const std::string& what) {

@@ -121,9 +121,7 @@ void check_gps_spec(const GnnSpec& spec) {
 }
 
 HeadBranch GnnSpec::branch(int64_t b) const {
-  if (b > 0) return more_branches.at(size_t(b - 1));
-  return {num_sharedlayers, dim_sharedlayers,    num_headlayers,
-          dim_headlayers,   node_num_headlayers, node_dim_headlayers};
+  return b > 0 ? more_branches.at(size_t(b - 1)) : head;
 }
 
 nlohmann::json spec_to_json(const GnnSpec& s) {
@@ -168,12 +166,12 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"num_conv_layers", s.num_conv_layers},
           {"max_z", s.max_z},
           {"graph_pooling", to_string(s.graph_pooling)},
-          {"num_sharedlayers", s.num_sharedlayers},
-          {"dim_sharedlayers", s.dim_sharedlayers},
-          {"num_headlayers", s.num_headlayers},
-          {"dim_headlayers", s.dim_headlayers},
-          {"node_num_headlayers", s.node_num_headlayers},
-          {"node_dim_headlayers", s.node_dim_headlayers},
+          {"num_sharedlayers", s.head.num_sharedlayers},
+          {"dim_sharedlayers", s.head.dim_sharedlayers},
+          {"num_headlayers", s.head.num_headlayers},
+          {"dim_headlayers", s.head.dim_headlayers},
+          {"node_num_headlayers", s.head.node_num_headlayers},
+          {"node_dim_headlayers", s.head.node_dim_headlayers},
           {"node_head_type", to_string(s.node_head_type)},
           {"heads", heads},
           {"dropout", s.dropout},
@@ -219,12 +217,12 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.num_conv_layers = j.at("num_conv_layers");
     s.max_z = j.at("max_z");
     s.graph_pooling = parse_pooling(j.at("graph_pooling"));
-    s.num_sharedlayers = j.at("num_sharedlayers");
-    s.dim_sharedlayers = j.at("dim_sharedlayers");
-    s.num_headlayers = j.at("num_headlayers");
-    s.dim_headlayers = j.at("dim_headlayers").get<std::vector<int64_t>>();
-    s.node_num_headlayers = j.at("node_num_headlayers");
-    s.node_dim_headlayers = j.at("node_dim_headlayers").get<std::vector<int64_t>>();
+    s.head.num_sharedlayers = j.at("num_sharedlayers");
+    s.head.dim_sharedlayers = j.at("dim_sharedlayers");
+    s.head.num_headlayers = j.at("num_headlayers");
+    s.head.dim_headlayers = j.at("dim_headlayers").get<std::vector<int64_t>>();
+    s.head.node_num_headlayers = j.at("node_num_headlayers");
+    s.head.node_dim_headlayers = j.at("node_dim_headlayers").get<std::vector<int64_t>>();
     s.node_head_type = parse_node_head_type(j.at("node_head_type"));
     for (const auto& h : j.at("heads"))
       s.heads.push_back({h.at("name"), parse_kind(h.at("type")), h.at("output_dim")});

@@ -140,14 +140,9 @@ struct GnnSpec {
   int64_t num_conv_layers = 2;
   int64_t max_z = kMaxAtomicNumber;  // embedding rows 0..max_z
   Pooling graph_pooling = Pooling::kMean;
-  // Graph heads: shared MLP, then one MLP per head.
-  int64_t num_sharedlayers = 2;
-  int64_t dim_sharedlayers = 50;
-  int64_t num_headlayers = 2;
-  std::vector<int64_t> dim_headlayers = {50, 25};
-  // Node heads.
-  int64_t node_num_headlayers = 2;
-  std::vector<int64_t> node_dim_headlayers = {50, 25};
+  // The head layers: graph heads' shared MLP, then one MLP per head; node heads' MLPs (branch 0
+  // of multi-branch heads).
+  HeadBranch head;
   NodeHeadType node_head_type = NodeHeadType::kMlp;
   std::vector<HeadSpec> heads;
   double dropout = 0.0;           // dropout probability after each hidden layer of the head MLPs
@@ -157,7 +152,7 @@ struct GnnSpec {
   // Per-atom input values beside the atomic number (GraphBatch::node_inputs), added to the
   // embedding through one Linear; 0: the atomic number alone.
   int64_t node_inputs = 0;
-  // Branches 1, 2, ... of multi-branch heads (branch 0 is the head layers above); each graph goes
+  // Branches 1, 2, ... of multi-branch heads (branch 0 is `head`); each graph goes
   // through the branch GraphBatch::branch names. Empty: one branch.
   std::vector<HeadBranch> more_branches;
   // GPS global attention (global_attn_engine "GPS", model/gps.h): attention heads beside each

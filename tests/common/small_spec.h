@@ -21,12 +21,12 @@ inline GnnSpec small_spec(const std::string& type, double radius) {
   s.layer.pna_deg = std::vector<int64_t>(40, 1);
   s.num_conv_layers = 2;
   s.graph_pooling = Pooling::kAdd;
-  s.num_sharedlayers = 1;
-  s.dim_sharedlayers = 16;
-  s.num_headlayers = 1;
-  s.dim_headlayers = {16};
-  s.node_num_headlayers = 2;
-  s.node_dim_headlayers = {16, 16};
+  s.head.num_sharedlayers = 1;
+  s.head.dim_sharedlayers = 16;
+  s.head.num_headlayers = 1;
+  s.head.dim_headlayers = {16};
+  s.head.node_num_headlayers = 2;
+  s.head.node_dim_headlayers = {16, 16};
   s.heads = {{"energy", HeadSpec::kNode, 1}};
   s.interatomic_potential = true;
   return s;

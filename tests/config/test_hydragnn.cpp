@@ -147,7 +147,8 @@ TEST(HydraGnnConfig, OutputHeadsAsOneBranchAreTheHeads) {
   arch(branch_form)["output_heads"] = {{"graph", {{{"type", "branch-0"}, {"architecture", graph}}}},
                                        {"node", {{{"type", "branch-0"}, {"architecture", node}}}}};
   EXPECT_EQ(resolve(branch_form).resolved, resolve(object_form).resolved);
-  EXPECT_EQ(train_settings(resolve(branch_form)).gnn.dim_headlayers, (std::vector<int64_t>{30}));
+  EXPECT_EQ(train_settings(resolve(branch_form)).gnn.head.dim_headlayers,
+            (std::vector<int64_t>{30}));
   EXPECT_EQ(train_settings(resolve(branch_form)).gnn.num_branches(), 1);
 
   json bad = minimal();
@@ -179,8 +180,8 @@ TEST(HydraGnnConfig, MultiBranchHeadsGiveEachBranchItsOwnHeadLayers) {
                                {"node", node}};  // an object: the same node heads in every branch
   const TrainSettings s = train_settings(resolve(raw));
   ASSERT_EQ(s.gnn.num_branches(), 3);
-  EXPECT_EQ(s.gnn.dim_sharedlayers, 20);
-  EXPECT_EQ(s.gnn.num_sharedlayers, 2);
+  EXPECT_EQ(s.gnn.head.dim_sharedlayers, 20);
+  EXPECT_EQ(s.gnn.head.num_sharedlayers, 2);
   EXPECT_EQ(s.gnn.branch(1).dim_sharedlayers, 9);
   EXPECT_EQ(s.gnn.branch(2).dim_sharedlayers, 7);
   EXPECT_EQ(s.gnn.branch(2).dim_headlayers, (std::vector<int64_t>{8}));

@@ -475,8 +475,8 @@ TEST(FastPath, EveryModelTrainsOneStepWithFiniteForcesAndGradients) {
     spec.layer.num_filters = 5;
     spec.layer.activation = "ssp";
     spec.num_conv_layers = 2;
-    spec.node_num_headlayers = 1;
-    spec.node_dim_headlayers = {7};
+    spec.head.node_num_headlayers = 1;
+    spec.head.node_dim_headlayers = {7};
     spec.heads = {{"energy", HeadSpec::kNode, 1}};
     spec.interatomic_potential = true;
     at::manual_seed(5);

@@ -54,8 +54,8 @@ class DdpTest : public ::testing::Test {
     spec.layer.num_filters = 8;
     spec.layer.radius = 5.0;
     spec.num_conv_layers = 2;
-    spec.node_num_headlayers = 1;
-    spec.node_dim_headlayers = {8};
+    spec.head.node_num_headlayers = 1;
+    spec.head.node_dim_headlayers = {8};
     spec.heads = {{"energy", HeadSpec::kNode, 1}};
     spec.interatomic_potential = true;
     torch::manual_seed(seed);
