@@ -20,6 +20,13 @@ namespace {
 const std::string kArch = "NeuralNetwork.Architecture.";
 const std::string kVars = "NeuralNetwork.Variables_of_interest.";
 
+// The index of the column called `name` in `cols`, -1 when there is none.
+int column_index(const std::vector<ColumnInfo>& cols, const std::string& name) {
+  for (size_t k = 0; k < cols.size(); ++k)
+    if (cols[k].name == name) return int(k);
+  return -1;
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
@@ -120,20 +127,19 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
   }
   bind_inputs(s, ds);
   s.branch_column = -1;
-  const auto branch = std::find_if(graph_columns.begin(), graph_columns.end(),
-                                   [](const ColumnInfo& col) { return col.name == kBranchKey; });
-  if (s.gnn.num_branches() > 1 && branch != graph_columns.end()) {
-    if (branch->n_cols != 1)
+  const int branch = column_index(graph_columns, kBranchKey);
+  if (s.gnn.num_branches() > 1 && branch >= 0) {
+    if (graph_columns[size_t(branch)].n_cols != 1)
       throw ConfigError(ds.path() + ": the per-structure key " + kBranchKey +
                             " that names each structure's branch of the heads has " +
-                            std::to_string(branch->n_cols) + " values; it must have one",
+                            std::to_string(graph_columns[size_t(branch)].n_cols) +
+                            " values; it must have one",
                         "write one integer per structure, 0 for the first branch");
-    s.branch_column = int(branch - graph_columns.begin());
+    s.branch_column = branch;
   }
   if (!s.gnn.graph_attr_mode.empty()) {
-    const auto attr = std::find_if(graph_columns.begin(), graph_columns.end(),
-                                   [](const ColumnInfo& col) { return col.name == kGraphAttrKey; });
-    if (attr == graph_columns.end())
+    const int attr = column_index(graph_columns, kGraphAttrKey);
+    if (attr < 0)
       throw ConfigError(kArch + "use_graph_attr_conditioning: " + ds.path() +
                             " has no per-structure key " + kGraphAttrKey +
                             " (the attributes each structure is conditioned on)",
@@ -141,8 +147,8 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                             " (e.g. graph_attr=\"0 1\" on each frame's comment line: charge and "
                             "spin), or set use_graph_attr_conditioning false; " +
                             hint_have);
-    s.graph_attr_column = int(attr - graph_columns.begin());
-    s.gnn.graph_attr_dim = attr->n_cols;
+    s.graph_attr_column = attr;
+    s.gnn.graph_attr_dim = graph_columns[size_t(attr)].n_cols;
   }
   if (s.targets.conservative && s.weights.force_weight > 0.0 && !ds.has_forces())
     throw ConfigError(kArch + "force_weight: the loss has a force term (force_weight " +
@@ -150,6 +156,10 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                           " has no forces",
                       "set Architecture.force_weight 0 to train on energies only, or convert a "
                       "file with a forces column");
+}
+
+bool names_a_branch(double value, int64_t n_branches) {
+  return value >= 0 && value < double(n_branches) && value == std::floor(value);
 }
 
 BranchReport check_branches(const TrainSettings& s, const TrainData& data) {
@@ -172,7 +182,7 @@ BranchReport check_branches(const TrainSettings& s, const TrainData& data) {
       const auto& col = block.graph_extra[size_t(s.branch_column)];
       for (int64_t id : ids) {
         const double v = col[size_t(id)];
-        const bool ok = v >= 0 && v < double(n) && v == std::floor(v);
+        const bool ok = names_a_branch(v, n);
         count[size_t(split * (n + 1) + (ok ? int64_t(v) : n))] += 1;
         if (!ok && example.empty())
           example = "graph " + std::to_string(block.id_of(size_t(id))) + " has " + kBranchKey +
@@ -192,11 +202,6 @@ BranchReport check_branches(const TrainSettings& s, const TrainData& data) {
 }
 
 void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
-  const auto find = [](const std::vector<ColumnInfo>& cols, const std::string& name) {
-    for (size_t k = 0; k < cols.size(); ++k)
-      if (cols[k].name == name) return int(k);
-    return -1;
-  };
   std::string have = ds.has_forces() ? "forces (3)" : "no forces";
   for (const auto& c : ds.extra_columns())
     have += ", " + c.name + " (per atom, " + std::to_string(c.n_cols) + ")";
@@ -206,7 +211,7 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
     if (t.source != TargetSource::kColumn) continue;
     const bool per_atom = t.kind == HeadSpec::kNode;
     const auto& cols = per_atom ? ds.extra_columns() : ds.graph_columns();
-    const int k = find(cols, t.name);
+    const int k = column_index(cols, t.name);
     if (k < 0 || cols[size_t(k)].n_cols != t.dim)
       throw DataError(ds.path() + ": the model's head '" + t.name + "' needs a " +
                           (per_atom ? "per-atom" : "per-structure") + " column '" + t.name +
@@ -218,7 +223,7 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
     const std::string& name = setup.inputs.names[i];
     auto& src = setup.inputs.sources[i];
     const bool forces = name == "forces";
-    const int k = forces ? -1 : find(ds.extra_columns(), name);  // -1: forces, or not found
+    const int k = forces ? -1 : column_index(ds.extra_columns(), name);  // -1: forces, or not found
     const int width =
         forces ? (ds.has_forces() ? 3 : 0) : (k >= 0 ? ds.extra_columns()[size_t(k)].n_cols : 0);
     if (src.second >= width)
@@ -228,7 +233,7 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
     src.first = k;
   }
   if (!setup.spec.graph_attr_mode.empty()) {
-    setup.graph_attr_column = find(ds.graph_columns(), kGraphAttrKey);
+    setup.graph_attr_column = column_index(ds.graph_columns(), kGraphAttrKey);
     if (setup.graph_attr_column < 0 ||
         ds.graph_columns()[size_t(setup.graph_attr_column)].n_cols != setup.spec.graph_attr_dim)
       throw DataError(ds.path() + ": the model is conditioned on " +
@@ -239,7 +244,7 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
   }
   setup.branch_column = -1;
   if (setup.spec.num_branches() > 1) {
-    const int k = find(ds.graph_columns(), kBranchKey);
+    const int k = column_index(ds.graph_columns(), kBranchKey);
     if (k >= 0 && ds.graph_columns()[size_t(k)].n_cols == 1) setup.branch_column = k;
   }
 }

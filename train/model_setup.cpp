@@ -386,7 +386,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
     std::vector<int64_t> branch(ids.size());
     for (size_t g = 0; g < ids.size(); ++g) {
       const double v = col[size_t(ids[g])];
-      if (!(v >= 0 && v < double(setup.spec.num_branches()) && v == std::floor(v)))
+      if (!names_a_branch(v, setup.spec.num_branches()))
         throw DataError("graph " + std::to_string(block.id_of(size_t(ids[g]))) + ": " + kBranchKey +
                             " " + fmt("%g", v) + " is not a branch of the heads (0 to " +
                             std::to_string(setup.spec.num_branches() - 1) + ")",

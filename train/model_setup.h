@@ -88,6 +88,8 @@ struct BranchReport {
   std::vector<int64_t> train_graphs;  // per branch
 };
 BranchReport check_branches(const TrainSettings& s, const TrainData& data);
+// Whether a kBranchKey value names one of `n_branches` branches (an integer 0 .. n - 1).
+bool names_a_branch(double value, int64_t n_branches);
 
 // Points a trained model's column heads and per-atom inputs at `dataset`'s columns by name (a
 // file other than the one it trained on may order them differently): a DataError naming the
