@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdio>
@@ -124,6 +125,17 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   std::stringstream ss(line);
   for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
   return out;
+}
+
+// The last row's value of a metrics.csv column (a test failure, and 0, when there is no such
+// column).
+inline double last_metric(const std::string& csv, const std::string& name) {
+  const std::vector<std::string> rows = lines(read_text(csv));
+  const std::vector<std::string> header = split_csv(rows.at(0));
+  const auto col = std::find(header.begin(), header.end(), name);
+  EXPECT_NE(col, header.end()) << rows[0];
+  if (col == header.end()) return 0.0;
+  return std::stod(split_csv(rows.back()).at(size_t(col - header.begin())));
 }
 
 // metrics.csv without the timing columns (they differ between runs).

@@ -19,6 +19,7 @@ namespace {
 
 using testing::expect_error;
 using testing::last_event;
+using testing::last_metric;
 using testing::lines;
 using testing::LjOptions;
 using testing::read_text;
@@ -199,16 +200,6 @@ TEST(TrainHydraGnn, InputNodeFeaturesAfterThePositionsAreTheDatasPerAtomColumns)
   c["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0, 5};
   expect_error(run("train -c " + write_config(dir, "f.json", c)),
                "column 5 is a force component, which this model also predicts");
-}
-
-// The last row's value of a metrics.csv column.
-double last_metric(const std::string& csv, const std::string& name) {
-  const std::vector<std::string> rows = lines(read_text(csv));
-  const std::vector<std::string> header = testing::split_csv(rows.at(0));
-  const auto col = std::find(header.begin(), header.end(), name);
-  EXPECT_NE(col, header.end()) << rows[0];
-  if (col == header.end()) return 0.0;
-  return std::stod(testing::split_csv(rows.back()).at(size_t(col - header.begin())));
 }
 
 // Multi-branch heads (HydraGNN's foundation-model format): two data sets of the same structures
