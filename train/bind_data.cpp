@@ -105,16 +105,16 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
       t.source = TargetSource::kForces;
       continue;
     }
-    const auto named = [&](const ColumnInfo& col) { return col.name == t.name; };
-    const auto it = std::find_if(columns.begin(), columns.end(), named);
-    const auto git = std::find_if(graph_columns.begin(), graph_columns.end(), named);
-    if (it == columns.end() && git == graph_columns.end())
+    const int atom_col = column_index(columns, t.name);
+    const int graph_col = column_index(graph_columns, t.name);
+    if (atom_col < 0 && graph_col < 0)
       throw ConfigError(kVars + "output_names: head '" + t.name + "' is not in the data",
                         hint_have + "; convert the data with --info-keys " + t.name +
                             " (a number per structure, for a graph head) or --extra-columns " +
                             t.name + " (a per-atom column, for a node head)");
-    const bool per_atom = it != columns.end();
-    const int n_cols = per_atom ? it->n_cols : git->n_cols;
+    const bool per_atom = atom_col >= 0;
+    const int n_cols =
+        per_atom ? columns[size_t(atom_col)].n_cols : graph_columns[size_t(graph_col)].n_cols;
     if (t.kind != (per_atom ? HeadSpec::kNode : HeadSpec::kGraph) || t.dim != n_cols)
       throw ConfigError(kVars + "type: head '" + t.name + "' is a " +
                             (per_atom ? "per-atom column" : "per-structure key") + " of " +
@@ -123,7 +123,7 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
                             std::to_string(n_cols),
                         hint_have);
     t.source = TargetSource::kColumn;
-    t.column = int(per_atom ? it - columns.begin() : git - graph_columns.begin());
+    t.column = per_atom ? atom_col : graph_col;
   }
   bind_inputs(s, ds);
   s.branch_column = -1;
