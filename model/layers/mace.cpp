@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/channel_coupling.h"
 #include "model/device.h"
 #include "model/irreps.h"
 #include "model/layers.h"
@@ -71,45 +72,19 @@ std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
   return blocks_of(x.narrow(1, 0, irreps_dim(lmax)), degree_sizes(lmax));
 }
 
-// Row sizes of each output of a coupling with outputs `outs`.
-std::vector<int64_t> out_sizes(const std::vector<int64_t>& outs) {
-  std::vector<int64_t> s;
-  for (int64_t l : outs) s.push_back(2 * l + 1);
-  return s;
-}
-
-// x [..., fan_in] @ w [fan_in, out] / sqrt(fan_in), as one 2-d matrix product (LibTorch's matmul
+// x [..., fan_in] @ (w [fan_in, out] / sqrt(fan_in)), as one 2-d matrix product (the scale on the
+// small weight, not on the product) (LibTorch's matmul
 // of a strided 3-d tensor can fall back to a batched product of tiny matrices).
 at::Tensor mix(const at::Tensor& x, const at::Tensor& w) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(1);
-  return at::mm(x.reshape({-1, w.size(0)}), w).view(shape) * (1.0 / std::sqrt(double(w.size(0))));
+  return at::mm(x.reshape({-1, w.size(0)}), w * (1.0 / std::sqrt(double(w.size(0))))).view(shape);
 }
 
 // The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
 // module's to(dtype) converts them too, and this is then free).
 at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
   return c.to(x.device(), x.scalar_type());
-}
-
-// Couples a [N, 2la+1, F] and b [N, 2lb+1, F] channel by channel: coupling [rows, (2la+1)(2lb+1)]
-// -> [N, rows, F]. One matrix product over all atoms and channels ([N F, ab] [ab, rows]): a
-// product of the 2-d coupling with the 3-d outer product would run as N tiny batched products.
-at::Tensor couple(const at::Tensor& a, const at::Tensor& b, const at::Tensor& coupling) {
-  const int64_t n = a.size(0), f = a.size(2);
-  const at::Tensor outer =
-      (a.unsqueeze(2) * b.unsqueeze(1)).reshape({n, a.size(1) * b.size(1), f});   // [N, ab, F]
-  const at::Tensor flat = outer.transpose(1, 2).reshape({n * f, outer.size(1)});  // [N F, ab]
-  return at::mm(flat, coupling.t()).view({n, f, coupling.size(0)}).transpose(1, 2);
-}
-
-// The real coupling of degrees la x lb into each of `outs`, stacked by rows:
-// [sum (2L+1), (2la+1)(2lb+1)].
-at::Tensor coupling_rows(int64_t la, int64_t lb, const std::vector<int64_t>& outs) {
-  std::vector<at::Tensor> rows;
-  for (int64_t l : outs)
-    rows.push_back(coupling_tensor(la, lb, l).permute({2, 0, 1}).reshape({2 * l + 1, -1}));
-  return at::cat(rows, 0);
 }
 
 struct Path {
@@ -201,10 +176,7 @@ class Mace : public MessagePassing {
               pp.outs.push_back(l);
               if (l <= m_lout) ++terms[size_t(l)];
             }
-          if (pp.outs.empty()) continue;
-          m_pair_coupling.push_back(register_buffer("pair" + std::to_string(m_pairs.size()),
-                                                    coupling_rows(l1, l2, pp.outs)));
-          m_pairs.push_back(pp);
+          if (!pp.outs.empty()) m_pairs.push_back(pp);
         }
     }
     if (m_correlation >= 3) {
@@ -219,10 +191,7 @@ class Mace : public MessagePassing {
                 t.outs.push_back(l);
                 ++terms[size_t(l)];
               }
-            if (t.outs.empty()) continue;
-            m_triple_coupling.push_back(register_buffer("triple" + std::to_string(m_triples.size()),
-                                                        coupling_rows(lm, l3, t.outs)));
-            m_triples.push_back(t);
+            if (!t.outs.empty()) m_triples.push_back(t);
           }
         }
     }
@@ -233,6 +202,7 @@ class Mace : public MessagePassing {
       m_w_prod.push_back(param("product" + std::to_string(l), {f, f}));
     }
     m_w_read = param("readout", {f, f});
+    build_product_couplings();
   }
 
   bool activates_output() const override { return false; }
@@ -294,30 +264,24 @@ class Mace : public MessagePassing {
     // factors lose too much).
     const AutocastOff float32(a_in.device().type());
     const at::Tensor a = a_in.scalar_type() == at::kBFloat16 ? a_in.to(at::kFloat) : a_in;
-    std::vector<std::vector<at::Tensor>> terms(size_t(m_lout + 1));
     const std::vector<at::Tensor> ad = degrees(a, m_lsh);
-    for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l)
-      terms[size_t(l)].push_back(ad[size_t(l)]);
-    std::vector<std::vector<at::Tensor>> pair_out;
-    for (size_t p = 0; p < m_pairs.size(); ++p) {
-      const PairProduct& pp = m_pairs[p];
-      pair_out.push_back(
-          blocks_of(couple(ad[size_t(pp.l1)], ad[size_t(pp.l2)], like(m_pair_coupling[p], a)),
-                    out_sizes(pp.outs)));
-      for (size_t k = 0; k < pp.outs.size(); ++k)
-        if (pp.outs[k] <= m_lout) terms[size_t(pp.outs[k])].push_back(pair_out.back()[k]);
-    }
-    for (size_t t = 0; t < m_triples.size(); ++t) {
-      const TripleProduct& tp = m_triples[t];
-      const at::Tensor& mid = pair_out[tp.pair][size_t(tp.mid_index)];
-      const std::vector<at::Tensor> u = blocks_of(
-          couple(mid, ad[size_t(tp.l3)], like(m_triple_coupling[t], a)), out_sizes(tp.outs));
-      for (size_t k = 0; k < tp.outs.size(); ++k) terms[size_t(tp.outs[k])].push_back(u[k]);
-    }
+    const at::Tensor pairs = m_pairs.empty() ? at::Tensor() : couple_channels(a, a, m_pair_cc);
+    const at::Tensor triples =
+        m_triples.empty() ? at::Tensor() : couple_channels(pairs, a, m_triple_cc);
+    const int64_t n = a.size(0);
+    // The terms of degree l in one order's output: [N, count, 2l+1, F].
+    auto block = [&](const at::Tensor& t, const ProductRows& rows, int64_t l) {
+      const int64_t count = rows.count[size_t(l)];
+      return t.narrow(1, rows.start[size_t(l)], count * (2 * l + 1)).view({n, count, 2 * l + 1, f});
+    };
     std::vector<at::Tensor> b_blocks, out_blocks;
     for (int64_t l = 0; l <= m_lout; ++l) {
+      std::vector<at::Tensor> terms;  // in the order of the element weights
+      if (l <= m_lsh) terms.push_back(ad[size_t(l)].unsqueeze(1));
+      if (m_pair_rows.count[size_t(l)] > 0) terms.push_back(block(pairs, m_pair_rows, l));
+      if (m_triple_rows.count[size_t(l)] > 0) terms.push_back(block(triples, m_triple_rows, l));
       const at::Tensor w = m_w_elem[size_t(l)].index_select(0, batch.z).unsqueeze(2);  // [N,T,1,F]
-      const at::Tensor b = (at::stack(terms[size_t(l)], 1) * w).sum(1);                // [N,2l+1,F]
+      const at::Tensor b = (at::cat(terms, 1) * w).sum(1);                             // [N,2l+1,F]
       b_blocks.push_back(b);
       // 5. Output with the residual.
       at::Tensor o = mix(b, m_w_prod[size_t(l)]);
@@ -339,6 +303,60 @@ class Mace : public MessagePassing {
  private:
   at::Tensor param(const std::string& name, at::IntArrayRef shape) {
     return register_parameter(name, at::randn(shape));
+  }
+
+  // The product basis's couplings: every pair product of A's degrees in one ChannelCoupling (A with
+  // itself), every triple product in another (the pairs' output with A). Each output is laid out
+  // by degree, the products of one degree in the order of m_pairs / m_triples, which is the order
+  // of their element weights.
+  void build_product_couplings() {
+    const int64_t k_sh = irreps_dim(m_lsh);
+    m_pair_rows = {std::vector<int64_t>(size_t(m_lout + 1), 0),
+                   std::vector<int64_t>(size_t(m_lout + 1), 0)};
+    m_triple_rows = m_pair_rows;
+    m_pair_cc = {0, k_sh, k_sh, {}};
+    int64_t top = 0;
+    for (const PairProduct& pp : m_pairs) top = std::max(top, pp.outs.back());
+    std::vector<std::vector<int64_t>> pair_row(m_pairs.size());  // first row of each output
+    for (int64_t l = 0; l <= top; ++l) {
+      if (l <= m_lout) m_pair_rows.start[size_t(l)] = m_pair_cc.R;
+      for (size_t p = 0; p < m_pairs.size(); ++p) {
+        const PairProduct& pp = m_pairs[p];
+        pair_row[p].resize(pp.outs.size());
+        for (size_t k = 0; k < pp.outs.size(); ++k)
+          if (pp.outs[k] == l) {
+            pair_row[p][k] = m_pair_cc.R;
+            add_coupling(m_pair_cc, pp.l1 * pp.l1, pp.l2 * pp.l2, pp.l1, pp.l2, l);
+            if (l <= m_lout) ++m_pair_rows.count[size_t(l)];
+          }
+      }
+    }
+    m_triple_cc = {0, m_pair_cc.R, k_sh, {}};
+    for (int64_t l = 0; l <= m_lout; ++l) {
+      m_triple_rows.start[size_t(l)] = m_triple_cc.R;
+      for (const TripleProduct& t : m_triples)
+        for (int64_t out : t.outs)
+          if (out == l) {
+            const int64_t lm = m_pairs[t.pair].outs[size_t(t.mid_index)];
+            add_coupling(m_triple_cc, pair_row[t.pair][size_t(t.mid_index)], t.l3 * t.l3, lm, t.l3,
+                         l);
+            ++m_triple_rows.count[size_t(l)];
+          }
+    }
+  }
+
+  // Appends the coupling of X's degree-la rows from i0 and Y's degree-lb rows from j0 into degree l
+  // as c's next 2l+1 rows.
+  static void add_coupling(ChannelCoupling& c, int64_t i0, int64_t j0, int64_t la, int64_t lb,
+                           int64_t l) {
+    const at::Tensor cg = coupling_tensor(la, lb, l);  // [2la+1, 2lb+1, 2l+1]
+    const auto v = cg.accessor<double, 3>();
+    for (int64_t m = 0; m < 2 * l + 1; ++m)
+      for (int64_t x = 0; x < 2 * la + 1; ++x)
+        for (int64_t y = 0; y < 2 * lb + 1; ++y)
+          if (std::abs(v[x][y][m]) > 1e-12)
+            c.entries.push_back({c.R + m, i0 + x, j0 + y, v[x][y][m]});
+    c.R += 2 * l + 1;
   }
 
   // [E, R] radial basis of the distances.
@@ -379,7 +397,12 @@ class Mace : public MessagePassing {
   int64_t m_rows = 0;
   std::vector<PairProduct> m_pairs;
   std::vector<TripleProduct> m_triples;
-  std::vector<at::Tensor> m_pair_coupling, m_triple_coupling;
+  // Rows of each degree's terms in a product order's output (degrees 0..m_lout).
+  struct ProductRows {
+    std::vector<int64_t> start, count;
+  };
+  ChannelCoupling m_pair_cc, m_triple_cc;
+  ProductRows m_pair_rows, m_triple_rows;
   torch::nn::Linear m_r0{nullptr}, m_r1{nullptr}, m_r2{nullptr}, m_r3{nullptr};
 };
 

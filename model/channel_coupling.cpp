@@ -1,0 +1,170 @@
+// model/channel_coupling.h: the fused CPU kernel (a loop over atoms, the entries inside, channels
+// innermost), an autograd function whose backward calls it again with swapped entries, and the
+// ATen reference that runs off the CPU.
+#include "model/channel_coupling.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/device.h"
+
+namespace ddgnn {
+
+ChannelCoupling ChannelCoupling::for_x() const {
+  ChannelCoupling t{I, R, J, {}};
+  t.entries.reserve(entries.size());
+  for (const Entry& e : entries) t.entries.push_back({e.i, e.r, e.j, e.c});
+  return t;
+}
+
+ChannelCoupling ChannelCoupling::for_y() const {
+  ChannelCoupling t{J, R, I, {}};
+  t.entries.reserve(entries.size());
+  for (const Entry& e : entries) t.entries.push_back({e.j, e.r, e.i, e.c});
+  return t;
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void check(const at::Tensor& x, const at::Tensor& y, const ChannelCoupling& c) {
+  const std::string op = "couple_channels";
+  for (const auto& e : c.entries)
+    if (e.r < 0 || e.r >= c.R || e.i < 0 || e.i >= c.I || e.j < 0 || e.j >= c.J)
+      throw Error(op + ": entry (" + std::to_string(e.r) + ", " + std::to_string(e.i) + ", " +
+                  std::to_string(e.j) + ") outside R=" + std::to_string(c.R) +
+                  ", I=" + std::to_string(c.I) + ", J=" + std::to_string(c.J));
+  if (x.dim() != 3 || y.dim() != 3 || x.size(1) != c.I || y.size(1) != c.J ||
+      x.size(0) != y.size(0) || x.size(2) != y.size(2))
+    throw Error(op + ": X " + c10::str(x.sizes()) + " and Y " + c10::str(y.sizes()) +
+                " do not match [N, " + std::to_string(c.I) + ", F] and [N, " + std::to_string(c.J) +
+                ", F]");
+  if (x.scalar_type() != y.scalar_type() || x.device() != y.device())
+    throw Error(op + ": X and Y must share one dtype and one device");
+}
+
+// The coupling as an autograd context keeps it.
+void save(AutogradContext* ctx, const ChannelCoupling& c) {
+  const int64_t n = int64_t(c.entries.size());
+  at::Tensor idx = at::empty({n, 3}, at::kLong), coef = at::empty({n}, at::kDouble);
+  int64_t* ip = idx.data_ptr<int64_t>();
+  double* cp = coef.data_ptr<double>();
+  for (const auto& e : c.entries) {
+    *ip++ = e.r;
+    *ip++ = e.i;
+    *ip++ = e.j;
+    *cp++ = e.c;
+  }
+  ctx->saved_data["R"] = c.R;
+  ctx->saved_data["I"] = c.I;
+  ctx->saved_data["J"] = c.J;
+  ctx->saved_data["idx"] = idx;
+  ctx->saved_data["coef"] = coef;
+}
+
+ChannelCoupling saved(AutogradContext* ctx) {
+  ChannelCoupling c{
+      ctx->saved_data["R"].toInt(), ctx->saved_data["I"].toInt(), ctx->saved_data["J"].toInt(), {}};
+  const at::Tensor idx = ctx->saved_data["idx"].toTensor();
+  const at::Tensor coef = ctx->saved_data["coef"].toTensor();
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  const double* cp = coef.data_ptr<double>();
+  for (int64_t k = 0; k < coef.numel(); ++k)
+    c.entries.push_back({ip[3 * k], ip[3 * k + 1], ip[3 * k + 2], cp[k]});
+  return c;
+}
+
+at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const ChannelCoupling& c) {
+  const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
+  const int64_t n_atoms = x.size(0), f = x.size(2), n = int64_t(c.entries.size());
+  at::Tensor out = at::zeros({n_atoms, c.R, f}, x.options());
+  if (n_atoms == 0 || f == 0 || n == 0) return out;
+  // Row offsets of every entry, in elements of an atom's block.
+  std::vector<int64_t> off(size_t(3 * n));
+  for (int64_t k = 0; k < n; ++k) {
+    off[size_t(3 * k)] = c.entries[size_t(k)].r * f;
+    off[size_t(3 * k + 1)] = c.entries[size_t(k)].i * f;
+    off[size_t(3 * k + 2)] = c.entries[size_t(k)].j * f;
+  }
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "couple_channels", [&] {
+    std::vector<scalar_t> coef(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) coef[size_t(k)] = scalar_t(c.entries[size_t(k)].c);
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* yp = y.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    const int64_t xs = c.I * f, ys = c.J * f, os = c.R * f;
+    at::parallel_for(0, n_atoms, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t a = begin; a < end; ++a) {
+        const scalar_t* xa = xp + a * xs;
+        const scalar_t* ya = yp + a * ys;
+        scalar_t* oa = op + a * os;
+        for (int64_t k = 0; k < n; ++k) {
+          const scalar_t coefk = coef[size_t(k)];
+          scalar_t* __restrict__ o = oa + off[size_t(3 * k)];
+          const scalar_t* __restrict__ xr = xa + off[size_t(3 * k + 1)];
+          const scalar_t* __restrict__ yr = ya + off[size_t(3 * k + 2)];
+          for (int64_t q = 0; q < f; ++q) o[q] += coefk * xr[q] * yr[q];
+        }
+      }
+    });
+  });
+  return out;
+}
+
+struct CoupleChannels : public torch::autograd::Function<CoupleChannels> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                            const ChannelCoupling* c) {
+    save(ctx, *c);
+    ctx->save_for_backward({x, y});
+    return couple_raw(x, y, *c);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto xy = ctx->get_saved_variables();
+    const ChannelCoupling c = saved(ctx);
+    at::Tensor dx, dy;
+    if (ctx->needs_input_grad(0)) {
+      const ChannelCoupling cx = c.for_x();
+      dx = CoupleChannels::apply(grad[0], xy[1], &cx);
+    }
+    if (ctx->needs_input_grad(1)) {
+      const ChannelCoupling cy = c.for_y();
+      dy = CoupleChannels::apply(grad[0], xy[0], &cy);
+    }
+    return {dx, dy, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor couple_channels_reference(const at::Tensor& X, const at::Tensor& Y,
+                                     const ChannelCoupling& c) {
+  const int64_t n = int64_t(c.entries.size());
+  at::Tensor host = at::empty({3, n}, at::kLong), coef = at::empty({n}, at::kDouble);
+  for (int64_t k = 0; k < n; ++k) {
+    const auto& e = c.entries[size_t(k)];
+    host[0][k] = e.r;
+    host[1][k] = e.i;
+    host[2][k] = e.j;
+    coef[k] = e.c;
+  }
+  const at::Tensor idx = host.to(X.device());
+  const at::Tensor prod = X.index_select(1, idx[1]) * Y.index_select(1, idx[2]) *
+                          coef.to(X.device(), X.scalar_type()).view({1, n, 1});  // [N, n, F]
+  return at::zeros({X.size(0), c.R, X.size(2)}, X.options()).index_add(1, idx[0], prod);
+}
+
+at::Tensor couple_channels(const at::Tensor& X, const at::Tensor& Y, const ChannelCoupling& c) {
+  check(X, Y, c);
+  if (!fused_kernels(X)) return couple_channels_reference(X, Y, c);
+  return CoupleChannels::apply(X, Y, &c);
+}
+
+}  // namespace ddgnn
