@@ -55,8 +55,11 @@ GraphBatch collate(const GraphBlock& block, const std::vector<int64_t>& ids,
     ++b.n_stress;
   }
   if (b.n_stress > 0) {
+    // A copy always: in float64 on the CPU, to() would return the view of these local vectors.
     const auto host = [&](std::vector<double>& v, at::IntArrayRef shape) {
-      return at::from_blob(v.data(), shape, at::kDouble).to(dtype).to(device);
+      return at::from_blob(v.data(), shape, at::kDouble)
+          .to(dtype, /*non_blocking=*/false, /*copy=*/true)
+          .to(device);
     };
     b.stress = host(stress, {n_graphs, 3, 3});
     b.stress_mask = host(mask, {n_graphs});

@@ -1,6 +1,5 @@
 // Collate: graphs picked from a dataset block in any order become one batch whose atoms,
 // targets and radius graph equal those of each graph collated alone.
-#ifdef DDGNN_WITH_TORCH
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -59,6 +58,42 @@ TEST(Collate, AnyOrderEqualsEachGraphAlone) {
   EXPECT_THROW(collate(block, {3}, opt, at::kDouble), Error);
 }
 
+// The stress labels are the batch's own memory in every precision: the float64 batch once held a
+// view of a vector freed when collate returned, so its labels became whatever was allocated there
+// next.
+TEST(Collate, StressLabelsOutliveTheCall) {
+  testing::TempDir dir;
+  {
+    DatasetWriter w(dir.file("d.h5"), {});
+    for (unsigned g = 0; g < 3; ++g) {
+      Frame f = cell_frame(2, 2.5, -1.0 - g, 1 + g);
+      f.has_stress = true;
+      for (size_t k = 0; k < 9; ++k) f.stress[k] = 0.01 * double(10 * g + k + 1);
+      w.add(f, "a");
+    }
+    w.commit();
+  }
+  Dataset ds(dir.file("d.h5"));
+  const GraphBlock block = ds.read(0, 3);
+  RadiusGraphOptions opt;
+  opt.radius = 3.0;
+  for (const auto dtype : {at::kDouble, at::kFloat}) {
+    const GraphBatch b = collate(block, {2, 0}, opt, dtype);
+    // Allocations of the freed size, written with something else.
+    std::vector<std::vector<double>> junk;
+    for (int k = 0; k < 8; ++k) junk.emplace_back(18, -7.0);
+    ASSERT_TRUE(b.stress.defined());
+    ASSERT_EQ(b.stress.sizes(), (at::IntArrayRef{2, 3, 3}));
+    EXPECT_EQ(b.stress.scalar_type(), dtype);
+    EXPECT_EQ(b.n_stress, 2);
+    const at::Tensor s = b.stress.to(at::kDouble);
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t k = 0; k < 9; ++k)
+        EXPECT_NEAR(s[g].view(-1)[k].item<double>(), 0.01 * double(10 * (g == 0 ? 2 : 0) + k + 1),
+                    1e-7);
+    EXPECT_TRUE(at::equal(b.stress_mask.to(at::kDouble), at::ones({2}, at::kDouble)));
+  }
+}
+
 }  // namespace
 }  // namespace ddgnn
-#endif
