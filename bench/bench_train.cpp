@@ -11,8 +11,11 @@
 // TF32 matmuls; graphs/s then from a loop without synchronisation (the phases are timed in
 // another, synchronised after each phase), and the peak GPU memory. options, comma-separated:
 // `generic`: the device-agnostic versions of the fused kernels, on any device (model/device.h);
-// `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast).
+// `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast); `max_ell=N`,
+// `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults otherwise); `ops`: the
+// 25 costliest ATen ops of the timed steps by input shapes.
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/cuda.h>
@@ -21,10 +24,15 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "core/alloc.h"
 #include "core/threads.h"
@@ -37,10 +45,64 @@
 namespace {
 
 bool g_bf16 = false;  // options: bf16
+// options key=value: MACE's max_ell, node_max_ell and correlation (the defaults of LayerSpec
+// otherwise), e.g. the settings of a config under study.
+std::map<std::string, int64_t> g_layer;
+
+void set_layer_options(ddgnn::LayerSpec& l) {
+  for (const auto& [key, value] : g_layer) {
+    if (key == "max_ell")
+      l.max_ell = value;
+    else if (key == "node_max_ell")
+      l.node_max_ell = value;
+    else if (key == "correlation")
+      l.correlation = value;
+    else
+      throw std::runtime_error("bench_train: unknown option " + key +
+                               " (max_ell, node_max_ell, correlation)");
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// options `ops`: the timed steps' ATen ops by name and input shapes (time including the ops they
+// call), the 25 largest printed after each run.
+bool g_ops = false;
+struct OpTime : at::ObserverContext {
+  std::string key;
+  Clock::time_point t0;
+};
+std::map<std::string, std::pair<double, int64_t>> g_op_times;
+
+std::unique_ptr<at::ObserverContext> op_start(const at::RecordFunction& fn) {
+  auto c = std::make_unique<OpTime>();
+  c->key = std::string(fn.name()) + "(";
+  for (const c10::IValue& v : fn.inputs())
+    c->key += (v.isTensor() ? c10::str(v.toTensor().sizes()) : std::string("_")) + " ";
+  c->key += ")";
+  c->t0 = Clock::now();
+  return c;
+}
+
+void op_end(const at::RecordFunction&, at::ObserverContext* ctx) {
+  auto* c = static_cast<OpTime*>(ctx);
+  auto& slot = g_op_times[c->key];
+  slot.first += seconds_since(c->t0);
+  ++slot.second;
+}
+
+void print_op_times(int steps) {
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [key, v] : g_op_times) rows.push_back({v.first, key});
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("  ms/step  calls/step  op(input shapes)\n");
+  for (size_t i = 0; i < std::min<size_t>(25, rows.size()); ++i)
+    std::printf("  %7.2f  %10.1f  %s\n", 1e3 * rows[i].first / steps,
+                double(g_op_times[rows[i].second].second) / steps, rows[i].second.c_str());
+  g_op_times.clear();
 }
 
 struct Shape {
@@ -95,6 +157,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.layer.num_gaussians = s.gaussians;
   spec.layer.num_filters = s.filters;
   spec.layer.activation = "ssp";
+  set_layer_options(spec.layer);
   spec.num_conv_layers = s.layers;
   spec.head.node_num_headlayers = 2;
   spec.head.node_dim_headlayers = {60, 20};
@@ -127,7 +190,12 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   double t_fwd = 0, t_force = 0, t_bwd = 0, t_opt = 0;
   int64_t graphs = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  std::optional<at::CallbackHandle> op_timer;
   for (int step = -3; step < steps; ++step) {  // 3 warm-up steps
+    if (step == 0 && g_ops)
+      op_timer = at::addThreadLocalCallback(at::RecordFunctionCallback(op_start, op_end)
+                                                .needsInputs(true)
+                                                .scopes({at::RecordScope::FUNCTION}));
     if (step == 0 && !trace_prefix.empty())
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(
           trace_prefix + "." + type + "." + std::string(1, s.name[1]) + ".json");
@@ -155,6 +223,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
     }
   }
   profile.reset();
+  if (op_timer) at::removeCallback(*op_timer);
   double total = t_fwd + t_force + t_bwd + t_opt;
   if (device.is_cuda()) {  // throughput without the phases' synchronisations
     const auto t0 = Clock::now();
@@ -165,6 +234,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   std::printf("%-10s %-6s %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9lld\n", s.name, type.c_str(),
               graphs / total, 1e3 * total / steps, 1e3 * t_fwd / steps, 1e3 * t_force / steps,
               1e3 * t_bwd / steps, 1e3 * t_opt / steps, build_ms, (long long)batches[0].n_edges());
+  if (g_ops) print_op_times(steps);
 }
 
 }  // namespace
@@ -192,6 +262,14 @@ int main(int argc, char** argv) {
   if (options.find("generic") != std::string::npos)
     generic = std::make_unique<ddgnn::GenericKernels>();
   g_bf16 = options.find("bf16") != std::string::npos;
+  g_ops = options.find("ops") != std::string::npos;
+  {
+    std::stringstream ss(options);
+    std::string token;
+    while (std::getline(ss, token, ','))
+      if (const size_t eq = token.find('='); eq != std::string::npos)
+        g_layer[token.substr(0, eq)] = std::stoll(token.substr(eq + 1));
+  }
   if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32
   std::printf(
       "one thread, %s, device %s%s, %d timed steps after 3 warm-up; ms per step by "

@@ -69,7 +69,8 @@ std::vector<int64_t> degree_sizes(int64_t lmax) {
 
 // The degrees 0..lmax of x [N, (lmax+1)^2, F] (and more rows of x, which are left out).
 std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
-  return blocks_of(x.narrow(1, 0, irreps_dim(lmax)), degree_sizes(lmax));
+  const int64_t k = irreps_dim(lmax);
+  return blocks_of(x.size(1) == k ? x : x.narrow(1, 0, k), degree_sizes(lmax));
 }
 
 // x [..., fan_in] @ (w [fan_in, out] / sqrt(fan_in)), as one 2-d matrix product (the scale on the
@@ -227,8 +228,8 @@ class Mace : public MessagePassing {
     std::vector<at::Tensor> blocks;
     const std::vector<at::Tensor> xd = degrees(x, m_lin);
     for (int64_t l = 0; l <= m_lin; ++l) blocks.push_back(mix(xd[size_t(l)], m_w_up[size_t(l)]));
-    const at::Tensor up = at::cat(blocks, 1);               // [N, K_in, F]
-    const at::Tensor down = mix(x.select(1, 0), m_w_down);  // [N, F]
+    const at::Tensor up = at::cat(blocks, 1);                 // [N, K_in, F]
+    const at::Tensor down = mix(xd[0].squeeze(1), m_w_down);  // [N, F]
 
     // 2. Edge features and the paths' weights [E, paths, F].
     const at::Tensor env = envelope(geometry).unsqueeze(1);  // [E, 1]
@@ -237,7 +238,11 @@ class Mace : public MessagePassing {
     h = at::silu(m_r0(h));
     h = at::silu(m_r1(h));
     h = at::silu(m_r2(h));
-    const at::Tensor weights = (m_r3(h) * env).view({e, int64_t(m_paths.size()), f});
+    // radial3(h) * env as one product: [h env, env] [W^T; b] (env on the F columns of h, not on
+    // the paths x F of the output).
+    const at::Tensor w3 = at::cat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);
+    const at::Tensor weights =
+        at::mm(at::cat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
 
     // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
     const at::Tensor y = spherical_harmonics(geometry.unit(), m_lsh);  // [E, K_sh]
@@ -268,18 +273,14 @@ class Mace : public MessagePassing {
     const at::Tensor pairs = m_pairs.empty() ? at::Tensor() : couple_channels(a, a, m_pair_cc);
     const at::Tensor triples =
         m_triples.empty() ? at::Tensor() : couple_channels(pairs, a, m_triple_cc);
-    const int64_t n = a.size(0);
-    // The terms of degree l in one order's output: [N, count, 2l+1, F].
-    auto block = [&](const at::Tensor& t, const ProductRows& rows, int64_t l) {
-      const int64_t count = rows.count[size_t(l)];
-      return t.narrow(1, rows.start[size_t(l)], count * (2 * l + 1)).view({n, count, 2 * l + 1, f});
-    };
+    const std::vector<at::Tensor> pair_terms = terms_by_degree(pairs, m_pair_rows);
+    const std::vector<at::Tensor> triple_terms = terms_by_degree(triples, m_triple_rows);
     std::vector<at::Tensor> b_blocks, out_blocks;
     for (int64_t l = 0; l <= m_lout; ++l) {
       std::vector<at::Tensor> terms;  // in the order of the element weights
       if (l <= m_lsh) terms.push_back(ad[size_t(l)].unsqueeze(1));
-      if (m_pair_rows.count[size_t(l)] > 0) terms.push_back(block(pairs, m_pair_rows, l));
-      if (m_triple_rows.count[size_t(l)] > 0) terms.push_back(block(triples, m_triple_rows, l));
+      if (m_pair_rows[size_t(l)] > 0) terms.push_back(pair_terms[size_t(l)]);
+      if (m_triple_rows[size_t(l)] > 0) terms.push_back(triple_terms[size_t(l)]);
       const at::Tensor w = m_w_elem[size_t(l)].index_select(0, batch.z).unsqueeze(2);  // [N,T,1,F]
       const at::Tensor b = (at::cat(terms, 1) * w).sum(1);                             // [N,2l+1,F]
       b_blocks.push_back(b);
@@ -291,7 +292,7 @@ class Mace : public MessagePassing {
     NodeState out;
     out.irreps = at::cat(out_blocks, 1);
     // 6. Readout.
-    out.inv = in.inv + mix(out.irreps.select(1, 0), m_w_read);
+    out.inv = in.inv + mix(out_blocks[0].squeeze(1), m_w_read);
     if (trace) {
       trace->messages = a;
       trace->product = at::cat(b_blocks, 1);
@@ -311,15 +312,13 @@ class Mace : public MessagePassing {
   // of their element weights.
   void build_product_couplings() {
     const int64_t k_sh = irreps_dim(m_lsh);
-    m_pair_rows = {std::vector<int64_t>(size_t(m_lout + 1), 0),
-                   std::vector<int64_t>(size_t(m_lout + 1), 0)};
-    m_triple_rows = m_pair_rows;
+    m_pair_rows.assign(size_t(m_lout + 1), 0);
+    m_triple_rows.assign(size_t(m_lout + 1), 0);
     m_pair_cc = {0, k_sh, k_sh, {}};
     int64_t top = 0;
     for (const PairProduct& pp : m_pairs) top = std::max(top, pp.outs.back());
     std::vector<std::vector<int64_t>> pair_row(m_pairs.size());  // first row of each output
     for (int64_t l = 0; l <= top; ++l) {
-      if (l <= m_lout) m_pair_rows.start[size_t(l)] = m_pair_cc.R;
       for (size_t p = 0; p < m_pairs.size(); ++p) {
         const PairProduct& pp = m_pairs[p];
         pair_row[p].resize(pp.outs.size());
@@ -327,22 +326,41 @@ class Mace : public MessagePassing {
           if (pp.outs[k] == l) {
             pair_row[p][k] = m_pair_cc.R;
             add_coupling(m_pair_cc, pp.l1 * pp.l1, pp.l2 * pp.l2, pp.l1, pp.l2, l);
-            if (l <= m_lout) ++m_pair_rows.count[size_t(l)];
+            if (l <= m_lout) ++m_pair_rows[size_t(l)];
           }
       }
     }
     m_triple_cc = {0, m_pair_cc.R, k_sh, {}};
     for (int64_t l = 0; l <= m_lout; ++l) {
-      m_triple_rows.start[size_t(l)] = m_triple_cc.R;
       for (const TripleProduct& t : m_triples)
         for (int64_t out : t.outs)
           if (out == l) {
             const int64_t lm = m_pairs[t.pair].outs[size_t(t.mid_index)];
             add_coupling(m_triple_cc, pair_row[t.pair][size_t(t.mid_index)], t.l3 * t.l3, lm, t.l3,
                          l);
-            ++m_triple_rows.count[size_t(l)];
+            ++m_triple_rows[size_t(l)];
           }
     }
+  }
+
+  // The terms of degrees 0..m_lout in one product order's output t [N, R, F] (undefined: no
+  // products), [N, count, 2l+1, F] each, by one split (rows beyond them, the intermediates of the
+  // triples, left out).
+  std::vector<at::Tensor> terms_by_degree(const at::Tensor& t,
+                                          const std::vector<int64_t>& rows) const {
+    if (!t.defined()) return {};
+    std::vector<int64_t> sizes;
+    int64_t used = 0;
+    for (int64_t l = 0; l <= m_lout; ++l) {
+      sizes.push_back(rows[size_t(l)] * (2 * l + 1));
+      used += sizes.back();
+    }
+    if (used < t.size(1)) sizes.push_back(t.size(1) - used);
+    std::vector<at::Tensor> parts = t.split_with_sizes(sizes, 1);
+    parts.resize(size_t(m_lout + 1));
+    for (int64_t l = 0; l <= m_lout; ++l)
+      parts[size_t(l)] = parts[size_t(l)].view({t.size(0), rows[size_t(l)], 2 * l + 1, t.size(2)});
+    return parts;
   }
 
   // Appends the coupling of X's degree-la rows from i0 and Y's degree-lb rows from j0 into degree l
@@ -397,10 +415,9 @@ class Mace : public MessagePassing {
   int64_t m_rows = 0;
   std::vector<PairProduct> m_pairs;
   std::vector<TripleProduct> m_triples;
-  // Rows of each degree's terms in a product order's output (degrees 0..m_lout).
-  struct ProductRows {
-    std::vector<int64_t> start, count;
-  };
+  // The number of terms of each degree 0..m_lout in a product order's output, whose rows start
+  // with those of degree 0, then 1, ...
+  using ProductRows = std::vector<int64_t>;
   ChannelCoupling m_pair_cc, m_triple_cc;
   ProductRows m_pair_rows, m_triple_rows;
   torch::nn::Linear m_r0{nullptr}, m_r1{nullptr}, m_r2{nullptr}, m_r3{nullptr};
