@@ -355,6 +355,13 @@ const std::array<at::Tensor, 3>& EdgeGeometry::cutoff_values() const {
   return m_cutoff_values;
 }
 
+const at::Tensor& EdgeGeometry::memoised(const std::string& key,
+                                         const std::function<at::Tensor()>& make) const {
+  auto it = m_cache.find("memo:" + key);
+  if (it == m_cache.end()) it = m_cache.emplace("memo:" + key, make()).first;
+  return it->second;
+}
+
 const at::Tensor& EdgeGeometry::envelope() const {
   auto it = m_cache.find("envelope");
   if (it != m_cache.end()) return it->second;

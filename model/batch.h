@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -127,6 +128,10 @@ class EdgeGeometry {
   // [n_edges, n + 1]: bessel(n) * envelope() in the first n columns, envelope() in the
   // last, so that (Linear(bessel) * cutoff) is one matmul with [weight | bias] (PaiNN's filter).
   const at::Tensor& bessel_cutoff(int64_t n) const;
+  // The tensor memoised under `key`, made by `make` on the first call: a layer's basis that depends
+  // on the geometry and constants only (no trainable parameter) is computed once per step and its
+  // autograd graph shared by every layer. The key must name everything the tensor depends on.
+  const at::Tensor& memoised(const std::string& key, const std::function<at::Tensor()>& make) const;
 
  private:
   at::Tensor m_vec, m_len, m_unit, m_edge_cutoff;

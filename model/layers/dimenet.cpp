@@ -211,7 +211,13 @@ class DimeNet : public MessagePassing {
 
   NodeState forward(const NodeState& in, const GraphBatch& batch,
                     const EdgeGeometry& geometry) override {
-    const Triplets t = dimenet_triplets(batch);
+    // Triplets and the spherical basis depend on the geometry only: built once a step, shared by
+    // the layers (the radial basis has each layer's frequencies).
+    const at::Tensor kj_ji = geometry.memoised("dimenet_triplets", [&] {
+      const Triplets all = dimenet_triplets(batch);
+      return at::stack({all.kj, all.ji});
+    });
+    const Triplets t{kj_ji[0], kj_ji[1]};
     const int64_t n_triplets = t.kj.size(0), e = geometry.len().size(0);
     if (n_triplets > m_max_triplets)
       throw DataError("DimeNet: a batch of " + std::to_string(batch.n_graphs) + " graphs has " +
@@ -225,8 +231,13 @@ class DimeNet : public MessagePassing {
     // Bases, in float64 then the model's dtype.
     const auto dtype = in.inv.scalar_type();
     const BesselRadial radial = bessel_radial(geometry.len(), m_rc, m_p, m_freq, dtype);
-    const at::Tensor& rbf = radial.rbf;                                                 // [E, R]
-    const at::Tensor sbf = spherical_basis(geometry, t, radial.x, radial.u).to(dtype);  // [T, S R]
+    const at::Tensor& rbf = radial.rbf;  // [E, R]
+    const std::string sbf_key = "dimenet_sbf " + std::to_string(m_s) + " " + std::to_string(m_r) +
+                                " " + std::to_string(m_p) + " " + std::to_string(m_rc) + " " +
+                                c10::toString(dtype);
+    const at::Tensor& sbf = geometry.memoised(sbf_key, [&] {
+      return spherical_basis(geometry, t, radial.x, radial.u).to(dtype);  // [T, S R]
+    });
 
     // Layer input, embedding block: edge messages [E, F].
     const at::Tensor x = m_lin(in.inv);

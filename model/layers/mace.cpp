@@ -232,9 +232,15 @@ class Mace : public MessagePassing {
     const at::Tensor down = mix(xd[0].squeeze(1), m_w_down);  // [N, F]
 
     // 2. Edge features and the paths' weights [E, paths, F].
-    const at::Tensor env = envelope(geometry).unsqueeze(1);  // [E, 1]
-    at::Tensor h = at::cat(
-        {radial_basis(geometry) * env, gather_rows(down, send), gather_rows(down, recv)}, 1);
+    // The envelope, the radial basis and Y C depend on the geometry and constants only: computed
+    // once a step and shared by the layers with the same settings.
+    const std::string p = std::to_string(m_envelope_p);
+    const at::Tensor& env = geometry.memoised(
+        "mace_envelope " + p, [&] { return envelope(geometry).unsqueeze(1); });  // [E, 1]
+    const at::Tensor& basis = geometry.memoised(
+        "mace_radial " + m_radial_type + " " + std::to_string(m_num_radial) + " " + p,
+        [&] { return radial_basis(geometry) * env; });  // [E, R]
+    at::Tensor h = at::cat({basis, gather_rows(down, send), gather_rows(down, recv)}, 1);
     h = at::silu(m_r0(h));
     h = at::silu(m_r1(h));
     h = at::silu(m_r2(h));
@@ -245,14 +251,18 @@ class Mace : public MessagePassing {
         at::mm(at::cat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
 
     // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
-    const at::Tensor y = spherical_harmonics(geometry.unit(), m_lsh);  // [E, K_sh]
-    // Summed over receivers by the fused tensor-product kernel (model/tensor_product.h): no
-    // [E, rows, F] intermediate.
-    const at::Tensor yc = at::matmul(y, like(m_coupling, y)).view({e, m_rows, k_in});
     // Under bf16 autocast the linear maps run in bfloat16; the tensor product runs in float32.
     const auto dt = in.inv.scalar_type() == at::kBFloat16 ? at::kFloat : in.inv.scalar_type();
+    const at::Tensor& yc = geometry.memoised(
+        "mace_yc " + std::to_string(m_lsh) + " " + std::to_string(m_lin) + " " + c10::toString(dt),
+        [&] {
+          const at::Tensor y = spherical_harmonics(geometry.unit(), m_lsh);  // [E, K_sh]
+          return at::matmul(y, like(m_coupling, y)).view({e, m_rows, k_in}).to(dt);
+        });
+    // Summed over receivers by the fused tensor-product kernel (model/tensor_product.h): no
+    // [E, rows, F] intermediate.
     const at::Tensor summed =
-        tp_message(yc.to(dt), weights.to(dt), up.to(dt), m_pattern, send, recv);  // [N, rows, F]
+        tp_message(yc, weights.to(dt), up.to(dt), m_pattern, send, recv);  // [N, rows, F]
     std::vector<int64_t> path_rows;
     for (const Path& q : m_paths) path_rows.push_back(2 * q.l3 + 1);
     const std::vector<at::Tensor> per_row = blocks_of(summed, path_rows);  // one per path
