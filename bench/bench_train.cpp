@@ -40,6 +40,7 @@
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/optim.h"
+#include "model/precision.h"
 #include "model/predict.h"
 
 namespace {
@@ -242,6 +243,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
 int main(int argc, char** argv) {
   ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
   at::set_num_threads(1);
+  ddgnn::flush_denormals();  // as training does
   // One core means one BLAS thread too: OpenBLAS's idle workers otherwise spin in sched_yield
   // (~15% of a SchNet step on 2 cores).
   ddgnn::set_blas_threads(1);

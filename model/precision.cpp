@@ -1,6 +1,8 @@
 // Precisions as LibTorch dtypes.
 #include "model/precision.h"
 
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include <c10/core/ScalarType.h>
@@ -18,6 +20,14 @@ Precision precision_of(c10::ScalarType dtype) {
   if (dtype == c10::ScalarType::Float) return Precision::kFloat32;
   throw ConfigError(std::string("no precision for dtype ") + c10::toString(dtype),
                     "models are fp32 or fp64");
+}
+
+bool flush_denormals() {
+  const bool done = at::globalContext().setFlushDenormal(true);
+  // The intra-op pool's threads, one chunk each (threads started later inherit the mode).
+  const int64_t n = at::get_num_threads();
+  at::parallel_for(0, n, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
+  return done;
 }
 
 std::string torch_version() {

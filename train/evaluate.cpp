@@ -81,6 +81,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   }
   threads = threads <= 0 ? cores_available() : cap_threads(threads, cores_available(), key);
   at::set_num_threads(int(threads));
+  flush_denormals();
   set_blas_threads(int(threads));
   Gnn gnn(setup.spec);
   gnn.to(to_dtype(setup.precision));

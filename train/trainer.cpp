@@ -277,6 +277,7 @@ int Trainer::set_up_threads() {
         "OMP_WAIT_POLICY=PASSIVE (jobs/train.sh does)",
         node_ranks, threads);
   at::set_num_threads(threads);
+  flush_denormals();
   set_blas_threads(threads);
   if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
   return threads;

@@ -3,6 +3,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <thread>
+
 #include "core/error.h"
 #include "model/precision.h"
 
@@ -26,6 +28,31 @@ TEST(Precision, UnknownNameListsKnownOnes) {
     EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos);
     EXPECT_NE(e.hint().find("fp32, bf16 or fp64"), std::string::npos);
   }
+}
+
+// 1e-20 squared is subnormal in float32 (below 1.2e-38): nonzero by default, zero once
+// flush_denormals has run on the thread, and on a thread that thread starts. In a thread of its
+// own, so the test binary's other threads keep the default.
+float square(float x) {
+  volatile float a = x;
+  return a * a;
+}
+
+TEST(Precision, FlushDenormalsZeroesSubnormalsOnTheThreadAndItsChildren) {
+  std::thread([] {
+    EXPECT_GT(square(1e-20f), 0.0f);
+    const bool flushed = flush_denormals();
+    float in_child = -1;
+    std::thread([&] { in_child = square(1e-20f); }).join();
+    if (flushed) {
+      EXPECT_EQ(square(1e-20f), 0.0f);
+      EXPECT_EQ(in_child, 0.0f);
+    } else {  // a CPU without the mode: nothing changed
+      EXPECT_GT(square(1e-20f), 0.0f);
+      EXPECT_GT(in_child, 0.0f);
+    }
+    EXPECT_FLOAT_EQ(square(1e-10f), 1e-20f);  // normal values are untouched
+  }).join();
 }
 
 }  // namespace ddgnn
