@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/device.h"
+#include "model/kernels.h"
 
 namespace ddgnn {
 
@@ -82,6 +83,26 @@ ChannelCoupling saved(AutogradContext* ctx) {
   return c;
 }
 
+// Atoms [begin, end): out[a, r] += c x[a, i] * y[a, j] for each entry; off holds the entries' row
+// offsets (r, i, j, times F).
+template <typename T>
+DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
+                                     const int64_t* off, const T* coef, int64_t n, int64_t f,
+                                     int64_t xs, int64_t ys, int64_t os) {
+  for (int64_t a = begin; a < end; ++a) {
+    const T* xa = xp + a * xs;
+    const T* ya = yp + a * ys;
+    T* oa = op + a * os;
+    for (int64_t k = 0; k < n; ++k) {
+      const T c = coef[k];
+      T* __restrict__ o = oa + off[3 * k];
+      const T* __restrict__ xr = xa + off[3 * k + 1];
+      const T* __restrict__ yr = ya + off[3 * k + 2];
+      for (int64_t q = 0; q < f; ++q) o[q] += c * xr[q] * yr[q];
+    }
+  }
+}
+
 at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const ChannelCoupling& c) {
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const int64_t n_atoms = x.size(0), f = x.size(2), n = int64_t(c.entries.size());
@@ -100,20 +121,9 @@ at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const Chan
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* yp = y.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
-    const int64_t xs = c.I * f, ys = c.J * f, os = c.R * f;
     at::parallel_for(0, n_atoms, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t a = begin; a < end; ++a) {
-        const scalar_t* xa = xp + a * xs;
-        const scalar_t* ya = yp + a * ys;
-        scalar_t* oa = op + a * os;
-        for (int64_t k = 0; k < n; ++k) {
-          const scalar_t coefk = coef[size_t(k)];
-          scalar_t* __restrict__ o = oa + off[size_t(3 * k)];
-          const scalar_t* __restrict__ xr = xa + off[size_t(3 * k + 1)];
-          const scalar_t* __restrict__ yr = ya + off[size_t(3 * k + 2)];
-          for (int64_t q = 0; q < f; ++q) o[q] += coefk * xr[q] * yr[q];
-        }
-      }
+      couple_loop<scalar_t>(begin, end, xp, yp, op, off.data(), coef.data(), n, f, c.I * f, c.J * f,
+                            c.R * f);
     });
   });
   return out;

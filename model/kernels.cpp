@@ -5,9 +5,6 @@
 
 #include <cstring>
 
-#define DDGNN_VECTOR_KERNEL \
-  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
-
 namespace ddgnn::kernels {
 
 namespace {

@@ -6,6 +6,16 @@
 
 #include <cstdint>
 
+// A hot loop compiled for AVX-512, AVX2 and baseline x86-64, the CPU's best picked at load time
+// (GCC target_clones; the build itself targets plain x86-64), with the vectoriser's full cost
+// model (which -O2 alone does not use for if-converted loops). One version elsewhere.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDGNN_VECTOR_KERNEL \
+  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+#else
+#define DDGNN_VECTOR_KERNEL
+#endif
+
 namespace ddgnn::kernels {
 
 // y = softplus(x) - shift and s = sigmoid(x), n elements. softplus(x) = max(x, 0) +

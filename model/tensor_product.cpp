@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "model/device.h"
+#include "model/kernels.h"
 #include "model/segment_generic.h"
 
 namespace ddgnn {
@@ -109,37 +110,118 @@ const SegmentIndex* saved_index(AutogradContext* ctx, const char* key) {
   return reinterpret_cast<const SegmentIndex*>(ctx->saved_data[key].toInt());
 }
 
-// tp_message without autograd: each edge's products added straight into out[dst(e)], edges in
-// their own order (W and G, the large operands, are read sequentially).
+// G itself when it is contiguous [E, I, J] or the transpose of a contiguous [E, J, I] (the
+// backward passes hand the kernels G^T), else a contiguous copy; the kernels read it by strides.
+at::Tensor plain_or_transposed(const at::Tensor& g) {
+  const int64_t i = g.size(1), j = g.size(2);
+  const bool transposed = g.stride(0) == i * j && g.stride(1) == 1 && g.stride(2) == i;
+  return g.is_contiguous() || transposed ? g : g.contiguous();
+}
+
+// The sizes and maps of one kernel call: E edges, n entries, I rows, J columns, P paths, F
+// channels; G's strides (gi, gj); the edges' source and destination rows; the entries (i, j, p).
+struct Loop {
+  int64_t e_count, n, ni, nj, np, f, gi, gj;
+  const int64_t *from, *to, *ent;
+};
+
+Loop loop_of(const at::Tensor& g, const Coupling& c, const SegmentIndex& src,
+             const SegmentIndex& dst, int64_t e_count, int64_t f) {
+  return {e_count,
+          c.size(),
+          c.I,
+          c.J,
+          c.P,
+          f,
+          g.defined() ? g.stride(1) : 0,
+          g.defined() ? g.stride(2) : 0,
+          src.index.data_ptr<int64_t>(),
+          dst.index.data_ptr<int64_t>(),
+          c.data()};
+}
+
+// tp_message's loop: each edge's products added straight into out[dst(e)], edges in their own
+// order (W and G, the large operands, are read sequentially).
+template <typename T>
+DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const T* gp, const T* wp, const T* xp,
+                                         T* op) {
+  const int64_t f = L.f;
+  for (int64_t e = 0; e < L.e_count; ++e) {
+    const T* ge = gp + e * L.ni * L.nj;
+    const T* we = wp + e * L.np * f;
+    const T* xe = xp + L.from[e] * L.nj * f;
+    T* oe = op + L.to[e] * L.ni * f;
+    for (int64_t k = 0; k < L.n; ++k) {
+      const int64_t i = L.ent[3 * k], j = L.ent[3 * k + 1], p = L.ent[3 * k + 2];
+      const T coef = ge[i * L.gi + j * L.gj];
+      T* __restrict__ o = oe + i * f;
+      const T* __restrict__ ws = we + p * f;
+      const T* __restrict__ xs = xe + j * f;
+      for (int64_t q = 0; q < f; ++q) o[q] += coef * ws[q] * xs[q];
+    }
+  }
+}
+
+// tp_weight_grad's loop.
+template <typename T>
+DDGNN_VECTOR_KERNEL void tp_weight_grad_loop(const Loop& L, const T* gp, const T* xp, const T* yp,
+                                             T* op) {
+  const int64_t f = L.f;
+  for (int64_t e = 0; e < L.e_count; ++e) {
+    const T* ge = gp + e * L.ni * L.nj;
+    const T* xe = xp + L.from[e] * L.nj * f;
+    const T* ye = yp + L.to[e] * L.ni * f;
+    T* oe = op + e * L.np * f;
+    for (int64_t k = 0; k < L.n; ++k) {
+      const int64_t i = L.ent[3 * k], j = L.ent[3 * k + 1], p = L.ent[3 * k + 2];
+      const T coef = ge[i * L.gi + j * L.gj];
+      T* __restrict__ o = oe + p * f;
+      const T* __restrict__ xs = xe + j * f;
+      const T* __restrict__ ys = ye + i * f;
+      for (int64_t q = 0; q < f; ++q) o[q] += coef * xs[q] * ys[q];
+    }
+  }
+}
+
+// tp_coupling_grad's loop. The sum over f runs in kLanes interleaved partial sums (so that it
+// vectorises without reassociation flags).
+template <typename T>
+DDGNN_VECTOR_KERNEL void tp_coupling_grad_loop(const Loop& L, const T* wp, const T* xp, const T* yp,
+                                               T* op) {
+  constexpr int64_t kLanes = 8;
+  const int64_t f = L.f, f_lanes = f - f % kLanes;
+  for (int64_t e = 0; e < L.e_count; ++e) {
+    const T* we = wp + e * L.np * f;
+    const T* xe = xp + L.from[e] * L.nj * f;
+    const T* ye = yp + L.to[e] * L.ni * f;
+    T* oe = op + e * L.ni * L.nj;
+    for (int64_t k = 0; k < L.n; ++k) {
+      const int64_t i = L.ent[3 * k], j = L.ent[3 * k + 1], p = L.ent[3 * k + 2];
+      const T* __restrict__ ws = we + p * f;
+      const T* __restrict__ xs = xe + j * f;
+      const T* __restrict__ ys = ye + i * f;
+      T lane[kLanes] = {};
+      for (int64_t q = 0; q < f_lanes; q += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lane[l] += ws[q + l] * xs[q + l] * ys[q + l];
+      T acc = 0;
+      for (int64_t q = f_lanes; q < f; ++q) acc += ws[q] * xs[q] * ys[q];
+      for (int64_t l = 0; l < kLanes; ++l) acc += lane[l];
+      oe[i * L.nj + j] = acc;
+    }
+  }
+}
+
+// tp_message without autograd.
 at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const at::Tensor& x_in,
                           const Coupling& c, const SegmentIndex& src, const SegmentIndex& dst) {
-  const at::Tensor g = g_in.contiguous(), w = w_in.contiguous(), x = x_in.contiguous();
-  const int64_t e_count = g.size(0), f = w.size(2), n = c.size();
-  const int64_t ni = c.I, nj = c.J, np = c.P;
-  at::Tensor out = at::zeros({dst.n_rows, ni, f}, x.options());
-  if (e_count == 0 || f == 0 || n == 0) return out;
-  const int64_t* from = src.index.data_ptr<int64_t>();
-  const int64_t* to = dst.index.data_ptr<int64_t>();
-  const int64_t* ent = c.data();
+  const at::Tensor g = plain_or_transposed(g_in), w = w_in.contiguous(), x = x_in.contiguous();
+  const int64_t e_count = g.size(0), f = w.size(2);
+  at::Tensor out = at::zeros({dst.n_rows, c.I, f}, x.options());
+  if (e_count == 0 || f == 0 || c.size() == 0) return out;
+  const Loop loop = loop_of(g, c, src, dst, e_count, f);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_message", [&] {
-    const scalar_t* gp = g.data_ptr<scalar_t>();
-    const scalar_t* wp = w.data_ptr<scalar_t>();
-    const scalar_t* xp = x.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t e = 0; e < e_count; ++e) {
-      const scalar_t* ge = gp + e * ni * nj;
-      const scalar_t* we = wp + e * np * f;
-      const scalar_t* xe = xp + from[e] * nj * f;
-      scalar_t* oe = op + to[e] * ni * f;
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
-        const scalar_t coef = ge[i * nj + j];
-        scalar_t* __restrict__ o = oe + i * f;
-        const scalar_t* __restrict__ ws = we + p * f;
-        const scalar_t* __restrict__ xs = xe + j * f;
-        for (int64_t q = 0; q < f; ++q) o[q] += coef * ws[q] * xs[q];
-      }
-    }
+    tp_message_loop<scalar_t>(loop, g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                              x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
   });
   return out;
 }
@@ -148,76 +230,30 @@ at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const 
 at::Tensor tp_weight_grad_raw(const at::Tensor& g_in, const at::Tensor& x_in,
                               const at::Tensor& y_in, const Coupling& c, const SegmentIndex& src,
                               const SegmentIndex& dst) {
-  const at::Tensor g = g_in.contiguous(), x = x_in.contiguous(), y = y_in.contiguous();
-  const int64_t e_count = g.size(0), f = x.size(2), n = c.size();
-  const int64_t ni = c.I, nj = c.J, np = c.P;
-  at::Tensor out = at::zeros({e_count, np, f}, x.options());
-  if (e_count == 0 || f == 0 || n == 0) return out;
-  const int64_t* from = src.index.data_ptr<int64_t>();
-  const int64_t* to = dst.index.data_ptr<int64_t>();
-  const int64_t* ent = c.data();
+  const at::Tensor g = plain_or_transposed(g_in), x = x_in.contiguous(), y = y_in.contiguous();
+  const int64_t e_count = g.size(0), f = x.size(2);
+  at::Tensor out = at::zeros({e_count, c.P, f}, x.options());
+  if (e_count == 0 || f == 0 || c.size() == 0) return out;
+  const Loop loop = loop_of(g, c, src, dst, e_count, f);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_weight_grad", [&] {
-    const scalar_t* gp = g.data_ptr<scalar_t>();
-    const scalar_t* xp = x.data_ptr<scalar_t>();
-    const scalar_t* yp = y.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t e = 0; e < e_count; ++e) {
-      const scalar_t* ge = gp + e * ni * nj;
-      const scalar_t* xe = xp + from[e] * nj * f;
-      const scalar_t* ye = yp + to[e] * ni * f;
-      scalar_t* oe = op + e * np * f;
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
-        const scalar_t coef = ge[i * nj + j];
-        scalar_t* __restrict__ o = oe + p * f;
-        const scalar_t* __restrict__ xs = xe + j * f;
-        const scalar_t* __restrict__ ys = ye + i * f;
-        for (int64_t q = 0; q < f; ++q) o[q] += coef * xs[q] * ys[q];
-      }
-    }
+    tp_weight_grad_loop<scalar_t>(loop, g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                  y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
   });
   return out;
 }
 
-// tp_coupling_grad without autograd. The sum over f runs in kLanes interleaved partial sums (so
-// that it vectorises without reassociation flags).
+// tp_coupling_grad without autograd.
 at::Tensor tp_coupling_grad_raw(const at::Tensor& w_in, const at::Tensor& x_in,
                                 const at::Tensor& y_in, const Coupling& c, const SegmentIndex& src,
                                 const SegmentIndex& dst) {
   const at::Tensor w = w_in.contiguous(), x = x_in.contiguous(), y = y_in.contiguous();
-  const int64_t e_count = w.size(0), f = w.size(2), n = c.size();
-  const int64_t ni = c.I, nj = c.J, np = c.P;
-  at::Tensor out = at::zeros({e_count, ni, nj}, x.options());
-  if (e_count == 0 || n == 0) return out;
-  const int64_t* from = src.index.data_ptr<int64_t>();
-  const int64_t* to = dst.index.data_ptr<int64_t>();
-  const int64_t* ent = c.data();
-  constexpr int64_t kLanes = 8;
-  const int64_t f_lanes = f - f % kLanes;
+  const int64_t e_count = w.size(0), f = w.size(2);
+  at::Tensor out = at::zeros({e_count, c.I, c.J}, x.options());
+  if (e_count == 0 || c.size() == 0) return out;
+  const Loop loop = loop_of(at::Tensor(), c, src, dst, e_count, f);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_coupling_grad", [&] {
-    const scalar_t* wp = w.data_ptr<scalar_t>();
-    const scalar_t* xp = x.data_ptr<scalar_t>();
-    const scalar_t* yp = y.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t e = 0; e < e_count; ++e) {
-      const scalar_t* we = wp + e * np * f;
-      const scalar_t* xe = xp + from[e] * nj * f;
-      const scalar_t* ye = yp + to[e] * ni * f;
-      scalar_t* oe = op + e * ni * nj;
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t i = ent[3 * k], j = ent[3 * k + 1], p = ent[3 * k + 2];
-        const scalar_t* __restrict__ ws = we + p * f;
-        const scalar_t* __restrict__ xs = xe + j * f;
-        const scalar_t* __restrict__ ys = ye + i * f;
-        scalar_t lane[kLanes] = {};
-        for (int64_t q = 0; q < f_lanes; q += kLanes)
-          for (int64_t l = 0; l < kLanes; ++l) lane[l] += ws[q + l] * xs[q + l] * ys[q + l];
-        scalar_t acc = 0;
-        for (int64_t q = f_lanes; q < f; ++q) acc += ws[q] * xs[q] * ys[q];
-        for (int64_t l = 0; l < kLanes; ++l) acc += lane[l];
-        oe[i * nj + j] = acc;
-      }
-    }
+    tp_coupling_grad_loop<scalar_t>(loop, w.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                                    y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
   });
   return out;
 }
