@@ -164,19 +164,14 @@ class Mace : public MessagePassing {
       m_w_msg.push_back(param("message" + std::to_string(l3), {np * f, f}));
     }
 
-    // Product basis: terms per output degree, counted in the order forward() appends them.
-    std::vector<int64_t> terms(size_t(m_lout + 1), 0);
-    for (int64_t l = 0; l <= m_lout; ++l) terms[size_t(l)] += l <= m_lsh;
+    // Product basis: the pair and triple products (their couplings and terms per degree below).
     if (m_correlation >= 2) {
       for (int64_t l1 = 0; l1 <= m_lsh; ++l1)
         for (int64_t l2 = l1; l2 <= m_lsh; ++l2) {
           PairProduct pp{l1, l2, {}};
           const int64_t top = std::max(m_correlation >= 3 ? m_lsh : 0, m_lout);
           for (int64_t l = l2 - l1; l <= std::min(l1 + l2, top); ++l)
-            if (even(l1 + l2 + l)) {
-              pp.outs.push_back(l);
-              if (l <= m_lout) ++terms[size_t(l)];
-            }
+            if (even(l1 + l2 + l)) pp.outs.push_back(l);
           if (!pp.outs.empty()) m_pairs.push_back(pp);
         }
     }
@@ -188,22 +183,20 @@ class Mace : public MessagePassing {
           for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
             TripleProduct t{p, int64_t(k), l3, {}};
             for (int64_t l = std::abs(lm - l3); l <= std::min(lm + l3, m_lout); ++l)
-              if (even(lm + l3 + l)) {
-                t.outs.push_back(l);
-                ++terms[size_t(l)];
-              }
+              if (even(lm + l3 + l)) t.outs.push_back(l);
             if (!t.outs.empty()) m_triples.push_back(t);
           }
         }
     }
+    build_product_couplings();
     for (int64_t l = 0; l <= m_lout; ++l) {
-      const int64_t n = terms[size_t(l)];
+      // Terms of degree l, in the order forward() appends them: A_l, pairs, triples.
+      const int64_t n = (l <= m_lsh) + m_pair_rows[size_t(l)] + m_triple_rows[size_t(l)];
       m_w_elem.push_back(register_parameter("element" + std::to_string(l),
                                             at::randn({spec.max_z + 1, n, f}) / std::sqrt(n)));
       m_w_prod.push_back(param("product" + std::to_string(l), {f, f}));
     }
     m_w_read = param("readout", {f, f});
-    build_product_couplings();
   }
 
   bool activates_output() const override { return false; }
@@ -328,10 +321,10 @@ class Mace : public MessagePassing {
     int64_t top = 0;
     for (const PairProduct& pp : m_pairs) top = std::max(top, pp.outs.back());
     std::vector<std::vector<int64_t>> pair_row(m_pairs.size());  // first row of each output
+    for (size_t p = 0; p < m_pairs.size(); ++p) pair_row[p].resize(m_pairs[p].outs.size());
     for (int64_t l = 0; l <= top; ++l) {
       for (size_t p = 0; p < m_pairs.size(); ++p) {
         const PairProduct& pp = m_pairs[p];
-        pair_row[p].resize(pp.outs.size());
         for (size_t k = 0; k < pp.outs.size(); ++k)
           if (pp.outs[k] == l) {
             pair_row[p][k] = m_pair_cc.R;
