@@ -158,12 +158,14 @@ at::Tensor couple_channels_reference(const at::Tensor& X, const at::Tensor& Y,
                                      const ChannelCoupling& c) {
   const int64_t n = int64_t(c.entries.size());
   at::Tensor host = at::empty({3, n}, at::kLong), coef = at::empty({n}, at::kDouble);
+  int64_t* hp = host.data_ptr<int64_t>();
+  double* cp = coef.data_ptr<double>();
   for (int64_t k = 0; k < n; ++k) {
     const auto& e = c.entries[size_t(k)];
-    host[0][k] = e.r;
-    host[1][k] = e.i;
-    host[2][k] = e.j;
-    coef[k] = e.c;
+    hp[k] = e.r;
+    hp[n + k] = e.i;
+    hp[2 * n + k] = e.j;
+    cp[k] = e.c;
   }
   const at::Tensor idx = host.to(X.device());
   const at::Tensor prod = X.index_select(1, idx[1]) * Y.index_select(1, idx[2]) *
