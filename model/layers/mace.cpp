@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/batch.h"
 #include "model/channel_coupling.h"
 #include "model/device.h"
 #include "model/irreps.h"
@@ -402,9 +403,7 @@ class Mace : public MessagePassing {
   at::Tensor envelope(const EdgeGeometry& g) const {
     const at::Tensor x =
         g.edge_cutoff().defined() ? g.len() / g.edge_cutoff() : g.len() * (1.0 / g.cutoff());
-    const double p = double(m_envelope_p);
-    const at::Tensor xp = at::pow(x, p);
-    return 1.0 - (p + 1) * (p + 2) / 2 * xp + p * (p + 2) * xp * x - p * (p + 1) / 2 * xp * x * x;
+    return envelope_of(x, Envelope{Envelope::kPolynomial, m_envelope_p});
   }
 
   int64_t m_f, m_lsh, m_lin, m_lout, m_correlation, m_num_radial, m_envelope_p;
