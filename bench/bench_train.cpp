@@ -242,11 +242,13 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
 
 int main(int argc, char** argv) {
   ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
-  at::set_num_threads(1);
-  ddgnn::flush_denormals();  // as training does
-  // One core means one BLAS thread too: OpenBLAS's idle workers otherwise spin in sched_yield
-  // (~15% of a SchNet step on 2 cores).
-  ddgnn::set_blas_threads(1);
+  // As training does: one thread (OpenBLAS's pool too: its idle workers otherwise spin in
+  // sched_yield, ~15% of a SchNet step on 2 cores), subnormals flushed, OpenBLAS's kernels matched
+  // to the CPU (OPENBLAS_CORETYPE=Prescott measures what Debian 12's OpenBLAS picks on a CPU it
+  // does not know).
+  const std::string blas = ddgnn::set_up_cpu_compute(1);
+  const std::string kernels = ddgnn::blas_kernels() + (blas.empty() ? "" : " (" + blas + ")");
+  std::printf("BLAS kernels: %s\n", kernels.c_str());
   const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
   std::vector<std::string> types = ddgnn::known_layers();
   if (argc > 2 && std::string(argv[2]) != "all") {

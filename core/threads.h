@@ -4,12 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ddgnn {
 
 // Sets OpenBLAS's thread count to n (>= 1) when the process links OpenBLAS; returns false (and
 // does nothing) when it does not (another BLAS, or none).
 bool set_blas_threads(int n);
+
+// OpenBLAS's kernels matched to this CPU. A DYNAMIC_ARCH OpenBLAS picks its kernels when it loads,
+// and one older than the CPU (Debian 12's 0.3.21 on Sapphire Rapids) falls back to Prescott's
+// SSE3 kernels: single-precision matrix products run at a quarter of the speed of its AVX-512
+// ones. When OpenBLAS is linked, OPENBLAS_CORETYPE is not set, and the kernels it picked need
+// less than the CPU has (AVX-512 F/CD/BW/DQ/VL: SkylakeX; AVX2 and FMA: Haswell; AVX:
+// SandyBridge), this switches them through OpenBLAS's own start-up (the variable set, its
+// dynamic init run again) and returns "OpenBLAS: <picked> kernels on a CPU with <features>:
+// switched to <new> (set OPENBLAS_CORETYPE to choose)"; "" when nothing changed. Call it while
+// no BLAS call is running (at start-up); a second call finds the kernels matched.
+std::string match_blas_kernels();
+// The kernels OpenBLAS uses now ("" without OpenBLAS), e.g. "SkylakeX".
+std::string blas_kernels();
 
 // Cores this process may run on (its CPU affinity mask: a launcher that binds a rank to one core
 // leaves it one, whatever the machine has); the machine's count when the mask cannot be read.

@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace ddgnn {
 
@@ -28,6 +29,14 @@ bool flush_denormals() {
   const int64_t n = at::get_num_threads();
   at::parallel_for(0, n, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
   return done;
+}
+
+std::string set_up_cpu_compute(int threads) {
+  at::set_num_threads(threads);
+  flush_denormals();
+  std::string blas = match_blas_kernels();
+  set_blas_threads(threads);
+  return blas;
 }
 
 std::string torch_version() {

@@ -27,6 +27,13 @@ Precision precision_of(c10::ScalarType dtype);
 // has no such mode (nothing changes then). Call after at::set_num_threads.
 bool flush_denormals();
 
+// The CPU compute set up for `threads` threads (>= 1), in this order: LibTorch's intra-op pool,
+// subnormals flushed (flush_denormals), OpenBLAS's kernels matched to the CPU
+// (match_blas_kernels, core/threads.h) and its pool sized to the same count (set_blas_threads).
+// Returns match_blas_kernels's message ("" when the kernels were left as they were), for the
+// caller to log once. Call before the first computation.
+std::string set_up_cpu_compute(int threads);
+
 // LibTorch's version string, e.g. "1.13.1" (reported in the run header and in outputs).
 std::string torch_version();
 

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/files.h"
 #include "core/threads.h"
@@ -80,9 +82,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     key = "Runtime.intra_op_threads";
   }
   threads = threads <= 0 ? cores_available() : cap_threads(threads, cores_available(), key);
-  at::set_num_threads(int(threads));
-  flush_denormals();
-  set_blas_threads(int(threads));
+  const std::string blas = set_up_cpu_compute(int(threads));
+  if (!blas.empty()) spdlog::info("{}", blas);
   Gnn gnn(setup.spec);
   gnn.to(to_dtype(setup.precision));
   gnn.set_bf16_autocast(setup.precision == Precision::kBFloat16);

@@ -191,4 +191,25 @@ std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std:
   return line + " (" + run_dir + "/metrics.csv)";
 }
 
+std::string unlearned_warning(const nlohmann::json& best) {
+  if (best.is_null()) return "";
+  std::string what;
+  auto check = [&](const char* column, const char* name, const char* baseline, const char* unit) {
+    const std::string b = std::string("baseline_") + column;
+    if (!best.contains(std::string(column)) || !best.contains(b)) return;
+    const double model = best[std::string(column)].get<double>();
+    const double trivial = best[b].get<double>();
+    if (!(trivial > 0.0) || model < 0.95 * trivial) return;
+    what += std::string(what.empty() ? "" : "; ") + name + " " + fmt("%.3g", model) + " " + unit +
+            " against " + fmt("%.3g", trivial) + " for " + baseline;
+  };
+  check("test_energy_mae_mev_atom", "energy MAE", "the per-element reference energies", "meV/atom");
+  check("test_force_mae_mev_a", "force MAE", "zero forces", "meV/Å");
+  if (what.empty()) return "";
+  return "the model predicts no better than the model-free baseline on the test split (" + what +
+         "): it has not learned that target. Check the loss weights (the total energy of n atoms "
+         "weighs each per-atom error n^2 times: energy_peratom_weight instead of energy_weight), "
+         "the learning rate, and max_neighbours, or train longer";
+}
+
 }  // namespace ddgnn

@@ -44,5 +44,10 @@ bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
 // or "" before any epoch.
 std::string best_line(const nlohmann::json& best_row, int64_t best_epoch,
                       const std::string& run_dir);
+// A warning when the best epoch's test errors are no better than the model-free baseline's (the
+// energy within 5% of the per-element reference energies', the forces within 5% of zero forces'):
+// the model learned nothing of that target, which the errors alone do not say. "" otherwise, or
+// when the row has no test split.
+std::string unlearned_warning(const nlohmann::json& best_row);
 
 }  // namespace ddgnn

@@ -256,8 +256,11 @@ nlohmann::json Trainer::run_impl() {
       {"elapsed_s", elapsed()},
       {"peak_rss_mb", peak_rss_mb()}};
   m_log.event("run_end", summary);
-  if (!m_state.best_row.is_null())
+  if (!m_state.best_row.is_null()) {
     m_log.line(best_line(m_state.best_row, m_state.best_epoch, m_s.run_dir));
+    const std::string unlearned = unlearned_warning(m_state.best_row);
+    if (!unlearned.empty()) m_log.warn(unlearned);
+  }
   return summary;
 }
 
@@ -276,9 +279,8 @@ int Trainer::set_up_threads() {
         "spinning OpenMP threads can slow training many times over; export "
         "OMP_WAIT_POLICY=PASSIVE (jobs/train.sh does)",
         node_ranks, threads);
-  at::set_num_threads(threads);
-  flush_denormals();
-  set_blas_threads(threads);
+  const std::string blas = set_up_cpu_compute(threads);
+  if (m_root && !blas.empty()) spdlog::info("{}", blas);
   if (m_s.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
   return threads;
 }
