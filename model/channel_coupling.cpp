@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -83,8 +84,8 @@ ChannelCoupling saved(AutogradContext* ctx) {
   return c;
 }
 
-// Atoms [begin, end): out[a, r] += c x[a, i] * y[a, j] for each entry; off holds the entries' row
-// offsets (r, i, j, times F).
+// Atoms [begin, end): out[a, r] = sum over entries of c x[a, i] * y[a, j]; off holds the entries'
+// row offsets (r, i, j, times F).
 template <typename T>
 DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
                                      const int64_t* off, const T* coef, int64_t n, int64_t f,
@@ -93,6 +94,7 @@ DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, co
     const T* xa = xp + a * xs;
     const T* ya = yp + a * ys;
     T* oa = op + a * os;
+    std::fill(oa, oa + os, T(0));  // here, while the block is in cache, not in a pass of its own
     for (int64_t k = 0; k < n; ++k) {
       const T c = coef[k];
       T* __restrict__ o = oa + off[3 * k];
@@ -106,8 +108,9 @@ DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, co
 at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const ChannelCoupling& c) {
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const int64_t n_atoms = x.size(0), f = x.size(2), n = int64_t(c.entries.size());
-  at::Tensor out = at::zeros({n_atoms, c.R, f}, x.options());
-  if (n_atoms == 0 || f == 0 || n == 0) return out;
+  if (n_atoms == 0 || f == 0 || n == 0) return at::zeros({n_atoms, c.R, f}, x.options());
+  at::Tensor out =
+      at::empty({n_atoms, c.R, f}, x.options());  // every atom's block zeroed by the loop
   // Row offsets of every entry, in elements of an atom's block.
   std::vector<int64_t> off(size_t(3 * n));
   for (int64_t k = 0; k < n; ++k) {

@@ -162,4 +162,13 @@ at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
   return total;
 }
 
+void backward_to_parameters(const at::Tensor& loss, const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor& p : params)
+    if (p.requires_grad()) inputs.push_back(p);
+  if (inputs.empty()) return;
+  torch::autograd::backward({loss}, /*grad_tensors=*/{}, /*retain_graph=*/c10::nullopt,
+                            /*create_graph=*/false, inputs);
+}
+
 }  // namespace ddgnn

@@ -65,4 +65,11 @@ at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
                       const EnergyForceWeights& weights, const LossSpec& loss,
                       const StepShare& share = {});
 
+// loss's gradients accumulated into `params` (those that require grad) and into no other leaf.
+// With conservative forces the loss's graph reaches the positions (and the strain) through the
+// forces' backward; a plain loss.backward() differentiates the geometry a second time for their
+// gradients, which no one reads (the harmonics', bases' and tensor products' derivatives with
+// respect to the positions: ~25% of a MACE step).
+void backward_to_parameters(const at::Tensor& loss, const std::vector<at::Tensor>& params);
+
 }  // namespace ddgnn

@@ -7,6 +7,7 @@
 #include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,7 @@ DDGNN_VECTOR_KERNEL void tp_weight_grad_loop(const Loop& L, const T* gp, const T
     const T* xe = xp + L.from[e] * L.nj * f;
     const T* ye = yp + L.to[e] * L.ni * f;
     T* oe = op + e * L.np * f;
+    std::fill(oe, oe + L.np * f, T(0));  // in cache, instead of a zero-filled output
     for (int64_t k = 0; k < L.n; ++k) {
       const int64_t i = L.ent[3 * k], j = L.ent[3 * k + 1], p = L.ent[3 * k + 2];
       const T coef = ge[i * L.gi + j * L.gj];
@@ -195,6 +197,7 @@ DDGNN_VECTOR_KERNEL void tp_coupling_grad_loop(const Loop& L, const T* wp, const
     const T* xe = xp + L.from[e] * L.nj * f;
     const T* ye = yp + L.to[e] * L.ni * f;
     T* oe = op + e * L.ni * L.nj;
+    std::fill(oe, oe + L.ni * L.nj, T(0));  // the (i, j) no entry couples stay 0
     for (int64_t k = 0; k < L.n; ++k) {
       const int64_t i = L.ent[3 * k], j = L.ent[3 * k + 1], p = L.ent[3 * k + 2];
       const T* __restrict__ ws = we + p * f;
@@ -232,8 +235,8 @@ at::Tensor tp_weight_grad_raw(const at::Tensor& g_in, const at::Tensor& x_in,
                               const SegmentIndex& dst) {
   const at::Tensor g = plain_or_transposed(g_in), x = x_in.contiguous(), y = y_in.contiguous();
   const int64_t e_count = g.size(0), f = x.size(2);
-  at::Tensor out = at::zeros({e_count, c.P, f}, x.options());
-  if (e_count == 0 || f == 0 || c.size() == 0) return out;
+  if (e_count == 0 || f == 0 || c.size() == 0) return at::zeros({e_count, c.P, f}, x.options());
+  at::Tensor out = at::empty({e_count, c.P, f}, x.options());  // zeroed edge by edge by the loop
   const Loop loop = loop_of(g, c, src, dst, e_count, f);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_weight_grad", [&] {
     tp_weight_grad_loop<scalar_t>(loop, g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
@@ -248,8 +251,8 @@ at::Tensor tp_coupling_grad_raw(const at::Tensor& w_in, const at::Tensor& x_in,
                                 const SegmentIndex& dst) {
   const at::Tensor w = w_in.contiguous(), x = x_in.contiguous(), y = y_in.contiguous();
   const int64_t e_count = w.size(0), f = w.size(2);
-  at::Tensor out = at::zeros({e_count, c.I, c.J}, x.options());
-  if (e_count == 0 || c.size() == 0) return out;
+  if (e_count == 0 || c.size() == 0) return at::zeros({e_count, c.I, c.J}, x.options());
+  at::Tensor out = at::empty({e_count, c.I, c.J}, x.options());  // zeroed edge by edge by the loop
   const Loop loop = loop_of(at::Tensor(), c, src, dst, e_count, f);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_coupling_grad", [&] {
     tp_coupling_grad_loop<scalar_t>(loop, w.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),

@@ -82,7 +82,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     at::Tensor loss =
         total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
     r.loss = loss.detach();
-    loss.backward();
+    backward_to_parameters(loss, m_params);
     t.backward = Clock::now();
   }
   if (m_ddp) {

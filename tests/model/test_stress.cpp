@@ -201,6 +201,36 @@ TEST_P(Stress, ParameterGradientOfAStressLossIsTheSameWithGenericKernels) {
   EXPECT_GT(largest, 0.0);
 }
 
+// Training's backward reaches the parameters only (not the positions and the strain behind the
+// forces and the stress): every parameter's gradient is the one autograd gives the loss.
+TEST_P(Stress, BackwardToParametersGivesEveryParametersGradient) {
+  auto gnn = model(GetParam());
+  const GraphBatch b = testing::batch_of(
+      {testing::triclinic_cell({6, 8, 1, 1, 6, 8, 1, 1}, 3, 0.15), testing::methanol()}, kRadius);
+  const std::vector<at::Tensor> params = gnn->parameters();
+  const auto loss_of = [&] {
+    const Prediction p = predict(*gnn, stress_targets(gnn->spec()), b, /*create_graph=*/true);
+    return (p.energy * p.energy).sum() + (p.stress * p.stress).sum() +
+           0.1 * (p.forces * p.forces).sum();
+  };
+  const auto expected = torch::autograd::grad({loss_of()}, params, {}, false, false, true);
+  for (const at::Tensor& p : params) ASSERT_FALSE(p.grad().defined());
+  backward_to_parameters(loss_of(), params);
+  double largest = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (!expected[k].defined()) {  // a parameter the loss does not reach keeps no gradient
+      EXPECT_FALSE(params[k].grad().defined()) << "parameter " << k;
+      continue;
+    }
+    ASSERT_TRUE(params[k].grad().defined()) << "parameter " << k;
+    const double scale = expected[k].abs().max().item<double>();
+    largest = std::max(largest, scale);
+    EXPECT_LE((params[k].grad() - expected[k]).abs().max().item<double>(), 1e-12 * (scale + 1e-12))
+        << "parameter " << k;
+  }
+  EXPECT_GT(largest, 0.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, Stress, ::testing::ValuesIn(model_cases()),
                          [](const auto& info) { return info.param; });
 
