@@ -1,6 +1,6 @@
 // Activation functions by config name: one table from name to an elementwise ATen expression;
-// softplus and ssp are custom autograd functions with a cheap double backward (fused float32 CPU
-// kernels, ATen ops elsewhere: both differentiable to any order).
+// softplus, ssp and silu are custom autograd functions with a cheap double backward (fused
+// float32 CPU kernels, ATen ops elsewhere: both differentiable to any order).
 #include "model/activation.h"
 
 #include <ATen/ATen.h>
@@ -91,6 +91,73 @@ struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
   }
 };
 
+// g * d(x), d = s (1 + x (1 - s)) the derivative of SiLU, with s = sigmoid(x) from SiLU's forward
+// (not differentiated through): its backward is two products (LibTorch's silu_backward has a
+// double backward of a dozen ops).
+struct SiluGrad : public torch::autograd::Function<SiluGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& g,
+                            const at::Tensor& s) {
+    ctx->save_for_backward({x, g, s});
+    if (fast_float(x) && fast_float(g) && fast_float(s) && g.sizes() == x.sizes() &&
+        s.sizes() == x.sizes()) {
+      const at::Tensor xc = x.contiguous(), gc = g.contiguous(), sc = s.contiguous();
+      at::Tensor out = at::empty_like(xc);
+      kernels::silu_grad(gc.data_ptr<float>(), xc.data_ptr<float>(), sc.data_ptr<float>(),
+                         out.data_ptr<float>(), xc.numel());
+      return out;
+    }
+    return g * (s * (1.0 + x * (1.0 - s)));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &g = saved[1], &gg = grad[0];
+    const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
+    // With create_graph the sigmoid is recomputed from x so that this backward is differentiable
+    // too (any order); otherwise the forward's value is reused.
+    const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
+    if (!at::GradMode::is_enabled() && fast_float(gg) && fast_float(g) && fast_float(s) &&
+        fast_float(x) && gg.sizes() == x.sizes() && g.sizes() == x.sizes() &&
+        s.sizes() == x.sizes()) {
+      const at::Tensor ggc = gg.contiguous(), gc = g.contiguous(), sc = s.contiguous(),
+                       xc = x.contiguous();
+      at::Tensor gx = need_x ? at::empty_like(xc) : at::Tensor();
+      at::Tensor gd = need_g ? at::empty_like(xc) : at::Tensor();
+      kernels::silu_grad_backward(ggc.data_ptr<float>(), gc.data_ptr<float>(), xc.data_ptr<float>(),
+                                  sc.data_ptr<float>(), need_x ? gx.data_ptr<float>() : nullptr,
+                                  need_g ? gd.data_ptr<float>() : nullptr, xc.numel());
+      return {gx, gd, at::Tensor()};
+    }
+    const at::Tensor ss = s * (1.0 - s);
+    return {need_x ? gg * g * (ss * (2.0 + x * (1.0 - 2.0 * s))) : at::Tensor(),
+            need_g ? gg * (s + x * ss) : at::Tensor(), at::Tensor()};
+  }
+};
+
+// SiLU, x sigmoid(x); backward SiluGrad. The sigmoid is computed here, once, for the forces'
+// backward and the loss's.
+struct Silu : public torch::autograd::Function<Silu> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    ctx->save_for_backward({x});
+    const bool need_sigmoid = x.requires_grad();
+    if (fast_float(x)) {
+      const at::Tensor xc = x.contiguous();
+      at::Tensor y = at::empty_like(xc);
+      at::Tensor s = need_sigmoid ? at::empty_like(xc) : at::Tensor();
+      kernels::silu_sigmoid(xc.data_ptr<float>(), y.data_ptr<float>(),
+                            need_sigmoid ? s.data_ptr<float>() : nullptr, xc.numel());
+      if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
+      return y;
+    }
+    const at::Tensor s = at::sigmoid(x);
+    if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
+    return x * s;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {SiluGrad::apply(ctx->get_saved_variables()[0], grad[0],
+                            ctx->saved_data["sigmoid"].toTensor())};
+  }
+};
+
 const std::map<std::string, Fn>& table() {
   static const std::map<std::string, Fn> t = {
       {"relu", [](const at::Tensor& x) { return at::relu(x); }},
@@ -100,7 +167,7 @@ const std::map<std::string, Fn>& table() {
       {"lrelu_01", [](const at::Tensor& x) { return at::leaky_relu(x, /*negative_slope=*/0.01); }},
       {"lrelu_025", [](const at::Tensor& x) { return at::leaky_relu(x, /*negative_slope=*/0.25); }},
       {"lrelu_05", [](const at::Tensor& x) { return at::leaky_relu(x, /*negative_slope=*/0.5); }},
-      {"silu", [](const at::Tensor& x) { return at::silu(x); }},
+      {"silu", [](const at::Tensor& x) { return ddgnn::silu(x); }},
       {"gelu", [](const at::Tensor& x) { return at::gelu(x); }},
       {"tanh", [](const at::Tensor& x) { return at::tanh(x); }},
       {"sigmoid", [](const at::Tensor& x) { return at::sigmoid(x); }},
@@ -114,6 +181,11 @@ const std::map<std::string, Fn>& table() {
 
 at::Tensor softplus(const at::Tensor& x) {
   return ShiftedSoftplus::apply(x, 0.0);
+}
+
+at::Tensor silu(const at::Tensor& x) {
+  // The generic path (other devices, GenericKernels) is ATen's own SiLU.
+  return fused_kernels(x) ? Silu::apply(x) : at::silu(x);
 }
 
 std::vector<std::string> known_activations() {

@@ -19,6 +19,11 @@ at::Tensor apply_activation(const std::string& name, const at::Tensor& x);
 // softplus double backward is several times slower). x [any shape] -> same shape.
 at::Tensor softplus(const at::Tensor& x);
 
+// SiLU, x sigmoid(x), on the CPU as a custom autograd function whose backward and double
+// backward are one fused pass each in float32 (LibTorch's silu double backward is a dozen
+// elementwise ops); elsewhere, and under GenericKernels (model/device.h), ATen's silu.
+at::Tensor silu(const at::Tensor& x);
+
 // Throws ConfigError (listing the known names) when `name` is not a known activation.
 void check_activation(const std::string& name);
 

@@ -88,6 +88,46 @@ void softplus_grad_backward(const float* __restrict gg, const float* __restrict 
 }
 
 DDGNN_VECTOR_KERNEL
+void silu_sigmoid(const float* __restrict x, float* __restrict y, float* __restrict s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float e = exp_nonpositive(v < 0.0f ? v : -v);  // exp(-|v|)
+    const float sv = (v >= 0.0f ? 1.0f : e) / (1.0f + e);
+    y[i] = v * sv;
+    if (s != nullptr) s[i] = sv;
+  }
+}
+
+DDGNN_VECTOR_KERNEL
+void silu_grad(const float* __restrict g, const float* __restrict x, const float* __restrict s,
+               float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    // 1 - s = e / (1 + e) (x >= 0) or 1 / (1 + e) (x < 0) with e = exp(-|x|): accurate where s
+    // rounds to 1. d = s (1 + x (1 - s)), ATen's form (the same rounding near SiLU's minimum).
+    const float v = x[i];
+    const float e = exp_nonpositive(v < 0.0f ? v : -v);
+    const float one_minus_s = (v < 0.0f ? 1.0f : e) / (1.0f + e);
+    out[i] = g[i] * (s[i] * (1.0f + v * one_minus_s));
+  }
+}
+
+DDGNN_VECTOR_KERNEL
+void silu_grad_backward(const float* __restrict gg, const float* __restrict g,
+                        const float* __restrict x, const float* __restrict s, float* __restrict gx,
+                        float* __restrict gg_d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float e = exp_nonpositive(v < 0.0f ? v : -v), d = 1.0f / (1.0f + e);
+    const float ss = e * d * d;  // s (1 - s)
+    // 1 - 2 s = (1 - e) / (1 + e) for x < 0, (e - 1) / (1 + e) for x >= 0.
+    const float one_minus_2s = (v < 0.0f ? 1.0f - e : e - 1.0f) * d;
+    if (gx != nullptr) gx[i] = gg[i] * g[i] * (ss * (2.0f + v * one_minus_2s));
+    const float one_minus_s = (v < 0.0f ? 1.0f : e) * d;
+    if (gg_d != nullptr) gg_d[i] = gg[i] * (s[i] * (1.0f + v * one_minus_s));
+  }
+}
+
+DDGNN_VECTOR_KERNEL
 void gaussians(const float* __restrict d, const float* __restrict mu, float* __restrict out,
                int64_t n_rows, int64_t n, float coeff) {
   for (int64_t e = 0; e < n_rows; ++e) {

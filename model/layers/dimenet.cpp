@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
 
@@ -241,25 +242,25 @@ class DimeNet : public MessagePassing {
 
     // Layer input, embedding block: edge messages [E, F].
     const at::Tensor x = m_lin(in.inv);
-    const at::Tensor m = at::silu(
-        m_emb(at::cat({gather_rows(x, recv), gather_rows(x, send), at::silu(m_emb_rbf(rbf))}, 1)));
+    const at::Tensor m = ddgnn::silu(m_emb(
+        at::cat({gather_rows(x, recv), gather_rows(x, send), ddgnn::silu(m_emb_rbf(rbf))}, 1)));
 
     // Interaction block.
-    const at::Tensor into_i = at::silu(m_ji(m));
-    at::Tensor from_k = at::silu(m_kj(m)) * m_rbf2(m_rbf1(rbf));
-    from_k = at::silu(m_down(from_k));                            // [E, I]
+    const at::Tensor into_i = ddgnn::silu(m_ji(m));
+    at::Tensor from_k = ddgnn::silu(m_kj(m)) * m_rbf2(m_rbf1(rbf));
+    from_k = ddgnn::silu(m_down(from_k));                         // [E, I]
     from_k = from_k.index_select(0, t.kj) * m_sbf2(m_sbf1(sbf));  // [T, I]
-    from_k = at::silu(m_up(
+    from_k = ddgnn::silu(m_up(
         at::zeros({e, from_k.size(1)}, from_k.options()).index_add(0, t.ji, from_k)));  // [E, F]
     at::Tensor h = into_i + from_k;
     size_t k = 0;
     for (int64_t r = 0; r < m_before; ++r, k += 2) h = residual(h, k);
-    h = at::silu(m_skip(h)) + m;
+    h = ddgnn::silu(m_skip(h)) + m;
     for (int64_t r = 0; r < m_after; ++r, k += 2) h = residual(h, k);
 
     // Output block: node features [N, F].
     at::Tensor y = scatter_sum(m_out_rbf(rbf) * h, recv);
-    y = at::silu(m_out_hidden(m_out_up(y)));
+    y = ddgnn::silu(m_out_hidden(m_out_up(y)));
     NodeState out;
     out.inv = m_out(y);
     return out;
@@ -267,7 +268,7 @@ class DimeNet : public MessagePassing {
 
  private:
   at::Tensor residual(const at::Tensor& h, size_t k) {
-    return h + at::silu(m_residual[k + 1]->forward(at::silu(m_residual[k]->forward(h))));
+    return h + ddgnn::silu(m_residual[k + 1]->forward(ddgnn::silu(m_residual[k]->forward(h))));
   }
 
   // [T, S R]: the radial part of edge kj times the angular part of each triplet.

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/activation.h"
 #include "model/batch.h"
 #include "model/channel_coupling.h"
 #include "model/device.h"
@@ -235,9 +236,9 @@ class Mace : public MessagePassing {
         "mace_radial " + m_radial_type + " " + std::to_string(m_num_radial) + " " + p,
         [&] { return radial_basis(geometry) * env; });  // [E, R]
     at::Tensor h = at::cat({basis, gather_rows(down, send), gather_rows(down, recv)}, 1);
-    h = at::silu(m_r0(h));
-    h = at::silu(m_r1(h));
-    h = at::silu(m_r2(h));
+    h = ddgnn::silu(m_r0(h));
+    h = ddgnn::silu(m_r1(h));
+    h = ddgnn::silu(m_r2(h));
     // radial3(h) * env as one product: [h env, env] [W^T; b] (env on the F columns of h, not on
     // the paths x F of the output).
     const at::Tensor w3 = at::cat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);

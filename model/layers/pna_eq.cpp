@@ -15,6 +15,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "core/error.h"
+#include "model/activation.h"
 #include "model/layers.h"
 #include "model/layers/pna.h"
 #include "model/segment.h"
@@ -69,17 +70,18 @@ class PnaEq : public MessagePassing {
         gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), recv) +
         gather_rows(at::matmul(h, w.narrow(1, f, f).t()), send) +
         at::addmm(m_pre->bias, at::tanh(m_rbf_emb(rbf)), w.narrow(1, 2 * f, f).t());
-    const at::Tensor x = m_msg3(at::silu(m_msg2(at::tanh(m_msg1(m))))) * m_rbf_lin(rbf);  // [E, 3F]
-    const auto parts = x.split_with_sizes({f, f, f}, 1);  // g_v, g_e, s
+    const at::Tensor x =
+        m_msg3(ddgnn::silu(m_msg2(at::tanh(m_msg1(m))))) * m_rbf_lin(rbf);  // [E, 3F]
+    const auto parts = x.split_with_sizes({f, f, f}, 1);                    // g_v, g_e, s
     const at::Tensor h1 = h + pna_aggregate_post(h, parts[2], recv, m_degrees, kScalers, *m_post);
     const at::Tensor v1 = v + gather_mul_sum(v, parts[0], send, recv) +
                           outer_sum(parts[1], geometry.unit(), recv);  // [n_atoms, 3, F]
 
     // Update block.
     const at::Tensor uv = m_u(v1), vv = m_v(v1);
-    const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);          // [n_atoms, F]
-    const at::Tensor a = m_upd2(at::silu(m_upd1(at::cat({vv_norm, h1}, 1))));  // [n_atoms, 3F]
-    const auto ap = a.split_with_sizes({f, f, f}, 1);                          // a_vv, a_xv, a_xx
+    const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);             // [n_atoms, F]
+    const at::Tensor a = m_upd2(ddgnn::silu(m_upd1(at::cat({vv_norm, h1}, 1))));  // [n_atoms, 3F]
+    const auto ap = a.split_with_sizes({f, f, f}, 1);  // a_vv, a_xv, a_xx
     const at::Tensor h2 = h1 + ap[1] * (uv * vv).sum(1) + ap[2];
     const at::Tensor v2 = v1 + ap[0].unsqueeze(1) * uv;
 

@@ -30,10 +30,6 @@
 #include "model/segment.h"
 
 extern "C" int openblas_get_num_threads() __attribute__((weak));
-// OpenBLAS's start-up, to put its kernels back to what an older OpenBLAS picks on a CPU it does
-// not know (Prescott's) before matching them.
-extern "C" void gotoblas_dynamic_init() __attribute__((weak));
-extern "C" void gotoblas_dynamic_quit() __attribute__((weak));
 
 namespace ddgnn {
 namespace {
@@ -558,48 +554,6 @@ TEST(FastPath, SetBlasThreadsSizesOpenBlasPool) {
   EXPECT_EQ(openblas_get_num_threads(), 1);
   const at::Tensor a = at::ones({64, 64}, at::kDouble);
   EXPECT_EQ(a.mm(a).sum().item<double>(), 64.0 * 64.0 * 64.0);
-}
-
-// Debian 12's OpenBLAS (0.3.21) takes Prescott's SSE3 kernels on CPUs newer than it knows
-// (Sapphire Rapids): match_blas_kernels moves them to the CPU's level, once, and never against
-// OPENBLAS_CORETYPE.
-TEST(FastPath, BlasKernelsAreMatchedToTheCpu) {
-  ASSERT_TRUE(gotoblas_dynamic_init != nullptr && gotoblas_dynamic_quit != nullptr)
-      << "this test binary does not link a DYNAMIC_ARCH OpenBLAS";
-  auto force = [](const char* core) {
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    gotoblas_dynamic_quit();
-    gotoblas_dynamic_init();
-  };
-  const at::Tensor a = at::randint(-8, 8, {300, 200}, at::kDouble);
-  const at::Tensor b = at::randint(-8, 8, {200, 100}, at::kDouble);
-  force("Prescott");
-  ASSERT_EQ(blas_kernels(), "Prescott");
-  const at::Tensor before = a.mm(b);
-  EXPECT_EQ(match_blas_kernels(), "") << "OPENBLAS_CORETYPE is the user's choice";
-  EXPECT_EQ(blas_kernels(), "Prescott");
-  unsetenv("OPENBLAS_CORETYPE");
-
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vl");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const std::string want = avx512 ? "SkylakeX" : avx2 ? "Haswell" : "";
-  const std::string message = match_blas_kernels();
-  if (want.empty()) {
-    EXPECT_EQ(message, "");
-    EXPECT_EQ(blas_kernels(), "Prescott");
-  } else {
-    EXPECT_NE(message.find("Prescott kernels on a CPU with"), std::string::npos) << message;
-    EXPECT_NE(message.find("switched to " + want), std::string::npos) << message;
-    EXPECT_EQ(blas_kernels(), want);
-  }
-  EXPECT_EQ(getenv("OPENBLAS_CORETYPE"), nullptr) << "the environment is left as it was";
-  EXPECT_EQ(match_blas_kernels(), "") << "a second call finds the kernels matched";
-  // Integer-valued products are exact in float64 whatever the kernels' order of summation.
-  EXPECT_TRUE(at::equal(a.mm(b), before));
-  EXPECT_TRUE(at::allclose(a.to(at::kFloat).mm(b.to(at::kFloat)).to(at::kDouble), before));
 }
 
 }  // namespace

@@ -263,6 +263,12 @@ TEST(GenericKernels, ActivationsAgreeToSecondOrder) {
         name + " float32", [&](const auto& in) { return apply_activation(name, in[0]); }, {x32},
         {0}, 2e-6, /*custom=*/false);
   }
+  // SiLU: the custom function (its derivatives' formulas in float64, the fused kernels in float32)
+  // against ATen's silu, which the generic path runs.
+  compare_op("silu", [&](const auto& in) { return apply_activation("silu", in[0]); }, {x}, {0});
+  compare_op(
+      "silu float32", [&](const auto& in) { return apply_activation("silu", in[0]); },
+      {x.to(at::kFloat)}, {0}, 2e-6);
 }
 
 // SchNet's filter network on random edge lengths.
