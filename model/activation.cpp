@@ -28,6 +28,55 @@ using Fn = std::function<at::Tensor(const at::Tensor&)>;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The backward of g * d(x), d the derivative of an activation with sigmoid s = sigmoid(x) saved by
+// its forward (inputs x, g, s; s is not differentiated through). Without create_graph, and with
+// float32 CPU operands of one shape, the fused kernel `fused` (gg, g, x, s -> d/dx, d/dg; either
+// output may be null); otherwise `aten(x, g, gg, s, need_x, need_g)` with s recomputed from x
+// under create_graph, so that this backward is differentiable too (any order).
+using FusedDerivativeBackward = void (*)(const float*, const float*, const float*, const float*,
+                                         float*, float*, int64_t);
+using AtenDerivativeBackward = variable_list (*)(const at::Tensor& x, const at::Tensor& g,
+                                                 const at::Tensor& gg, const at::Tensor& s,
+                                                 bool need_x, bool need_g);
+
+variable_list derivative_backward(AutogradContext* ctx, const variable_list& grad,
+                                  FusedDerivativeBackward fused, AtenDerivativeBackward aten) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor &x = saved[0], &g = saved[1], &gg = grad[0];
+  const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
+  const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
+  if (!at::GradMode::is_enabled() && fast_float(gg) && fast_float(g) && fast_float(s) &&
+      fast_float(x) && gg.sizes() == x.sizes() && g.sizes() == x.sizes() &&
+      s.sizes() == x.sizes()) {
+    const at::Tensor ggc = gg.contiguous(), gc = g.contiguous(), sc = s.contiguous(),
+                     xc = x.contiguous();
+    at::Tensor gx = need_x ? at::empty_like(xc) : at::Tensor();
+    at::Tensor gd = need_g ? at::empty_like(xc) : at::Tensor();
+    fused(ggc.data_ptr<float>(), gc.data_ptr<float>(), xc.data_ptr<float>(), sc.data_ptr<float>(),
+          need_x ? gx.data_ptr<float>() : nullptr, need_g ? gd.data_ptr<float>() : nullptr,
+          xc.numel());
+    return {gx, gd, at::Tensor()};
+  }
+  variable_list out = aten(x, g, gg, s, need_x, need_g);
+  out.push_back(at::Tensor());
+  return out;
+}
+
+// An activation's float32 forward by a fused kernel (x, y, s or null, n) that also gives
+// sigmoid(x), saved as ctx's "sigmoid" for the backward when x requires grad (a graph that will be
+// differentiated; not evaluation under NoGradGuard).
+template <typename Kernel>
+at::Tensor fused_forward(AutogradContext* ctx, const at::Tensor& x, Kernel kernel) {
+  const bool need_sigmoid = x.requires_grad();
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty_like(xc);
+  at::Tensor s = need_sigmoid ? at::empty_like(xc) : at::Tensor();
+  kernel(xc.data_ptr<float>(), y.data_ptr<float>(), need_sigmoid ? s.data_ptr<float>() : nullptr,
+         xc.numel());
+  if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
+  return y;
+}
+
 // g * sigmoid(x), the derivative of softplus applied to g, as its own function: LibTorch's
 // softplus_backward has a slow double backward (a dozen ops, comparisons and where), this one
 // costs two products. x, g, s = sigmoid(x) (computed once, by the forward of ShiftedSoftplus, and
@@ -39,27 +88,12 @@ struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
     return s * g;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &g = saved[1], &gg = grad[0];
-    // With create_graph the sigmoid is recomputed from x so that this backward is differentiable
-    // too (any order); otherwise the forward's value is reused.
-    const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
-    const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
-    if (!at::GradMode::is_enabled() && fast_float(gg) && fast_float(g) && fast_float(s) &&
-        fast_float(x) && gg.sizes() == g.sizes() && s.sizes() == g.sizes() &&
-        x.sizes() == g.sizes()) {
-      const at::Tensor ggc = gg.contiguous(), gc = g.contiguous(), sc = s.contiguous(),
-                       xc = x.contiguous();
-      at::Tensor gx = need_x ? at::empty_like(gc) : at::Tensor();
-      at::Tensor gs = need_g ? at::empty_like(gc) : at::Tensor();
-      kernels::softplus_grad_backward(ggc.data_ptr<float>(), gc.data_ptr<float>(),
-                                      xc.data_ptr<float>(), sc.data_ptr<float>(),
-                                      need_x ? gx.data_ptr<float>() : nullptr,
-                                      need_g ? gs.data_ptr<float>() : nullptr, gc.numel());
-      return {gx, gs, at::Tensor()};
-    }
-    return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(), need_g ? gg * s : at::Tensor(),
-            at::Tensor()};
+    return derivative_backward(ctx, grad, kernels::softplus_grad_backward,
+                               [](const at::Tensor& x, const at::Tensor& g, const at::Tensor& gg,
+                                  const at::Tensor& s, bool need_x, bool need_g) -> variable_list {
+                                 return {need_x ? at::sigmoid_backward(gg * g, s) : at::Tensor(),
+                                         need_g ? gg * s : at::Tensor()};
+                               });
   }
 };
 
@@ -68,19 +102,11 @@ struct SoftplusGrad : public torch::autograd::Function<SoftplusGrad> {
 struct ShiftedSoftplus : public torch::autograd::Function<ShiftedSoftplus> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double shift) {
     ctx->save_for_backward({x});
-    // Only a graph that will be differentiated needs it (not evaluation under NoGradGuard).
-    const bool need_sigmoid = x.requires_grad();
-    if (fast_float(x)) {
-      const at::Tensor xc = x.contiguous();
-      at::Tensor y = at::empty_like(xc);
-      at::Tensor s = need_sigmoid ? at::empty_like(xc) : at::Tensor();
-      kernels::softplus_sigmoid(xc.data_ptr<float>(), y.data_ptr<float>(),
-                                need_sigmoid ? s.data_ptr<float>() : nullptr, xc.numel(),
-                                static_cast<float>(shift));
-      if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
-      return y;
-    }
-    if (need_sigmoid) ctx->saved_data["sigmoid"] = at::sigmoid(x);
+    if (fast_float(x))
+      return fused_forward(ctx, x, [&](const float* in, float* y, float* s, int64_t n) {
+        kernels::softplus_sigmoid(in, y, s, n, static_cast<float>(shift));
+      });
+    if (x.requires_grad()) ctx->saved_data["sigmoid"] = at::sigmoid(x);
     at::Tensor y = at::softplus(x);
     return shift != 0.0 ? y.sub_(shift) : y;
   }
@@ -109,27 +135,14 @@ struct SiluGrad : public torch::autograd::Function<SiluGrad> {
     return g * (s * (1.0 + x * (1.0 - s)));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &g = saved[1], &gg = grad[0];
-    const bool need_x = ctx->needs_input_grad(0), need_g = ctx->needs_input_grad(1);
-    // With create_graph the sigmoid is recomputed from x so that this backward is differentiable
-    // too (any order); otherwise the forward's value is reused.
-    const at::Tensor s = at::GradMode::is_enabled() ? at::sigmoid(x) : saved[2];
-    if (!at::GradMode::is_enabled() && fast_float(gg) && fast_float(g) && fast_float(s) &&
-        fast_float(x) && gg.sizes() == x.sizes() && g.sizes() == x.sizes() &&
-        s.sizes() == x.sizes()) {
-      const at::Tensor ggc = gg.contiguous(), gc = g.contiguous(), sc = s.contiguous(),
-                       xc = x.contiguous();
-      at::Tensor gx = need_x ? at::empty_like(xc) : at::Tensor();
-      at::Tensor gd = need_g ? at::empty_like(xc) : at::Tensor();
-      kernels::silu_grad_backward(ggc.data_ptr<float>(), gc.data_ptr<float>(), xc.data_ptr<float>(),
-                                  sc.data_ptr<float>(), need_x ? gx.data_ptr<float>() : nullptr,
-                                  need_g ? gd.data_ptr<float>() : nullptr, xc.numel());
-      return {gx, gd, at::Tensor()};
-    }
-    const at::Tensor ss = s * (1.0 - s);
-    return {need_x ? gg * g * (ss * (2.0 + x * (1.0 - 2.0 * s))) : at::Tensor(),
-            need_g ? gg * (s + x * ss) : at::Tensor(), at::Tensor()};
+    return derivative_backward(
+        ctx, grad, kernels::silu_grad_backward,
+        [](const at::Tensor& x, const at::Tensor& g, const at::Tensor& gg, const at::Tensor& s,
+           bool need_x, bool need_g) -> variable_list {
+          const at::Tensor ss = s * (1.0 - s);
+          return {need_x ? gg * g * (ss * (2.0 + x * (1.0 - 2.0 * s))) : at::Tensor(),
+                  need_g ? gg * (s * (1.0 + x * (1.0 - s))) : at::Tensor()};
+        });
   }
 };
 
@@ -138,18 +151,9 @@ struct SiluGrad : public torch::autograd::Function<SiluGrad> {
 struct Silu : public torch::autograd::Function<Silu> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
     ctx->save_for_backward({x});
-    const bool need_sigmoid = x.requires_grad();
-    if (fast_float(x)) {
-      const at::Tensor xc = x.contiguous();
-      at::Tensor y = at::empty_like(xc);
-      at::Tensor s = need_sigmoid ? at::empty_like(xc) : at::Tensor();
-      kernels::silu_sigmoid(xc.data_ptr<float>(), y.data_ptr<float>(),
-                            need_sigmoid ? s.data_ptr<float>() : nullptr, xc.numel());
-      if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
-      return y;
-    }
+    if (fast_float(x)) return fused_forward(ctx, x, kernels::silu_sigmoid);
     const at::Tensor s = at::sigmoid(x);
-    if (need_sigmoid) ctx->saved_data["sigmoid"] = s;
+    if (x.requires_grad()) ctx->saved_data["sigmoid"] = s;
     return x * s;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
