@@ -308,6 +308,21 @@ std::vector<KeySpec> build_schema() {
           .def(1.0)
           .gt(0)
           .ddgnn_only());
+  add(section(train + "stage_two",
+              "A second stage of training with other loss weights (MACE's stage two): from "
+              "start_epoch on, each weight given here replaces the Architecture's, the validation "
+              "loss follows them, and the best checkpoint, early stopping and ReduceLROnPlateau "
+              "start counting afresh. E.g. the stress added once the forces are learned")
+          .ddgnn_only());
+  add(key(train + "stage_two.start_epoch", T::kInt,
+          "first epoch of stage two (2..num_epoch; absent: one stage)")
+          .ge(2)
+          .ddgnn_only());
+  for (const char* w : {"energy_weight", "energy_peratom_weight", "force_weight", "stress_weight"})
+    add(key(train + "stage_two." + w, T::kNumber,
+            std::string("Architecture.") + w + " from start_epoch on (absent: unchanged)")
+            .ge(0)
+            .ddgnn_only());
   add(section(train + "Scheduler", "Learning-rate schedule (HydraGNN's fixed ReduceLROnPlateau).")
           .ddgnn_only());
   add(key(train + "Scheduler.type", T::kEnum,

@@ -35,7 +35,39 @@ void parse_device(const std::string& v, TrainSettings& s) {
   s.device_index = std::stoll(digits);
 }
 
+// Training.stage_two: the epoch it starts and the loss weights it changes.
+void parse_stage_two(const Config& c, TrainSettings& s) {
+  const std::string k = kTrain + "stage_two.";
+  s.stage_two_weights = s.weights;
+  if (!c.has(k + "start_epoch") || c.at(k + "start_epoch").is_null()) {
+    for (const char* w :
+         {"energy_weight", "energy_peratom_weight", "force_weight", "stress_weight"})
+      if (c.has(k + w) && !c.at(k + w).is_null())
+        throw ConfigError(k + w + ": Training.stage_two has weights but no start_epoch",
+                          "add Training.stage_two.start_epoch (the first epoch of stage two)");
+    return;
+  }
+  s.stage_two_start = c.get<int64_t>(k + "start_epoch");  // ≥ 2 (the schema); the trainer
+                                                          // warns when it is past num_epoch
+  EnergyForceWeights& w = s.stage_two_weights;
+  w.energy_weight = get_or<double>(c, k + "energy_weight", w.energy_weight);
+  w.energy_peratom_weight = get_or<double>(c, k + "energy_peratom_weight", w.energy_peratom_weight);
+  w.force_weight = get_or<double>(c, k + "force_weight", w.force_weight);
+  w.stress_weight = get_or<double>(c, k + "stress_weight", w.stress_weight);
+  const EnergyForceWeights& a = s.weights;
+  if (w.energy_weight == a.energy_weight && w.energy_peratom_weight == a.energy_peratom_weight &&
+      w.force_weight == a.force_weight && w.stress_weight == a.stress_weight)
+    throw ConfigError(k + "start_epoch: stage two changes no loss weight",
+                      "give Training.stage_two the weights it sets (energy_weight, "
+                      "energy_peratom_weight, force_weight, stress_weight), or remove it");
+}
+
 }  // namespace
+
+double TrainSettings::max_stress_weight() const {
+  return std::max(weights.stress_weight,
+                  stage_two_start > 0 ? stage_two_weights.stress_weight : 0.0);
+}
 
 bool TrainSettings::needs_forces() const {
   if (targets.conservative && weights.force_weight > 0.0) return true;
@@ -111,6 +143,7 @@ TrainSettings train_settings(const Config& c) {
   s.weights.energy_peratom_weight = c.get<double>(kArch + "energy_peratom_weight");
   s.weights.force_weight = c.get<double>(kArch + "force_weight");
   s.weights.stress_weight = c.get<double>(kArch + "stress_weight");
+  parse_stage_two(c, s);
   s.periodic = c.get<bool>(kArch + "periodic_boundary_conditions");
   s.graph.radius = g.layer.radius;
   s.graph.max_neighbours = c.get<int64_t>(kArch + "max_neighbours");
@@ -183,8 +216,8 @@ TrainSettings train_settings(const Config& c) {
                           "keep one energy head (" + energy_head_names() + ")");
       targets.energy_head = int(k);
     }
-  if (s.weights.stress_weight > 0 && !targets.conservative)
-    throw ConfigError(kArch +
+  if (s.max_stress_weight() > 0 && !targets.conservative)
+    throw ConfigError(std::string(s.weights.stress_weight > 0 ? kArch : kTrain + "stage_two.") +
                           "stress_weight: the stress is (1/V) dE/dε of the energy, but the "
                           "forces are not conservative",
                       "set Architecture.enable_interatomic_potential true (or "

@@ -59,6 +59,12 @@ struct TrainSettings {
   // Dataset::graph_columns(); bind_targets also sets gnn.graph_attr_dim), -1: none.
   int graph_attr_column = -1;
   EnergyForceWeights weights;
+  // Training.stage_two (MACE's second stage): from epoch stage_two_start on, the loss weights are
+  // stage_two_weights (each one it does not name kept from `weights`); 0: one stage.
+  int64_t stage_two_start = 0;
+  EnergyForceWeights stage_two_weights;
+  // The larger stress weight of the two stages (what the data must allow).
+  double max_stress_weight() const;
   LossSpec loss;
   RadiusGraphOptions graph;
   bool periodic = false;  // Architecture.periodic_boundary_conditions

@@ -264,9 +264,11 @@ std::string bind_stress(TrainSettings& s, const TrainData& data) {
   data.sum_stats(v, 3);
   const long double with_stress = v[0];
   s.targets.stress = s.targets.conservative && s.periodic && with_stress > 0;
-  if (s.weights.stress_weight > 0 && !s.targets.stress)
+  if (s.max_stress_weight() > 0 && !s.targets.stress)
     throw ConfigError(
-        "NeuralNetwork.Architecture.stress_weight: " + fmt("%g", s.weights.stress_weight) +
+        std::string(s.weights.stress_weight > 0 ? "NeuralNetwork.Architecture."
+                                                : "NeuralNetwork.Training.stage_two.") +
+            "stress_weight: " + fmt("%g", s.max_stress_weight()) +
             ", but no graph of the train split of " + data.dataset(kTrain).path() +
             " has a stress and a cell periodic in three directions" +
             (s.periodic ? "" : " (periodic_boundary_conditions is false)"),
@@ -280,7 +282,7 @@ std::string bind_stress(TrainSettings& s, const TrainData& data) {
   return "every train graph with a stress has the same cell volume (" + fmt("%.6g", double(mean)) +
          " Å³): energies and forces say nothing of how the energy changes with volume, so the "
          "mean pressure is set by the stress labels alone" +
-         (s.weights.stress_weight > 0
+         (s.max_stress_weight() > 0
               ? ""
               : "; the stress is reported but not trained (Architecture.stress_weight 0): expect "
                 "its mean to be off (results/stress.md)");

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "comm/communicator.h"
@@ -76,6 +77,7 @@ class Trainer {
   int set_up_threads();
   void build_model(const nlohmann::json* resume_record);
   void log_start(int threads, const std::string& resume_path);
+  void begin_stage_two(int64_t epoch);
   void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
   SplitMetrics evaluate_split(int split);
   // After a step where a rank was asked to stop: interrupted.pt on rank 0, then an Error on every
@@ -118,6 +120,7 @@ class Trainer {
   bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
   int64_t m_start_epoch = 1;
+  bool m_stage_two = false;  // Training.stage_two's weights in force
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
   Clock::time_point m_t_start = Clock::now();
@@ -203,6 +206,10 @@ nlohmann::json Trainer::run_impl() {
                m_state.last_row, m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
   }
   log_start(threads, resume_path);
+  if (m_s.stage_two_start > m_s.num_epoch)
+    m_log.warn("Training.stage_two.start_epoch " + std::to_string(m_s.stage_two_start) +
+               " is past Training.num_epoch " + std::to_string(m_s.num_epoch) +
+               ": stage two never starts");
   const nlohmann::json baseline =
       report_baseline(m_loader->data(), m_setup, m_forces, m_log, !m_s.resume);
   m_log.line(std::string("each epoch: learning rate, loss, energy and force MAE of ") +
@@ -212,6 +219,8 @@ nlohmann::json Trainer::run_impl() {
 
   int64_t epoch = m_start_epoch;
   for (; epoch <= m_s.num_epoch; ++epoch) {
+    if (m_s.stage_two_start > 0 && epoch >= m_s.stage_two_start && !m_stage_two)
+      begin_stage_two(epoch);
     const auto t_epoch = Clock::now();
     nlohmann::json row = {{"epoch", epoch}, {"lr", get_lr(*m_opt)}};
     row.update(baseline);
@@ -338,6 +347,34 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
                           : std::string()));
   if (m_root)
     for (const auto& w : m_config.warnings) spdlog::warn("{}", w);
+}
+
+// Training.stage_two: its loss weights from this epoch on. Started now (not resumed inside it),
+// the validation loss is another, so the best checkpoint, early stopping and the plateau
+// schedule count afresh; resumed, their state is the checkpoint's.
+void Trainer::begin_stage_two(int64_t epoch) {
+  m_stage_two = true;
+  m_s.weights = m_s.stage_two_weights;
+  if (epoch != m_s.stage_two_start) return;
+  const double inf = std::numeric_limits<double>::infinity();
+  m_state.best_validate_loss = inf;
+  if (m_plateau) {
+    PlateauState p = m_plateau->state();
+    p.best = inf, p.num_bad_epochs = 0;
+    m_plateau->load_state(p);
+  }
+  if (m_early) m_early->load_state(EarlyStoppingState{inf, 0, false});
+  const EnergyForceWeights& w = m_s.weights;
+  m_log.event("stage_two", {{"epoch", epoch},
+                            {"energy_weight", w.energy_weight},
+                            {"energy_peratom_weight", w.energy_peratom_weight},
+                            {"force_weight", w.force_weight},
+                            {"stress_weight", w.stress_weight}});
+  m_log.line("stage two from epoch " + std::to_string(epoch) + ": loss weights energy " +
+             fmt("%g", w.energy_weight) + ", energy per atom " +
+             fmt("%g", w.energy_peratom_weight) + ", forces " + fmt("%g", w.force_weight) +
+             ", stress " + fmt("%g", w.stress_weight) +
+             "; the best checkpoint is chosen from here on");
 }
 
 void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {

@@ -38,7 +38,10 @@ TEST(ConfigKeys, EveryImplementedKeyIsReadByTheCode) {
              {"Training.Scheduler.type=TimeExponential", "Training.time_limit_s=60"},
              {"Architecture.mpnn_type=SchNet", "Architecture.global_attn_engine=GPS",
               "Architecture.global_attn_type=multihead", "Architecture.global_attn_heads=2",
-              "Architecture.pe_dim=2", "Architecture.use_graph_attr_conditioning=true"}}) {
+              "Architecture.pe_dim=2", "Architecture.use_graph_attr_conditioning=true"},
+             {"Training.stage_two.start_epoch=2", "Training.stage_two.energy_weight=2",
+              "Training.stage_two.energy_peratom_weight=1", "Training.stage_two.force_weight=1",
+              "Training.stage_two.stress_weight=0"}}) {
       const std::set<std::string> keys = keys_read(file, overrides);
       read.insert(keys.begin(), keys.end());
     }

@@ -42,6 +42,15 @@ nlohmann::json periodic_config(const std::string& data, const std::string& run_d
   return c;
 }
 
+std::vector<nlohmann::json> epoch_rows(const std::string& run_dir) {
+  std::vector<nlohmann::json> rows;
+  for (const auto& l : testing::lines(read_text(run_dir + "/events.jsonl"))) {
+    nlohmann::json e = nlohmann::json::parse(l);
+    if (e.at("event") == "epoch") rows.push_back(std::move(e));
+  }
+  return rows;
+}
+
 // The labels the tests train on: the trace of the LJ stress against the energy of the cell
 // scaled by 1 ± h (positions and cell together), (E+ - E-) / 2h / V.
 TEST(StressTrain, LennardJonesStressLabelsMatchTheEnergyUnderStrain) {
@@ -88,15 +97,7 @@ TEST(StressTrain, PredictedAndReportedAlwaysTrainedWhenWeighted) {
   ASSERT_EQ(trained.code, 0) << trained.out;
   EXPECT_NE(trained.out.find("stress MAE"), std::string::npos) << trained.out;  // the last line
   // Reported without being trained on; trained on alone, the loss and the stress error fall.
-  const auto epochs = [&](const std::string& run_dir) {
-    std::vector<nlohmann::json> rows;
-    for (const auto& l : testing::lines(read_text(run_dir + "/events.jsonl"))) {
-      nlohmann::json e = nlohmann::json::parse(l);
-      if (e.at("event") == "epoch") rows.push_back(std::move(e));
-    }
-    return rows;
-  };
-  const auto plain_rows = epochs(dir.file("plain")), rows = epochs(dir.file("stress"));
+  const auto plain_rows = epoch_rows(dir.file("plain")), rows = epoch_rows(dir.file("stress"));
   ASSERT_EQ(rows.size(), 10u);
   EXPECT_GT(plain_rows.back().at("validate_stress_mae_mev_a3").get<double>(), 0.0);
   EXPECT_LT(rows.back().at("train_loss").get<double>(),
@@ -117,6 +118,80 @@ TEST(StressTrain, PredictedAndReportedAlwaysTrainedWhenWeighted) {
   EXPECT_EQ(testing::lines(read_text(dir.file("stress") + "/eval_all/stress.csv")).size(), 61u);
   EXPECT_NE(read_text(dir.file("stress") + "/eval_all/predictions.extxyz").find("pred_stress=\""),
             std::string::npos);
+}
+
+// Training.stage_two: its weights from its epoch on, in the loss and the validation loss, the
+// best checkpoint chosen afresh, and a resumed run inside stage two continuing it exactly.
+TEST(StressTrain, StageTwoChangesTheWeightsFromItsEpoch) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), periodic_lj());
+  nlohmann::json c = periodic_config(dir.file("lj.h5"), dir.file("one"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 4;
+  ASSERT_EQ(run("train -c " + write_config(dir, "one.json", c)).code, 0);
+  c["NeuralNetwork"]["Training"]["stage_two"] = {
+      {"start_epoch", 3}, {"force_weight", 1000.0}, {"stress_weight", 1.0}};
+  c["Output"]["run_dir"] = dir.file("two");
+  const std::string two = write_config(dir, "two.json", c);
+  const Result r = run("train -c " + two);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stage two from epoch 3: loss weights energy 1, energy per atom 0, "
+                       "forces 1000, stress 1"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json event = last_event(dir.file("two"), "stage_two");
+  EXPECT_EQ(event.at("epoch"), 3);
+  EXPECT_EQ(event.at("force_weight"), 1000.0);
+  const auto one = epoch_rows(dir.file("one")), rows = epoch_rows(dir.file("two"));
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(rows.size(), 4u);
+  for (int e : {0, 1}) {  // stage one: the same run
+    EXPECT_EQ(rows[e].at("train_loss"), one[e].at("train_loss")) << e;
+    EXPECT_EQ(rows[e].at("validate_loss"), one[e].at("validate_loss")) << e;
+  }
+  // Force weight ×100: the loss with it, although the model has hardly changed.
+  for (int e : {2, 3})
+    EXPECT_GT(rows[e].at("validate_loss").get<double>(),
+              20 * one[e].at("validate_loss").get<double>())
+        << e;
+  EXPECT_GE(last_event(dir.file("two"), "run_end").at("best_epoch").get<int>(), 3);
+  // Stopped after epoch 3 and resumed: epoch 4 as in the run that went through.
+  c["Output"]["run_dir"] = dir.file("resumed");
+  const std::string resumed = write_config(dir, "resumed.json", c);
+  ASSERT_EQ(run("train -c " + resumed + " --set Training.num_epoch=3").code, 0);
+  const Result again = run("train -c " + resumed + " --set Training.continue=1");
+  ASSERT_EQ(again.code, 0) << again.out;
+  const auto cont = epoch_rows(dir.file("resumed"));
+  ASSERT_EQ(cont.size(), 4u);
+  EXPECT_EQ(cont[3].at("train_loss"), rows[3].at("train_loss"));
+  EXPECT_EQ(cont[3].at("validate_loss"), rows[3].at("validate_loss"));
+}
+
+TEST(StressTrainBadInput, StageTwoThatCannotRun) {
+  TempDir dir;
+  write_lj_dataset(dir.file("cluster.h5"), LjOptions{});  // no cell: no stress
+  nlohmann::json c = small_config(dir.file("cluster.h5"), dir.file("r"));
+  nlohmann::json& t = c["NeuralNetwork"]["Training"];
+  t["stage_two"] = {{"start_epoch", 3}, {"stress_weight", 1.0}};
+  testing::expect_error(run("train -c " + write_config(dir, "a.json", c)),
+                        "Training.stage_two.stress_weight: 1, but no graph of the train split");
+  EXPECT_FALSE(fs::exists(dir.file("r") + "/checkpoints"));
+  t["stage_two"] = {{"start_epoch", 1}, {"force_weight", 1.0}};
+  testing::expect_error(run("train -c " + write_config(dir, "b.json", c)),
+                        "NeuralNetwork.Training.stage_two.start_epoch");
+  // Past the last epoch (a short trial of a long config): trained, with a warning.
+  t["stage_two"] = {{"start_epoch", 9}, {"force_weight", 1.0}};
+  const Result past = run("train -c " + write_config(dir, "e.json", c));
+  ASSERT_EQ(past.code, 0) << past.out;
+  EXPECT_NE(past.out.find("start_epoch 9 is past Training.num_epoch 4: stage two never starts"),
+            std::string::npos)
+      << past.out;
+  EXPECT_FALSE(last_event(dir.file("r"), "stage_two").is_object());
+  t["stage_two"] = {{"start_epoch", 2}, {"force_weight", 10.0}};  // the Architecture's
+  testing::expect_error(run("train -c " + write_config(dir, "c.json", c)),
+                        "stage two changes no loss weight");
+  t["stage_two"] = {{"force_weight", 1.0}};
+  testing::expect_error(run("train -c " + write_config(dir, "d.json", c)),
+                        "Training.stage_two has weights but no start_epoch");
 }
 
 TEST(StressTrainBadInput, WeightWithoutStressOrWithDirectForces) {
