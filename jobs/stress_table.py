@@ -4,7 +4,7 @@
 usage: python3 jobs/stress_table.py RUN_DIR...
 
 Each RUN_DIR needs `ddgnn evaluate --run RUN_DIR` done first (eval_test/errors.json and
-eval_test/stress.csv). Per run: Architecture.stress_weight, epochs, the test split's energy, force
+eval_test/stress.csv). Per run: Architecture.stress_weight (and Training.stage_two's), epochs, the test split's energy, force
 and stress MAE (the evaluated checkpoint), and the stress MAE against the spread of the test
 split's stress: the standard deviation of each component about its mean, averaged over the nine
 (the shear components have mean ~0), and the standard deviation of all nine components pooled.
@@ -50,12 +50,15 @@ def main(run_dirs):
     print("|---|---|---|---|---|---|---|---|")
     for run_dir in run_dirs:
         config = json.load(open(os.path.join(run_dir, "config.resolved.json")))
-        weight = config["NeuralNetwork"]["Architecture"].get("stress_weight", 0.0)
+        weight = f'{config["NeuralNetwork"]["Architecture"].get("stress_weight", 0.0):g}'
+        two = config["NeuralNetwork"]["Training"].get("stage_two") or {}
+        if "start_epoch" in two and "stress_weight" in two:
+            weight += f' → {two["stress_weight"]:g} from epoch {two["start_epoch"]}'
         end = last_event(run_dir, "run_end")
         errors = json.load(open(os.path.join(run_dir, "eval_test", "errors.json")))
         per_component, pooled = stress_spread(os.path.join(run_dir, "eval_test", "stress.csv"))
         s = errors["stress"]
-        print(f"| `{run_dir}` | {weight:g} | {end['epochs']} | {errors['energy']['mae_mev_atom']:.3g} | "
+        print(f"| `{run_dir}` | {weight} | {end['epochs']} | {errors['energy']['mae_mev_atom']:.3g} | "
               f"{errors['forces']['mae_mev_a']:.3g} | {s['mae_mev_a3']:.3g} ({s['mae_gpa']:.3g}) | "
               f"{100 * s['mae_mev_a3'] / per_component:.2g}% of {per_component:.3g} | "
               f"{100 * s['mae_mev_a3'] / pooled:.2g}% of {pooled:.3g} |")
