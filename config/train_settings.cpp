@@ -35,28 +35,32 @@ void parse_device(const std::string& v, TrainSettings& s) {
   s.device_index = std::stoll(digits);
 }
 
+// The loss weights Training.stage_two may change, by key.
+const std::pair<const char*, double EnergyForceWeights::*> kStageTwoWeights[] = {
+    {"energy_weight", &EnergyForceWeights::energy_weight},
+    {"energy_peratom_weight", &EnergyForceWeights::energy_peratom_weight},
+    {"force_weight", &EnergyForceWeights::force_weight},
+    {"stress_weight", &EnergyForceWeights::stress_weight}};
+
 // Training.stage_two: the epoch it starts and the loss weights it changes.
 void parse_stage_two(const Config& c, TrainSettings& s) {
   const std::string k = kTrain + "stage_two.";
+  const auto given = [&c](const std::string& key) { return c.has(key) && !c.at(key).is_null(); };
+  const bool staged = given(k + "start_epoch");
   s.stage_two_weights = s.weights;
-  if (!c.has(k + "start_epoch") || c.at(k + "start_epoch").is_null()) {
-    for (const char* w :
-         {"energy_weight", "energy_peratom_weight", "force_weight", "stress_weight"})
-      if (c.has(k + w) && !c.at(k + w).is_null())
-        throw ConfigError(k + w + ": Training.stage_two has weights but no start_epoch",
-                          "add Training.stage_two.start_epoch (the first epoch of stage two)");
-    return;
+  bool changes = false;
+  for (const auto& [name, member] : kStageTwoWeights) {
+    if (!given(k + name)) continue;
+    if (!staged)
+      throw ConfigError(k + name + ": Training.stage_two has weights but no start_epoch",
+                        "add Training.stage_two.start_epoch (the first epoch of stage two)");
+    s.stage_two_weights.*member = c.get<double>(k + name);
+    changes = changes || s.stage_two_weights.*member != s.weights.*member;
   }
-  s.stage_two_start = c.get<int64_t>(k + "start_epoch");  // ≥ 2 (the schema); the trainer
-                                                          // warns when it is past num_epoch
-  EnergyForceWeights& w = s.stage_two_weights;
-  w.energy_weight = get_or<double>(c, k + "energy_weight", w.energy_weight);
-  w.energy_peratom_weight = get_or<double>(c, k + "energy_peratom_weight", w.energy_peratom_weight);
-  w.force_weight = get_or<double>(c, k + "force_weight", w.force_weight);
-  w.stress_weight = get_or<double>(c, k + "stress_weight", w.stress_weight);
-  const EnergyForceWeights& a = s.weights;
-  if (w.energy_weight == a.energy_weight && w.energy_peratom_weight == a.energy_peratom_weight &&
-      w.force_weight == a.force_weight && w.stress_weight == a.stress_weight)
+  if (!staged) return;
+  // ≥ 2 (the schema); the trainer warns when it is past num_epoch.
+  s.stage_two_start = c.get<int64_t>(k + "start_epoch");
+  if (!changes)
     throw ConfigError(k + "start_epoch: stage two changes no loss weight",
                       "give Training.stage_two the weights it sets (energy_weight, "
                       "energy_peratom_weight, force_weight, stress_weight), or remove it");
@@ -67,6 +71,12 @@ void parse_stage_two(const Config& c, TrainSettings& s) {
 double TrainSettings::max_stress_weight() const {
   return std::max(weights.stress_weight,
                   stage_two_start > 0 ? stage_two_weights.stress_weight : 0.0);
+}
+
+std::string TrainSettings::max_stress_weight_key() const {
+  return stage_two_start > 0 && stage_two_weights.stress_weight > weights.stress_weight
+             ? kTrain + "stage_two.stress_weight"
+             : kArch + "stress_weight";
 }
 
 bool TrainSettings::needs_forces() const {
@@ -217,8 +227,8 @@ TrainSettings train_settings(const Config& c) {
       targets.energy_head = int(k);
     }
   if (s.max_stress_weight() > 0 && !targets.conservative)
-    throw ConfigError(std::string(s.weights.stress_weight > 0 ? kArch : kTrain + "stage_two.") +
-                          "stress_weight: the stress is (1/V) dE/dε of the energy, but the "
+    throw ConfigError(s.max_stress_weight_key() +
+                          ": the stress is (1/V) dE/dε of the energy, but the "
                           "forces are not conservative",
                       "set Architecture.enable_interatomic_potential true (or "
                       "Training.compute_grad_energy), or stress_weight 0");

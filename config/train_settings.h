@@ -63,8 +63,9 @@ struct TrainSettings {
   // stage_two_weights (each one it does not name kept from `weights`); 0: one stage.
   int64_t stage_two_start = 0;
   EnergyForceWeights stage_two_weights;
-  // The larger stress weight of the two stages (what the data must allow).
+  // The larger stress weight of the two stages (what the data must allow), and its full key.
   double max_stress_weight() const;
+  std::string max_stress_weight_key() const;
   LossSpec loss;
   RadiusGraphOptions graph;
   bool periodic = false;  // Architecture.periodic_boundary_conditions

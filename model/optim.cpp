@@ -259,6 +259,11 @@ bool ReduceLROnPlateau::step(double metric) {
   return reduced;
 }
 
+void ReduceLROnPlateau::forget_best() {
+  m_state.best = kInf;
+  m_state.num_bad_epochs = 0;
+}
+
 void ReduceLROnPlateau::load_state(const PlateauState& state) {
   if (state.last_lr.size() != m_optimizer->param_groups().size()) {
     throw DataError("scheduler state has " + std::to_string(state.last_lr.size()) +
@@ -299,6 +304,11 @@ EarlyStopping::EarlyStopping(int patience) : m_patience(patience) {
                       std::to_string(patience));
   }
   m_state.best = kInf;
+}
+
+void EarlyStopping::forget_best() {
+  m_state.best = kInf;
+  m_state.num_bad_epochs = 0;
 }
 
 bool EarlyStopping::step(double validation_loss) {

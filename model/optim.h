@@ -85,6 +85,10 @@ class ReduceLROnPlateau {
   // A nan metric never improves on the best.
   bool step(double metric);
 
+  // The metric changes meaning (another loss from here on): the best so far and the count of
+  // bad epochs start again; the lr and the cooldown stay.
+  void forget_best();
+
   const PlateauOptions& options() const { return m_options; }
   const PlateauState& state() const { return m_state; }
   // Restores a saved state. The lr lives in the optimizer: restore the optimizer's state too
@@ -118,6 +122,8 @@ class EarlyStopping {
   // One epoch's validation loss; true when training should stop (and from then on).
   bool step(double validation_loss);
   bool should_stop() const { return m_state.stopped; }
+  // The loss changes meaning: the best so far and the count start again (not a stop already made).
+  void forget_best();
   int patience() const { return m_patience; }
 
   const EarlyStoppingState& state() const { return m_state; }

@@ -266,9 +266,7 @@ std::string bind_stress(TrainSettings& s, const TrainData& data) {
   s.targets.stress = s.targets.conservative && s.periodic && with_stress > 0;
   if (s.max_stress_weight() > 0 && !s.targets.stress)
     throw ConfigError(
-        std::string(s.weights.stress_weight > 0 ? "NeuralNetwork.Architecture."
-                                                : "NeuralNetwork.Training.stage_two.") +
-            "stress_weight: " + fmt("%g", s.max_stress_weight()) +
+        s.max_stress_weight_key() + ": " + fmt("%g", s.max_stress_weight()) +
             ", but no graph of the train split of " + data.dataset(kTrain).path() +
             " has a stress and a cell periodic in three directions" +
             (s.periodic ? "" : " (periodic_boundary_conditions is false)"),

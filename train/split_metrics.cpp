@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "comm/mpi.h"
+#include "core/error.h"
 #include "loader/elements.h"
 #include "train/train_data.h"
 
@@ -257,6 +258,24 @@ Baselines baseline_metrics(const TrainData& data, int split,
   const long double abs = sums[sums.size() - 2], count = sums.back();
   out.stress_mae_mev_a3 = count > 0 ? double(1e3L * abs / count) : 0.0;
   return out;
+}
+
+std::exception_ptr nonfinite_loss_error(const std::vector<at::Tensor>& losses,
+                                        const std::vector<std::vector<int64_t>>& ids, int rank,
+                                        const std::string& split, int64_t epoch) {
+  const at::Tensor finite = losses.empty() ? at::Tensor() : at::stack(losses).isfinite().cpu();
+  if (!finite.defined() || finite.all().item<bool>()) return nullptr;
+  std::string graphs;
+  int shown = 0;
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (!finite[int64_t(k)].item<bool>())
+      for (int64_t g : ids[k])
+        if (shown++ < 12) graphs += (graphs.empty() ? "" : ", ") + std::to_string(g);
+  return std::make_exception_ptr(DataError(
+      "rank " + std::to_string(rank) + ": the " + split + " loss is not finite after epoch " +
+          std::to_string(epoch) + ", in batches of graphs " + graphs + (shown > 12 ? ", ..." : ""),
+      "the model diverged on these graphs: lower the learning rate or set Training.grad_clip, "
+      "and look at them (`ddgnn info` lists outlier frames)"));
 }
 
 }  // namespace ddgnn

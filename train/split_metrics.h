@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -61,6 +62,13 @@ class SplitMetrics {
   mutable at::Tensor m_device_sums;
   mutable int64_t m_device_graphs = 0, m_device_atoms = 0;
 };
+
+// After a split is evaluated: a DataError naming the graphs (up to 12) of the batches whose loss
+// is not finite, from one read of every batch's flag (`losses` one scalar per batch, `ids` its
+// graphs); null when all are finite. `epoch` is the epoch the model has just trained.
+std::exception_ptr nonfinite_loss_error(const std::vector<at::Tensor>& losses,
+                                        const std::vector<std::vector<int64_t>>& ids, int rank,
+                                        const std::string& split, int64_t epoch);
 
 // The columns of metrics.csv, fixed by the heads: epoch, lr, the losses, each split's energy /
 // force / column errors, then throughput and the time of each phase.

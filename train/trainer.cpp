@@ -120,7 +120,6 @@ class Trainer {
   bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
   int64_t m_start_epoch = 1;
-  bool m_stage_two = false;  // Training.stage_two's weights in force
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
   Clock::time_point m_t_start = Clock::now();
@@ -219,8 +218,8 @@ nlohmann::json Trainer::run_impl() {
 
   int64_t epoch = m_start_epoch;
   for (; epoch <= m_s.num_epoch; ++epoch) {
-    if (m_s.stage_two_start > 0 && epoch >= m_s.stage_two_start && !m_stage_two)
-      begin_stage_two(epoch);
+    if (m_s.stage_two_start > 0 && epoch == std::max(m_s.stage_two_start, m_start_epoch))
+      begin_stage_two(epoch);  // its first epoch, or the first after a resume inside it
     const auto t_epoch = Clock::now();
     nlohmann::json row = {{"epoch", epoch}, {"lr", get_lr(*m_opt)}};
     row.update(baseline);
@@ -353,17 +352,11 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
 // the validation loss is another, so the best checkpoint, early stopping and the plateau
 // schedule count afresh; resumed, their state is the checkpoint's.
 void Trainer::begin_stage_two(int64_t epoch) {
-  m_stage_two = true;
   m_s.weights = m_s.stage_two_weights;
   if (epoch != m_s.stage_two_start) return;
-  const double inf = std::numeric_limits<double>::infinity();
-  m_state.best_validate_loss = inf;
-  if (m_plateau) {
-    PlateauState p = m_plateau->state();
-    p.best = inf, p.num_bad_epochs = 0;
-    m_plateau->load_state(p);
-  }
-  if (m_early) m_early->load_state(EarlyStoppingState{inf, 0, false});
+  m_state.best_validate_loss = std::numeric_limits<double>::infinity();
+  if (m_plateau) m_plateau->forget_best();
+  if (m_early) m_early->forget_best();
   const EnergyForceWeights& w = m_s.weights;
   m_log.event("stage_two", {{"epoch", epoch},
                             {"energy_weight", w.energy_weight},
@@ -468,24 +461,8 @@ SplitMetrics Trainer::evaluate_split(int split) {
     ids.push_back(b.ids);
   });
   m_gnn->train();
-  std::exception_ptr bad;
-  // One read of every batch's flag; the graphs are named only when one is not finite.
-  const at::Tensor finite = losses.empty() ? at::Tensor() : at::stack(losses).isfinite().cpu();
-  if (finite.defined() && !finite.all().item<bool>()) {
-    std::string graphs;
-    int shown = 0;
-    for (size_t k = 0; k < ids.size(); ++k)
-      if (!finite[int64_t(k)].item<bool>())
-        for (int64_t g : ids[k])
-          if (shown++ < 12) graphs += (graphs.empty() ? "" : ", ") + std::to_string(g);
-    bad = std::make_exception_ptr(DataError(
-        "rank " + std::to_string(m_rank) + ": the " + split_name(split) +
-            " loss is not finite after epoch " + std::to_string(m_state.epoch + 1) +
-            ", in batches of graphs " + graphs + (shown > 12 ? ", ..." : ""),
-        "the model diverged on these graphs: lower the learning rate or set Training.grad_clip, "
-        "and look at them (`ddgnn info` lists outlier frames)"));
-  }
-  throw_if_any_failed(m_comm.get(), bad);
+  throw_if_any_failed(m_comm.get(), nonfinite_loss_error(losses, ids, m_rank, split_name(split),
+                                                         m_state.epoch + 1));
   Waiting waiting("evaluation metrics all-reduce");
   m.reduce(m_comm.get());
   return m;

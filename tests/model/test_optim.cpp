@@ -479,6 +479,35 @@ TEST(EarlyStopping, StopsAfterPatienceEpochsWithoutImprovement) {
   EXPECT_THROW(EarlyStopping(/*patience=*/0), ConfigError);
 }
 
+// A loss that changes meaning (a second stage of loss weights): a larger value after
+// forget_best is the new best, not a bad epoch; the learning rate is kept.
+TEST(ReduceLROnPlateau, ForgetBestCountsAfresh) {
+  auto w = make_w();
+  auto optimizer = make_optimizer(parse_optimizer_type("Adam"), {w}, /*learning_rate=*/1.0, 0.0);
+  ReduceLROnPlateau scheduler(*optimizer, plateau_options(/*factor=*/0.5, /*patience=*/1));
+  EXPECT_FALSE(scheduler.step(1.0));
+  EXPECT_FALSE(scheduler.step(2.0));  // bad 1 = patience
+  EXPECT_TRUE(scheduler.step(2.0));   // bad 2: reduced
+  EXPECT_EQ(get_lr(*optimizer), 0.5);
+  scheduler.step(3.0);  // bad 1
+  scheduler.forget_best();
+  EXPECT_EQ(scheduler.state().num_bad_epochs, 0);
+  EXPECT_FALSE(scheduler.step(100.0));  // the new loss's first value: its best
+  EXPECT_EQ(scheduler.state().best, 100.0);
+  EXPECT_EQ(get_lr(*optimizer), 0.5);
+}
+
+TEST(EarlyStopping, ForgetBestCountsAfresh) {
+  EarlyStopping stopping(/*patience=*/2);
+  EXPECT_FALSE(stopping.step(1.0));
+  EXPECT_FALSE(stopping.step(2.0));  // bad 1
+  stopping.forget_best();
+  EXPECT_FALSE(stopping.step(50.0));  // the new best
+  EXPECT_FALSE(stopping.step(60.0));  // bad 1
+  EXPECT_EQ(stopping.state().best, 50.0);
+  EXPECT_TRUE(stopping.step(70.0));  // bad 2 = patience
+}
+
 TEST(EarlyStopping, ResumesFromSavedState) {
   const std::vector<double> losses = {1.0, 0.8, 0.85, 0.9, 0.7, 0.75, 0.71, 0.72, 0.73};
   EarlyStopping uninterrupted(/*patience=*/4);
