@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/device.h"
+#include "model/saved_index.h"
 #include "model/segment_generic.h"
 
 namespace ddgnn {
@@ -69,7 +70,7 @@ struct ScatterSum;
 
 struct GatherRows : public torch::autograd::Function<GatherRows> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const SegmentIndex* s) {
-    ctx->saved_data["s"] = reinterpret_cast<int64_t>(s);
+    save_index(ctx, "s", s);
     return gather_raw(y, *s);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad);
@@ -77,18 +78,18 @@ struct GatherRows : public torch::autograd::Function<GatherRows> {
 
 struct ScatterSum : public torch::autograd::Function<ScatterSum> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const SegmentIndex* s) {
-    ctx->saved_data["s"] = reinterpret_cast<int64_t>(s);
+    save_index(ctx, "s", s);
     return segment_sum_raw(x, *s);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const auto* s = reinterpret_cast<const SegmentIndex*>(ctx->saved_data["s"].toInt());
-    return {GatherRows::apply(grad[0], s), at::Tensor()};
+    const SegmentIndex s = saved_index(ctx, "s");
+    return {GatherRows::apply(grad[0], &s), at::Tensor()};
   }
 };
 
 variable_list GatherRows::backward(AutogradContext* ctx, variable_list grad) {
-  const auto* s = reinterpret_cast<const SegmentIndex*>(ctx->saved_data["s"].toInt());
-  return {ScatterSum::apply(grad[0], s), at::Tensor()};
+  const SegmentIndex s = saved_index(ctx, "s");
+  return {ScatterSum::apply(grad[0], &s), at::Tensor()};
 }
 
 // Shape [n] + x.sizes()[1:].
@@ -235,18 +236,13 @@ at::Tensor gather_contract_raw(const at::Tensor& g_in, const at::Tensor& b_in,
   return out;
 }
 
-// Pointer to a SegmentIndex kept in an autograd context (the batch owns the index).
-const SegmentIndex* saved_index(AutogradContext* ctx, const char* key) {
-  return reinterpret_cast<const SegmentIndex*>(ctx->saved_data[key].toInt());
-}
-
 struct GatherGatherDot;
 
 struct GatherMulSum : public torch::autograd::Function<GatherMulSum> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const at::Tensor& w,
                             const SegmentIndex* src, const SegmentIndex* dst) {
-    ctx->saved_data["src"] = reinterpret_cast<int64_t>(src);
-    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    save_index(ctx, "src", src);
+    save_index(ctx, "dst", dst);
     ctx->save_for_backward({y, w});
     return gather_mul_sum_raw(y, w, *src, *dst);
   }
@@ -256,14 +252,15 @@ struct GatherMulSum : public torch::autograd::Function<GatherMulSum> {
 struct GatherGatherDot : public torch::autograd::Function<GatherGatherDot> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& p, const at::Tensor& q,
                             const SegmentIndex* a, const SegmentIndex* b) {
-    ctx->saved_data["a"] = reinterpret_cast<int64_t>(a);
-    ctx->saved_data["b"] = reinterpret_cast<int64_t>(b);
+    save_index(ctx, "a", a);
+    save_index(ctx, "b", b);
     ctx->save_for_backward({p, q});
     return gather_gather_dot_raw(p, q, *a, *b);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto saved = ctx->get_saved_variables();
-    const SegmentIndex *a = saved_index(ctx, "a"), *b = saved_index(ctx, "b");
+    const SegmentIndex a_map = saved_index(ctx, "a"), b_map = saved_index(ctx, "b");
+    const SegmentIndex *a = &a_map, *b = &b_map;
     // dp[n, k, f] = sum over e with a[e] == n of gg[e, f] q[b[e], k, f]; dq likewise.
     return {ctx->needs_input_grad(0) ? GatherMulSum::apply(saved[1], grad[0], b, a) : at::Tensor(),
             ctx->needs_input_grad(1) ? GatherMulSum::apply(saved[0], grad[0], a, b) : at::Tensor(),
@@ -273,7 +270,8 @@ struct GatherGatherDot : public torch::autograd::Function<GatherGatherDot> {
 
 variable_list GatherMulSum::backward(AutogradContext* ctx, variable_list grad) {
   const auto saved = ctx->get_saved_variables();
-  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const SegmentIndex src_map = saved_index(ctx, "src"), dst_map = saved_index(ctx, "dst");
+  const SegmentIndex *src = &src_map, *dst = &dst_map;
   // dy[m] = sum over e with src[e] == m of g[dst[e]] * w[e]; dw[e] = sum_k g[dst[e]] y[src[e]].
   return {
       ctx->needs_input_grad(0) ? GatherMulSum::apply(grad[0], saved[1], dst, src) : at::Tensor(),
@@ -285,7 +283,7 @@ variable_list GatherMulSum::backward(AutogradContext* ctx, variable_list grad) {
 struct OuterSum : public torch::autograd::Function<OuterSum> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& u,
                             const SegmentIndex* dst) {
-    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    save_index(ctx, "dst", dst);
     ctx->save_for_backward({a, u});
     return outer_sum_raw(a, u, *dst);
   }
@@ -295,14 +293,15 @@ struct OuterSum : public torch::autograd::Function<OuterSum> {
 struct GatherContract : public torch::autograd::Function<GatherContract> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& b,
                             const SegmentIndex* dst, bool over_k) {
-    ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+    save_index(ctx, "dst", dst);
     ctx->saved_data["over_k"] = over_k;
     ctx->save_for_backward({g, b});
     return gather_contract_raw(g, b, *dst, over_k);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto saved = ctx->get_saved_variables();
-    const SegmentIndex* dst = saved_index(ctx, "dst");
+    const SegmentIndex dst_map = saved_index(ctx, "dst");
+    const SegmentIndex* dst = &dst_map;
     const bool over_k = ctx->saved_data["over_k"].toBool();
     const at::Tensor &g = saved[0], &b = saved[1], &gg = grad[0];
     at::Tensor dg, db;
@@ -319,7 +318,8 @@ struct GatherContract : public torch::autograd::Function<GatherContract> {
 
 variable_list OuterSum::backward(AutogradContext* ctx, variable_list grad) {
   const auto saved = ctx->get_saved_variables();
-  const SegmentIndex* dst = saved_index(ctx, "dst");
+  const SegmentIndex dst_map = saved_index(ctx, "dst");
+  const SegmentIndex* dst = &dst_map;
   // da[e, f] = sum_k g[dst e, k, f] u[e, k]; du[e, k] = sum_f g[dst e, k, f] a[e, f].
   return {
       ctx->needs_input_grad(0) ? GatherContract::apply(grad[0], saved[1], dst, true) : at::Tensor(),
@@ -335,8 +335,8 @@ struct EdgeDifference;
 struct EdgeDifferenceAdjoint : public torch::autograd::Function<EdgeDifferenceAdjoint> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& g, const SegmentIndex* from,
                             const SegmentIndex* to) {
-    ctx->saved_data["from"] = reinterpret_cast<int64_t>(from);
-    ctx->saved_data["to"] = reinterpret_cast<int64_t>(to);
+    save_index(ctx, "from", from);
+    save_index(ctx, "to", to);
     return segment_sum_raw(g, *from).sub_(segment_sum_raw(g, *to));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad);
@@ -345,20 +345,38 @@ struct EdgeDifferenceAdjoint : public torch::autograd::Function<EdgeDifferenceAd
 struct EdgeDifference : public torch::autograd::Function<EdgeDifference> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const SegmentIndex* from,
                             const SegmentIndex* to) {
-    ctx->saved_data["from"] = reinterpret_cast<int64_t>(from);
-    ctx->saved_data["to"] = reinterpret_cast<int64_t>(to);
+    save_index(ctx, "from", from);
+    save_index(ctx, "to", to);
     return edge_difference_raw(y, *from, *to);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {EdgeDifferenceAdjoint::apply(grad[0], saved_index(ctx, "from"), saved_index(ctx, "to")),
-            at::Tensor(), at::Tensor()};
+    const SegmentIndex from = saved_index(ctx, "from"), to = saved_index(ctx, "to");
+    return {EdgeDifferenceAdjoint::apply(grad[0], &from, &to), at::Tensor(), at::Tensor()};
   }
 };
 
 variable_list EdgeDifferenceAdjoint::backward(AutogradContext* ctx, variable_list grad) {
-  return {EdgeDifference::apply(grad[0], saved_index(ctx, "from"), saved_index(ctx, "to")),
-          at::Tensor(), at::Tensor()};
+  const SegmentIndex from = saved_index(ctx, "from"), to = saved_index(ctx, "to");
+  return {EdgeDifference::apply(grad[0], &from, &to), at::Tensor(), at::Tensor()};
 }
+
+struct Concat : public torch::autograd::Function<Concat> {
+  static at::Tensor forward(AutogradContext* ctx, at::TensorList xs, int64_t dim) {
+    std::vector<int64_t> sizes;
+    for (const at::Tensor& x : xs) sizes.push_back(x.size(dim));
+    ctx->saved_data["sizes"] = sizes;
+    ctx->saved_data["dim"] = dim;
+    return at::cat(xs, dim);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
+    variable_list out = grad[0].split_with_sizes(sizes, ctx->saved_data["dim"].toInt());
+    for (size_t k = 0; k < out.size(); ++k)
+      if (!ctx->needs_input_grad(k)) out[k] = at::Tensor();
+    out.emplace_back();  // dim
+    return out;
+  }
+};
 
 }  // namespace
 
@@ -438,6 +456,11 @@ at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const 
     throw Error("edge_difference: the two maps must cover the same edges");
   if (!fused_kernels(y)) return generic::edge_difference(y, from, to);
   return EdgeDifference::apply(y, &from, &to);
+}
+
+at::Tensor concat(const std::vector<at::Tensor>& xs, int64_t dim) {
+  if (xs.size() == 1) return xs[0];
+  return Concat::apply(at::TensorList(xs), dim);
 }
 
 }  // namespace ddgnn

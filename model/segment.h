@@ -59,4 +59,10 @@ at::Tensor outer_sum(const at::Tensor& a, const at::Tensor& u, const SegmentInde
 // differentiable to any order. No index_add_.
 at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const SegmentIndex& to);
 
+// at::cat(xs, dim) whose backward is one split_with_sizes, so that the derivative of that backward
+// (the force loss's, when the concatenation is on the path to the forces) is one concatenation.
+// at::cat's backward narrows the gradient once per input, and each narrow's derivative writes a
+// zero tensor of the whole output's size. Differentiable to any order.
+at::Tensor concat(const std::vector<at::Tensor>& xs, int64_t dim);
+
 }  // namespace ddgnn

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "model/device.h"
 #include "model/kernels.h"
+#include "model/saved_index.h"
 #include "model/segment_generic.h"
 
 namespace ddgnn {
@@ -97,18 +98,13 @@ void save_coupling(AutogradContext* ctx, const Coupling& c, const SegmentIndex* 
   ctx->saved_data["J"] = c.J;
   ctx->saved_data["P"] = c.P;
   ctx->saved_data["entries"] = c.entries;
-  ctx->saved_data["src"] = reinterpret_cast<int64_t>(src);
-  ctx->saved_data["dst"] = reinterpret_cast<int64_t>(dst);
+  save_index(ctx, "src", src);
+  save_index(ctx, "dst", dst);
 }
 
 Coupling saved_coupling(AutogradContext* ctx) {
   return {ctx->saved_data["I"].toInt(), ctx->saved_data["J"].toInt(), ctx->saved_data["P"].toInt(),
           ctx->saved_data["entries"].toTensor()};
-}
-
-// Pointer to a SegmentIndex kept in an autograd context (the batch owns the index).
-const SegmentIndex* saved_index(AutogradContext* ctx, const char* key) {
-  return reinterpret_cast<const SegmentIndex*>(ctx->saved_data[key].toInt());
 }
 
 // G itself when it is contiguous [E, I, J] or the transpose of a contiguous [E, J, I] (the
@@ -300,7 +296,8 @@ struct TpCouplingGrad : public torch::autograd::Function<TpCouplingGrad> {
 variable_list TpMessage::backward(AutogradContext* ctx, variable_list grad) {
   const auto saved = ctx->get_saved_variables();
   const Coupling c = saved_coupling(ctx);
-  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const SegmentIndex src_map = saved_index(ctx, "src"), dst_map = saved_index(ctx, "dst");
+  const SegmentIndex *src = &src_map, *dst = &dst_map;
   const at::Tensor &g = saved[0], &w = saved[1], &x = saved[2], &gout = grad[0];
   at::Tensor dg, dw, dx;
   if (ctx->needs_input_grad(0)) dg = TpCouplingGrad::apply(w, x, gout, &c, src, dst);
@@ -315,7 +312,8 @@ variable_list TpMessage::backward(AutogradContext* ctx, variable_list grad) {
 variable_list TpWeightGrad::backward(AutogradContext* ctx, variable_list grad) {
   const auto saved = ctx->get_saved_variables();
   const Coupling c = saved_coupling(ctx);
-  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const SegmentIndex src_map = saved_index(ctx, "src"), dst_map = saved_index(ctx, "dst");
+  const SegmentIndex *src = &src_map, *dst = &dst_map;
   const at::Tensor &g = saved[0], &x = saved[1], &y = saved[2], &gout = grad[0];
   at::Tensor dg, dx, dy;
   if (ctx->needs_input_grad(0)) dg = TpCouplingGrad::apply(gout, x, y, &c, src, dst);
@@ -330,7 +328,8 @@ variable_list TpWeightGrad::backward(AutogradContext* ctx, variable_list grad) {
 variable_list TpCouplingGrad::backward(AutogradContext* ctx, variable_list grad) {
   const auto saved = ctx->get_saved_variables();
   const Coupling c = saved_coupling(ctx);
-  const SegmentIndex *src = saved_index(ctx, "src"), *dst = saved_index(ctx, "dst");
+  const SegmentIndex src_map = saved_index(ctx, "src"), dst_map = saved_index(ctx, "dst");
+  const SegmentIndex *src = &src_map, *dst = &dst_map;
   const at::Tensor &w = saved[0], &x = saved[1], &y = saved[2], &gout = grad[0];
   at::Tensor dw, dx, dy;
   if (ctx->needs_input_grad(0)) dw = TpWeightGrad::apply(gout, x, y, &c, src, dst);

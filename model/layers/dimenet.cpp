@@ -28,105 +28,9 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/spherical_bessel.h"
 
 namespace ddgnn {
-
-namespace {
-
-// Below x = 1 the power series of j_l (eight terms: each is below x^2 / (2k (2l + 2k + 1)) times
-// the one before, so the eighth is under 1e-17 of the first), above it the upward recurrence from
-// j_0 and j_1, which loses about l digits at x = 1 (relative error 1e-7 at l = 6, and the basis
-// sees x = 1 only for atoms closer than rc / z_l1, 0.1 rc at l = 6).
-constexpr double kSeriesLimit = 1.0;
-constexpr int kSeriesTerms = 8;
-
-// j_l(x) = x^l / (2l+1)!! sum_k (-x^2/2)^k / (k! (2l+3)(2l+5)...(2l+2k+1)).
-double bessel_series(int l, double x) {
-  double dfact = 1.0;
-  for (int k = 1; k <= 2 * l + 1; k += 2) dfact *= k;
-  const double x2 = -0.5 * x * x;
-  double term = 1.0, sum = 1.0;
-  for (int k = 1; k <= kSeriesTerms; ++k) {
-    term *= x2 / (k * (2.0 * l + 2 * k + 1));
-    sum += term;
-  }
-  return std::pow(x, l) * sum / dfact;
-}
-
-// j_l(x) by the upward recurrence j_(k+1) = (2k+1)/x j_k - j_(k-1) from j_0 and j_1.
-double bessel_recurrence(int l, double x) {
-  double jm = std::sin(x) / x;
-  if (l == 0) return jm;
-  double j = std::sin(x) / (x * x) - std::cos(x) / x;
-  for (int k = 1; k < l; ++k) {
-    const double next = (2.0 * k + 1) / x * j - jm;
-    jm = j;
-    j = next;
-  }
-  return j;
-}
-
-// j_(l_c)(x[:, c]) for every column c at once, l_c = order[c] (a [C] float64 tensor of integers
-// 0..lmax): one pass of the recurrence and one of the series over all columns, joined by where;
-// each branch on its own clamped arguments (neither evaluated where it is inaccurate or
-// infinite). Float64, differentiable to any order.
-at::Tensor spherical_bessel_columns(const at::Tensor& x, const at::Tensor& order, int64_t lmax) {
-  const double limit = kSeriesLimit;
-  const at::Tensor xr = at::clamp_min(x, limit), inv = 1.0 / xr, sn = at::sin(xr);
-  at::Tensor jm = sn * inv, j = (jm - at::cos(xr)) * inv;
-  at::Tensor rec = at::where(order == 0.0, jm, j);
-  for (int64_t k = 1; k < lmax; ++k) {
-    at::Tensor next = j * inv * (2.0 * double(k) + 1.0) - jm;
-    rec = at::where(order == double(k + 1), next, rec);
-    jm = j;
-    j = next;
-  }
-  // Series: x^l / (2l+1)!! sum_k prod_(q<=k) (-x^2/2) / (q (2l + 2q + 1)).
-  const at::Tensor xs = at::clamp_max(x, limit), x2 = xs * xs * (-0.5);
-  at::Tensor term = at::ones_like(xs), sum = at::ones_like(xs);
-  for (int q = 1; q <= kSeriesTerms; ++q) {
-    term = term * x2 / ((2.0 * order + (2.0 * q + 1.0)) * double(q));
-    sum = sum + term;
-  }
-  at::Tensor dfact = at::ones_like(order);  // (2l+1)!!
-  for (int64_t k = 1; k <= lmax; ++k)
-    dfact = at::where(order >= double(k), dfact * (2.0 * double(k) + 1.0), dfact);
-  const at::Tensor series = at::pow(xs, order) * sum / dfact;
-  return at::where(x < limit, series, rec);
-}
-
-}  // namespace
-
-double spherical_bessel(int l, double x) {
-  return x < kSeriesLimit ? bessel_series(l, x) : bessel_recurrence(l, x);
-}
-
-std::vector<double> spherical_bessel_zeros(int l, int n) {
-  // Zeros of j_0 are k pi; those of j_l interlace those of j_(l-1): the k-th lies between its
-  // k-th and (k+1)-th. Bisection in each bracket.
-  std::vector<double> z(size_t(n + l));
-  for (int k = 0; k < n + l; ++k) z[size_t(k)] = (k + 1) * M_PI;
-  for (int order = 1; order <= l; ++order) {
-    std::vector<double> next(size_t(n + l - order));
-    for (size_t k = 0; k < next.size(); ++k) {
-      double a = z[k], b = z[k + 1];
-      double fa = spherical_bessel(order, a);
-      for (int it = 0; it < 200 && b - a > 1e-15 * b; ++it) {
-        const double m = 0.5 * (a + b), fm = spherical_bessel(order, m);
-        if ((fm < 0) == (fa < 0)) {
-          a = m;
-          fa = fm;
-        } else {
-          b = m;
-        }
-      }
-      next[k] = 0.5 * (a + b);
-    }
-    z = std::move(next);
-  }
-  z.resize(size_t(n));
-  return z;
-}
 
 BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p_order,
                            const at::Tensor& freq, c10::ScalarType dtype) {
@@ -177,16 +81,7 @@ class DimeNet : public MessagePassing {
     const int64_t f = m_f, r = m_r, s = m_s, b = spec.basis_emb_size, i = spec.int_emb_size,
                   o = spec.out_emb_size;
     m_freq = register_parameter("freq", at::arange(1, r + 1, at::kFloat) * M_PI);
-    std::vector<double> zeros, norms;
-    for (int l = 0; l < s; ++l)
-      for (double z : spherical_bessel_zeros(l, int(r))) {
-        zeros.push_back(z);
-        norms.push_back(std::sqrt(2.0) / std::abs(spherical_bessel(l + 1, z)));
-      }
-    // [S R] float64 constants, not buffers: a module's to(float) would round them.
-    m_zeros = at::tensor(zeros);
-    m_norms = at::tensor(norms);
-    m_orders = at::arange(s, at::kDouble).repeat_interleave(r);  // l of each column
+    m_cols = dimenet_columns(s, r, m_rc, m_p);
     auto lin = [&](const std::string& name, int64_t in, int64_t out, bool bias = true) {
       return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
     };
@@ -237,21 +132,29 @@ class DimeNet : public MessagePassing {
                                 " " + std::to_string(m_p) + " " + std::to_string(m_rc) + " " +
                                 c10::toString(dtype);
     const at::Tensor& sbf = geometry.memoised(sbf_key, [&] {
-      return spherical_basis(geometry, t, radial.x, radial.u).to(dtype);  // [T, S R]
+      return spherical_basis(geometry, t, dtype);  // [T, S R]
     });
 
-    // Layer input, embedding block: edge messages [E, F].
+    // Layer input, embedding block: edge messages m = act(W [x_i, x_j, act(W_rbf rbf)] + b),
+    // [E, F], with W's blocks for x_i and x_j applied to the atoms before the gathers (the same
+    // sums; matrix products over atoms rather than edges, and no [E, 3F] concatenation).
     const at::Tensor x = m_lin(in.inv);
-    const at::Tensor m = ddgnn::silu(m_emb(
-        at::cat({gather_rows(x, recv), gather_rows(x, send), ddgnn::silu(m_emb_rbf(rbf))}, 1)));
+    const int64_t f = m_f;
+    const at::Tensor& w = m_emb->weight;  // [F, 3F]
+    const at::Tensor xi = at::matmul(x, w.narrow(1, 0, f).t()),
+                     xj = at::matmul(x, w.narrow(1, f, f).t());
+    const at::Tensor m =
+        ddgnn::silu(at::addmm(m_emb->bias, ddgnn::silu(m_emb_rbf(rbf)), w.narrow(1, 2 * f, f).t()) +
+                    gather_rows(xi, recv) + gather_rows(xj, send));
 
     // Interaction block.
     const at::Tensor into_i = ddgnn::silu(m_ji(m));
     at::Tensor from_k = ddgnn::silu(m_kj(m)) * m_rbf2(m_rbf1(rbf));
-    from_k = ddgnn::silu(m_down(from_k));                         // [E, I]
-    from_k = from_k.index_select(0, t.kj) * m_sbf2(m_sbf1(sbf));  // [T, I]
-    from_k = ddgnn::silu(m_up(
-        at::zeros({e, from_k.size(1)}, from_k.options()).index_add(0, t.ji, from_k)));  // [E, F]
+    from_k = ddgnn::silu(m_down(from_k));  // [E, I]
+    // Each triplet's message from_k[kj] * W_sbf(sbf) summed into ji, fused: no [T, I] gather or
+    // product, in the forward or its derivatives.
+    const SegmentIndex from_kj = make_segment_index(t.kj, e), into_ji = make_segment_index(t.ji, e);
+    from_k = ddgnn::silu(m_up(gather_mul_sum(from_k, m_sbf2(m_sbf1(sbf)), from_kj, into_ji)));
     at::Tensor h = into_i + from_k;
     size_t k = 0;
     for (int64_t r = 0; r < m_before; ++r, k += 2) h = residual(h, k);
@@ -272,13 +175,10 @@ class DimeNet : public MessagePassing {
   }
 
   // [T, S R]: the radial part of edge kj times the angular part of each triplet.
-  at::Tensor spherical_basis(const EdgeGeometry& g, const Triplets& t, const at::Tensor& d,
-                             const at::Tensor& u) const {
+  at::Tensor spherical_basis(const EdgeGeometry& g, const Triplets& t,
+                             c10::ScalarType dtype) const {
     const int64_t s = m_s, r = m_r;
-    const at::Tensor arg = d.unsqueeze(1) * m_zeros.to(d.device()).unsqueeze(0);  // [E, S R]
-    const at::Tensor rad = spherical_bessel_columns(arg, m_orders.to(d.device()), s - 1) *
-                           m_norms.to(d.device()).unsqueeze(0) *
-                           u.unsqueeze(1);  // [E, S R], j_l on block l
+    const at::Tensor rad = spherical_bessel_radial(g.len(), m_cols, dtype);  // [E, S R]
     // cos of the angle at i between r_ij and r_ik = r_kj + r_ij (both from i).
     const at::Tensor v_ji = g.vec().index_select(0, t.ji).to(at::kDouble);
     const at::Tensor v_ki = g.vec().index_select(0, t.kj).to(at::kDouble) + v_ji;
@@ -292,14 +192,15 @@ class DimeNet : public MessagePassing {
     std::vector<at::Tensor> angular;
     for (int64_t l = 0; l < s; ++l)
       angular.push_back(legendre[size_t(l)] * std::sqrt((2.0 * double(l) + 1.0) / (4.0 * M_PI)));
-    const at::Tensor ang = at::stack(angular, 1);  // [T, S]
+    const at::Tensor ang = at::stack(angular, 1).to(dtype);  // [T, S]
     return (rad.index_select(0, t.kj).view({-1, s, r}) * ang.unsqueeze(2)).view({-1, s * r});
   }
 
   int64_t m_f, m_r, m_s, m_p;
   double m_rc;
   int64_t m_max_triplets, m_before, m_after;
-  at::Tensor m_freq, m_zeros, m_norms, m_orders;
+  at::Tensor m_freq;
+  SphericalBesselColumns m_cols;
   torch::nn::Linear m_lin{nullptr}, m_emb_rbf{nullptr}, m_emb{nullptr}, m_rbf1{nullptr},
       m_rbf2{nullptr}, m_sbf1{nullptr}, m_sbf2{nullptr}, m_kj{nullptr}, m_ji{nullptr},
       m_down{nullptr}, m_up{nullptr}, m_skip{nullptr}, m_out_rbf{nullptr}, m_out_up{nullptr},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/batch.h"
+#include "model/spherical_bessel.h"
 
 namespace ddgnn {
 
@@ -29,10 +30,5 @@ struct BesselRadial {
 };
 BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p, const at::Tensor& freq,
                            c10::ScalarType dtype);
-
-// The spherical Bessel function j_l(x), x > 0, in double precision.
-double spherical_bessel(int l, double x);
-// The first n positive zeros of j_l, ascending.
-std::vector<double> spherical_bessel_zeros(int l, int n);
 
 }  // namespace ddgnn

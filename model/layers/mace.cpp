@@ -223,7 +223,7 @@ class Mace : public MessagePassing {
     std::vector<at::Tensor> blocks;
     const std::vector<at::Tensor> xd = degrees(x, m_lin);
     for (int64_t l = 0; l <= m_lin; ++l) blocks.push_back(mix(xd[size_t(l)], m_w_up[size_t(l)]));
-    const at::Tensor up = at::cat(blocks, 1);                 // [N, K_in, F]
+    const at::Tensor up = concat(blocks, 1);                  // [N, K_in, F]
     const at::Tensor down = mix(xd[0].squeeze(1), m_w_down);  // [N, F]
 
     // 2. Edge features and the paths' weights [E, paths, F].
@@ -235,15 +235,15 @@ class Mace : public MessagePassing {
     const at::Tensor& basis = geometry.memoised(
         "mace_radial " + m_radial_type + " " + std::to_string(m_num_radial) + " " + p,
         [&] { return radial_basis(geometry) * env; });  // [E, R]
-    at::Tensor h = at::cat({basis, gather_rows(down, send), gather_rows(down, recv)}, 1);
+    at::Tensor h = concat({basis, gather_rows(down, send), gather_rows(down, recv)}, 1);
     h = ddgnn::silu(m_r0(h));
     h = ddgnn::silu(m_r1(h));
     h = ddgnn::silu(m_r2(h));
     // radial3(h) * env as one product: [h env, env] [W^T; b] (env on the F columns of h, not on
     // the paths x F of the output).
-    const at::Tensor w3 = at::cat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);
+    const at::Tensor w3 = concat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);
     const at::Tensor weights =
-        at::mm(at::cat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
+        at::mm(concat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
 
     // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
     // Under bf16 autocast the linear maps run in bfloat16; the tensor product runs in float32.
@@ -266,9 +266,9 @@ class Mace : public MessagePassing {
       std::vector<at::Tensor> per_path;
       for (const Path& q : m_paths)
         if (q.l3 == l3) per_path.push_back(per_row[size_t(&q - m_paths.data())]);
-      blocks.push_back(mix(at::cat(per_path, 2), m_w_msg[size_t(l3)]));
+      blocks.push_back(mix(concat(per_path, 2), m_w_msg[size_t(l3)]));
     }
-    const at::Tensor a_in = at::cat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
+    const at::Tensor a_in = concat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
 
     // 4. Product basis, in float32 under bf16 autocast (products of up to three bfloat16
     // factors lose too much).
@@ -287,7 +287,7 @@ class Mace : public MessagePassing {
       if (m_pair_rows[size_t(l)] > 0) terms.push_back(pair_terms[size_t(l)]);
       if (m_triple_rows[size_t(l)] > 0) terms.push_back(triple_terms[size_t(l)]);
       const at::Tensor w = m_w_elem[size_t(l)].index_select(0, batch.z).unsqueeze(2);  // [N,T,1,F]
-      const at::Tensor b = (at::cat(terms, 1) * w).sum(1);                             // [N,2l+1,F]
+      const at::Tensor b = (concat(terms, 1) * w).sum(1);                              // [N,2l+1,F]
       b_blocks.push_back(b);
       // 5. Output with the residual.
       at::Tensor o = mix(b, m_w_prod[size_t(l)]);
@@ -295,12 +295,12 @@ class Mace : public MessagePassing {
       out_blocks.push_back(o);
     }
     NodeState out;
-    out.irreps = at::cat(out_blocks, 1);
+    out.irreps = concat(out_blocks, 1);
     // 6. Readout.
     out.inv = in.inv + mix(out_blocks[0].squeeze(1), m_w_read);
     if (trace) {
       trace->messages = a;
-      trace->product = at::cat(b_blocks, 1);
+      trace->product = concat(b_blocks, 1);
       trace->out = out.irreps;
     }
     return out;
@@ -395,7 +395,7 @@ class Mace : public MessagePassing {
         prev = cols.back();
         cols.push_back(next);
       }
-      return at::cat(cols, 1);
+      return concat(cols, 1);
     }
     return g.bessel(m_num_radial) * std::sqrt(2.0 / rc);
   }

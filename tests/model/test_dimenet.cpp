@@ -1,4 +1,5 @@
 // DimeNet++ in float64: spherical Bessel zeros and the normalisation of the radial basis; the
+// fused radial part of the spherical basis and its derivatives against plain ops; the
 // triplets against an enumeration of every pair of edges; the energy invariant under rotation,
 // translation, permutation and periodic-image shift; forces against central finite differences;
 // the force loss's parameter gradient against finite differences; continuity at the cutoff; a
@@ -105,6 +106,46 @@ TEST(DimeNetBasis, SphericalBesselZerosAndNormalisation) {
       EXPECT_NEAR(integral, 1.0, 1e-6) << l << " " << n;
     }
   }
+}
+
+// The fused radial part of the spherical basis and its first three derivatives in the edge
+// length equal autograd's through the plain-ops reference (float64), with Bessel arguments on both
+// sides of the series' limit (z x from 0.2 to 30); a fourth derivative is a clear error.
+TEST(DimeNetBasis, FusedRadialAndItsThreeDerivativesEqualThePlainOps) {
+  const SphericalBesselColumns cols = dimenet_columns(7, 6, 5.0, 6);
+  const int64_t c = int64_t(cols.zero.size());
+  at::manual_seed(3);
+  const at::Tensor d0 = at::linspace(0.3, 4.98, 48, at::kDouble);
+  std::vector<at::Tensor> weights;
+  for (int k = 0; k < 4; ++k) weights.push_back(at::randn({k == 0 ? 48 * c : 48}, at::kDouble));
+  // [value, d1, d2, d3] of sum(w0 * rad), then of each derivative weighted again.
+  auto chain = [&](bool fused) {
+    const at::Tensor d = d0.clone().requires_grad_(true);
+    const at::Tensor rad = fused ? spherical_bessel_radial(d, cols, at::kDouble)
+                                 : spherical_bessel_radial_reference(d, cols, at::kDouble);
+    std::vector<at::Tensor> out = {rad.detach()};
+    at::Tensor s = (rad.reshape(-1) * weights[0]).sum();
+    for (int k = 1; k <= 3; ++k) {
+      const at::Tensor g = torch::autograd::grad({s}, {d}, {}, true, true)[0];
+      out.push_back(g.detach());
+      s = (g * weights[size_t(k)]).sum();
+    }
+    return std::make_pair(out, std::make_pair(d, s));
+  };
+  const auto fused = chain(true), plain = chain(false);
+  for (size_t k = 0; k < 4; ++k) {
+    const at::Tensor &a = fused.first[k], &b = plain.first[k];
+    const double scale = b.abs().max().item<double>(), diff = (a - b).abs().max().item<double>();
+    EXPECT_GT(scale, 0.0) << k;
+    EXPECT_LE(diff, 1e-9 * scale) << "derivative " << k << ": " << diff << " of " << scale;
+  }
+  std::string message;
+  try {
+    torch::autograd::grad({fused.second.second}, {fused.second.first});
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("differentiable 3 times"), std::string::npos) << message;
 }
 
 TEST(DimeNetTriplets, EveryPairOfEdgesThroughAnAtomButTheReverse) {
