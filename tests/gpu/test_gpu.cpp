@@ -159,9 +159,10 @@ TEST(Gpu, GpsAndMultiBranchHeadsPredictOnTheGpuAsOnTheCpu) {
       const at::Tensor& ga = item.value().grad();
       const at::Tensor& gb = qb[item.key()].grad();
       ASSERT_EQ(ga.defined(), gb.defined()) << c << " " << item.key();
-      if (ga.defined())
+      if (ga.defined()) {
         EXPECT_LT((gb.cpu() - ga).abs().max().item<double>(), 1e-9 * scale)
             << c << " " << item.key();
+      }
     }
   }
 }
