@@ -28,8 +28,8 @@ struct GraphBatch {
   at::Tensor graph_of_atom;  // [n_atoms] int64, non-decreasing
   at::Tensor atoms_per_graph;  // [n_graphs] int64
   int64_t n_graphs = 0;
-  // Segment maps (edge -> receiver, edge -> sender, atom -> graph). Held by shared_ptr: the
-  // autograd graph refers to them, so they must live as long as the batch's tensors are used.
+  // Segment maps (edge -> receiver, edge -> sender, atom -> graph), shared by the batch's copies
+  // (the autograd functions that use them keep their own handles, model/saved_index.h).
   std::shared_ptr<const SegmentIndex> receivers, senders, graphs;
   // [n_graphs, 3, 3] model dtype, Å (rows = lattice vectors): the cell of each graph periodic in
   // all three directions, zero for the others (no volume, hence no stress).

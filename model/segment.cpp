@@ -416,7 +416,7 @@ SegmentIndex make_segment_index(const at::Tensor& index_in, int64_t n_rows) {
   return s;
 }
 
-// The SegmentIndex must outlive the autograd graph that uses it (the batch owns it).
+// The autograd functions keep their own handles to the map's tensors (model/saved_index.h).
 at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s) {
   if (!fused_kernels(y)) return generic::gather_rows(y, s);
   return GatherRows::apply(y, &s);
