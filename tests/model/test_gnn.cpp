@@ -361,7 +361,9 @@ TEST(GnnBranches, EachGraphGoesThroughItsBranch) {
                    out[0].narrow(0, a0, atoms[size_t(g)]), 1e-12,
                    "node head, graph " + std::to_string(g));
     }
-    if (k == 1) EXPECT_GT(max_abs(out[1] - routed[1]), 1e-6) << "branch 1 is another head";
+    if (k == 1) {
+      EXPECT_GT(max_abs(out[1] - routed[1]), 1e-6) << "branch 1 is another head";
+    }
   }
   gnn->zero_grad();
   (routed[0].sum() + routed[1].sum()).backward();

@@ -157,8 +157,9 @@ TEST(GpsModel, InvariantEnergyConservativeForcesAndGraphsAsAlone) {
     const Prediction p = predict(*gnn, targets, b, false);
     const Prediction alone = predict(*gnn, targets, batch_of({testing::methanol()}), false);
     EXPECT_NEAR(p.energy[0].item<double>(), alone.energy[0].item<double>(), 1e-10) << type;
-    if (type == "SchNet")  // GIN reads the graph's edges, not its distances: no forces
+    if (type == "SchNet") {  // GIN reads the graph's edges, not its distances: no forces
       EXPECT_GT(max_abs(p.forces), 1e-3) << "SchNet's energy depends on the positions";
+    }
 
     // Rotated and translated molecule: the same edges, the same energy, rotated forces.
     Structure m = testing::methanol();
