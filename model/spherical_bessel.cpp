@@ -2,14 +2,14 @@
 // above), over ATen columns (the reference), and DimeNet's radial columns as one autograd function
 // per derivative order k: RadialDerivative(d, k) = d^k rad / dd^k, whose backward is
 // sum_c g[:, c] RadialDerivative(d, k + 1)[:, c]. The derivatives of j_l: termwise from the series
-// below y = 1; above it j' = (l/y) j_l - j_(l+1) and, from the ODE y^2 j'' + 2y j' + (y^2 - L) j =
-// 0 (L = l(l+1)), j'' = -(2/y) j' - (1 - L/y^2) j and j''' = (2/y^2) j' - (2/y) j'' - (1 - L/y^2)
-// j'
-// - (2L/y^3) j. The envelope's are those of its four power terms; the product's by Leibniz.
+// below y = 1; above it j' = (l/y) j_l - j_(l+1) and, from the ODE
+//   y^2 j'' + 2y j' + (y^2 - L) j = 0 (L = l(l+1)):
+//   j'' = -(2/y) j' - (1 - L/y^2) j,
+//   j''' = (2/y^2) j' - (2/y) j'' - (1 - L/y^2) j' - (2L/y^3) j.
+// The envelope's are those of its four power terms; the product's by Leibniz.
 #include "model/spherical_bessel.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <array>
@@ -135,23 +135,18 @@ at::Tensor radial_derivative_fused(const at::Tensor& d_in, const SphericalBessel
 }
 
 void save_columns(AutogradContext* ctx, const SphericalBesselColumns& cols) {
-  ctx->saved_data["order"] = at::tensor(cols.order, at::kLong);
-  ctx->saved_data["zero"] = at::tensor(cols.zero, at::kDouble);
-  ctx->saved_data["norm"] = at::tensor(cols.norm, at::kDouble);
+  ctx->saved_data["order"] = cols.order;
+  ctx->saved_data["zero"] = cols.zero;
+  ctx->saved_data["norm"] = cols.norm;
   ctx->saved_data["cutoff"] = cols.cutoff;
   ctx->saved_data["p"] = cols.p;
 }
 
 SphericalBesselColumns saved_columns(AutogradContext* ctx) {
-  const auto vec = [ctx](const char* key, auto zero) {
-    const at::Tensor t = ctx->saved_data[key].toTensor();
-    using T = decltype(zero);
-    return std::vector<T>(t.data_ptr<T>(), t.data_ptr<T>() + t.numel());
-  };
   SphericalBesselColumns cols;
-  cols.order = vec("order", int64_t(0));
-  cols.zero = vec("zero", 0.0);
-  cols.norm = vec("norm", 0.0);
+  cols.order = ctx->saved_data["order"].toIntVector();
+  cols.zero = ctx->saved_data["zero"].toDoubleVector();
+  cols.norm = ctx->saved_data["norm"].toDoubleVector();
   cols.cutoff = ctx->saved_data["cutoff"].toDouble();
   cols.p = ctx->saved_data["p"].toInt();
   return cols;
@@ -256,6 +251,13 @@ SphericalBesselColumns dimenet_columns(int64_t num_spherical, int64_t num_radial
   return cols;
 }
 
+at::Tensor dimenet_envelope(const at::Tensor& x, int64_t p_order) {
+  const double p = double(p_order), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2),
+               c = -p * (p + 1) / 2;
+  const at::Tensor xp = at::pow(x, p);
+  return (1.0 + a * xp + b * xp * x + c * xp * x * x) / x;
+}
+
 at::Tensor spherical_bessel_radial(const at::Tensor& d, const SphericalBesselColumns& cols,
                                    c10::ScalarType dtype) {
   if (d.dim() != 1) throw Error("spherical_bessel_radial: expected edge lengths [E]");
@@ -268,10 +270,7 @@ at::Tensor spherical_bessel_radial_reference(const at::Tensor& d,
                                              c10::ScalarType dtype) {
   const auto f64 = d.options().dtype(at::kDouble);
   const at::Tensor x = d.to(at::kDouble) * (1.0 / cols.cutoff);  // [E] in (0, 1)
-  const double p = double(cols.p), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2),
-               c = -p * (p + 1) / 2;
-  const at::Tensor xp = at::pow(x, p);
-  const at::Tensor u = (1.0 + a * xp + b * xp * x + c * xp * x * x) / x;  // [E]
+  const at::Tensor u = dimenet_envelope(x, cols.p);              // [E]
   const at::Tensor order = at::tensor(cols.order, at::kLong).to(f64);
   int64_t lmax = 0;
   for (int64_t l : cols.order) lmax = std::max(lmax, l);

@@ -27,6 +27,10 @@ struct SphericalBesselColumns {
   int64_t p = 0;
 };
 
+// DimeNet's envelope u(x) = 1/x + a x^(p-1) + b x^p + c x^(p+1) (PyG's, zero with its first two
+// derivatives at x = 1) of x [E], by ATen ops (differentiable to any order).
+at::Tensor dimenet_envelope(const at::Tensor& x, int64_t p);
+
 // DimeNet's columns: num_spherical blocks l = 0..S-1 of num_radial columns each, the n-th zero z_ln
 // of j_l and norm sqrt(2) / |j_(l+1)(z_ln)| (unit norm with weight x^2 on [0, 1]).
 SphericalBesselColumns dimenet_columns(int64_t num_spherical, int64_t num_radial, double cutoff,

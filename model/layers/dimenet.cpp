@@ -32,15 +32,11 @@
 
 namespace ddgnn {
 
-BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p_order,
-                           const at::Tensor& freq, c10::ScalarType dtype) {
+at::Tensor bessel_radial(const at::Tensor& len, double rc, int64_t p, const at::Tensor& freq,
+                         c10::ScalarType dtype) {
   const at::Tensor x = len.to(at::kDouble) * (1.0 / rc);  // [E] in (0, 1)
-  const double p = double(p_order), a = -(p + 1) * (p + 2) / 2, b = p * (p + 2),
-               c = -p * (p + 1) / 2;
-  const at::Tensor xp = at::pow(x, p);
-  const at::Tensor u = (1.0 + a * xp + b * xp * x + c * xp * x * x) / x;  // [E]
-  const at::Tensor rbf = u.unsqueeze(1) * at::sin(freq.to(at::kDouble) * x.unsqueeze(1));
-  return {x, u, rbf.to(dtype)};
+  const at::Tensor u = dimenet_envelope(x, p);            // [E]
+  return (u.unsqueeze(1) * at::sin(freq.to(at::kDouble) * x.unsqueeze(1))).to(dtype);
 }
 
 Triplets dimenet_triplets(const GraphBatch& batch) {
@@ -126,8 +122,7 @@ class DimeNet : public MessagePassing {
 
     // Bases, in float64 then the model's dtype.
     const auto dtype = in.inv.scalar_type();
-    const BesselRadial radial = bessel_radial(geometry.len(), m_rc, m_p, m_freq, dtype);
-    const at::Tensor& rbf = radial.rbf;  // [E, R]
+    const at::Tensor rbf = bessel_radial(geometry.len(), m_rc, m_p, m_freq, dtype);  // [E, R]
     const std::string sbf_key = "dimenet_sbf " + std::to_string(m_s) + " " + std::to_string(m_r) +
                                 " " + std::to_string(m_p) + " " + std::to_string(m_rc) + " " +
                                 c10::toString(dtype);

@@ -21,14 +21,10 @@ struct Triplets {
 };
 Triplets dimenet_triplets(const GraphBatch& batch);
 
-// PyG's BesselBasisLayer: rbf [E, R] = u(x) sin(freq_n x), x = d / rc, with u(x) = (1 + a x^p +
-// b x^(p+1) + c x^(p+2)) / x the envelope of order p (zero with its first two derivatives at x =
-// 1) and freq [R] the (trainable) frequencies, n pi at the start. Evaluated in float64 (x and u
-// are returned in it for DimeNet's spherical basis), rbf in `dtype`. len: [E] edge lengths, Å.
-struct BesselRadial {
-  at::Tensor x, u, rbf;
-};
-BesselRadial bessel_radial(const at::Tensor& len, double rc, int64_t p, const at::Tensor& freq,
-                           c10::ScalarType dtype);
+// PyG's BesselBasisLayer: rbf [E, R] = u(x) sin(freq_n x), x = d / rc, with u the envelope of
+// order p (dimenet_envelope, model/spherical_bessel.h) and freq [R] the (trainable) frequencies,
+// n pi at the start. Evaluated in float64, returned in `dtype`. len: [E] edge lengths, Å.
+at::Tensor bessel_radial(const at::Tensor& len, double rc, int64_t p, const at::Tensor& freq,
+                         c10::ScalarType dtype);
 
 }  // namespace ddgnn

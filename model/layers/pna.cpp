@@ -125,7 +125,7 @@ class Pna : public MessagePassing {
     const at::Tensor& w = m_pre->weight;  // [F, 3F]
     at::Tensor rbf, enc;
     if (m_plus) {
-      rbf = bessel_radial(geometry.len(), m_rc, m_p, m_freq, h.scalar_type()).rbf;  // [E, R]
+      rbf = bessel_radial(geometry.len(), m_rc, m_p, m_freq, h.scalar_type());  // [E, R]
       enc = at::relu(m_edge_encoder(rbf));
     } else {
       enc = m_edge_encoder(geometry.gaussians(m_basis));  // [n_edges, F]
