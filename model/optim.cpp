@@ -28,6 +28,11 @@
 
 namespace ddgnn {
 
+// model/optim_fused.cpp: optim::Adam (decoupled: AdamW) with betas (0.9, 0.999), eps 1e-8.
+std::unique_ptr<torch::optim::Optimizer> make_fused_adam(
+    bool decoupled, const std::vector<torch::Tensor>& parameters, double learning_rate,
+    double weight_decay);
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -135,17 +140,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
                                                           .nesterov(false)
                                                           .weight_decay(weight_decay));
     case OptimizerType::kAdam:
-      return std::make_unique<optim::Adam>(parameters, optim::AdamOptions(learning_rate)
-                                                           .betas(std::make_tuple(0.9, 0.999))
-                                                           .eps(/*eps=*/1e-8)
-                                                           .amsgrad(false)
-                                                           .weight_decay(weight_decay));
-    case OptimizerType::kAdamW:
-      return std::make_unique<optim::AdamW>(parameters, optim::AdamWOptions(learning_rate)
-                                                            .betas(std::make_tuple(0.9, 0.999))
-                                                            .eps(/*eps=*/1e-8)
-                                                            .amsgrad(false)
-                                                            .weight_decay(weight_decay));
+    case OptimizerType::kAdamW:  // optim::Adam and optim::AdamW with a fused step on the CPU
+      return make_fused_adam(type == OptimizerType::kAdamW, parameters, learning_rate,
+                             weight_decay);
     case OptimizerType::kRMSprop:
       return std::make_unique<optim::RMSprop>(parameters, optim::RMSpropOptions(learning_rate)
                                                               .alpha(/*alpha=*/0.99)
@@ -493,12 +490,34 @@ WeightAverage::WeightAverage(const std::vector<torch::Tensor>& parameters, doubl
 
 WeightAverage::~WeightAverage() = default;
 
+namespace {
+
+// shadow = d shadow + (1 - d) parameter, element by element (two ATen operations per parameter
+// otherwise, which for a model of small tensors cost more than the arithmetic).
+template <typename T>
+void average_elements(T* shadow, const T* param, int64_t n, double d) {
+  const T a = T(d), b = T(1.0 - d);
+  for (int64_t i = 0; i < n; ++i) shadow[i] = a * shadow[i] + b * param[i];
+}
+
+}  // namespace
+
 void WeightAverage::update() {
   c10::NoGradGuard no_grad;
   const double n = double(m_updates);
   const double d = std::min(m_decay, (1.0 + n) / (10.0 + n));
-  for (size_t k = 0; k < m_params.size(); ++k)
-    m_shadows[k].mul_(d).add_(m_params[k].detach(), 1.0 - d);
+  for (size_t k = 0; k < m_params.size(); ++k) {
+    at::Tensor& s = m_shadows[k];
+    const at::Tensor& p = m_params[k];
+    const bool plain = s.device().is_cpu() && p.device().is_cpu() && s.is_contiguous() &&
+                       p.is_contiguous() && s.scalar_type() == p.scalar_type();
+    if (plain && s.scalar_type() == at::kFloat)
+      average_elements(s.data_ptr<float>(), p.data_ptr<float>(), s.numel(), d);
+    else if (plain && s.scalar_type() == at::kDouble)
+      average_elements(s.data_ptr<double>(), p.data_ptr<double>(), s.numel(), d);
+    else
+      s.mul_(d).add_(p.detach(), 1.0 - d);
+  }
   ++m_updates;
 }
 

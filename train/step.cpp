@@ -66,7 +66,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   StepResult r;
   StepTimes& t = r.times;
   t.start = t.forward = t.forces = t.backward = Clock::now();
-  m_optimizer.zero_grad();
+  zero_gradients(m_params);
   if (m_ddp) m_ddp->begin_step(1.0);  // the loss carries each rank's share: gradients add up
   Prediction p;
   if (!sb.empty) {
