@@ -1,9 +1,10 @@
 // Adam and AdamW with torch.optim's algorithm and state, whose step on the CPU is one loop over
 // each parameter's elements instead of ~10 ATen operations per parameter (for a model of small
-// tensors, e.g. 150 parameters at batch 8, those operations cost more than the arithmetic), and
-// the zeroing of the gradients as plain memory writes. The state (step, exp_avg, exp_avg_sq per
-// parameter) is torch's own, so that save_optimizer/load_optimizer and torch's Adam read it alike.
-// Parameters on a device, non-contiguous, of other dtypes, amsgrad or a closure: torch's step.
+// tensors, e.g. DimeNet's ~120 on ethanol at batch 8, those operations cost more than the
+// arithmetic), and the zeroing of the gradients as plain memory writes. The state (step, exp_avg,
+// exp_avg_sq per parameter) is torch's own, so that save_optimizer/load_optimizer and torch's Adam
+// read it alike. Parameters on a device, non-contiguous, of other dtypes, amsgrad or a closure:
+// torch's step.
 #include <c10/core/TensorImpl.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -37,6 +38,11 @@ Key state_key(c10::TensorImpl* impl) {
   }
 }
 
+// The key type of Optimizer::state_ (std::string on LibTorch 1.13), named where it is accessible.
+struct OptimizerStateKey : torch::optim::Optimizer {
+  using type = std::decay_t<decltype(state_)>::key_type;
+};
+
 bool plain_cpu(const at::Tensor& t, c10::ScalarType dtype) {
   return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided &&
          t.scalar_type() == dtype && t.is_contiguous();
@@ -44,8 +50,8 @@ bool plain_cpu(const at::Tensor& t, c10::ScalarType dtype) {
 
 // One Adam step over n elements, in the order of operations of torch's (1.13) Adam and AdamW:
 //   AdamW: p *= 1 - lr wd;  Adam: g += wd p;
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g²;  p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) +
-//   eps)
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g²;
+//   p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
 template <typename T>
 void adam_elements(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd, bool decoupled,
                    double beta1, double beta2, double eps, int64_t step) {
@@ -71,63 +77,82 @@ class FusedAdam : public Base {
   using Base::Base;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (closure || !fusable()) return Base::step(closure);
+    std::vector<Item> items;
+    if (closure || !collect(items)) return Base::step(closure);
     c10::NoGradGuard no_grad;
-    using Key = typename std::decay_t<decltype(this->state_)>::key_type;
-    for (torch::optim::OptimizerParamGroup& group : this->param_groups_) {
-      const auto& o = static_cast<const Options&>(group.options());
-      for (at::Tensor& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        const Key key = state_key<Key>(p.unsafeGetTensorImpl());
-        auto found = this->state_.find(key);
-        if (found == this->state_.end()) {
-          auto s = std::make_unique<State>();
-          s->step(0);
-          s->exp_avg(torch::zeros_like(p, c10::MemoryFormat::Preserve));
-          s->exp_avg_sq(torch::zeros_like(p, c10::MemoryFormat::Preserve));
-          found = this->state_.emplace(key, std::move(s)).first;
-        }
-        auto& s = static_cast<State&>(*found->second);
-        s.step(s.step() + 1);
-        const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-        const at::Tensor &g = p.grad(), &m = s.exp_avg(), &v = s.exp_avg_sq();
-        if (p.scalar_type() == at::kFloat)
-          adam_elements(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
-                        v.data_ptr<float>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled, beta1,
-                        beta2, o.eps(), s.step());
-        else
-          adam_elements(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
-                        v.data_ptr<double>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled,
-                        beta1, beta2, o.eps(), s.step());
+    for (Item& it : items) {
+      if (!it.state) {  // the parameter's first step: torch's initial state
+        auto s = std::make_unique<State>();
+        s->step(0);
+        s->exp_avg(torch::zeros_like(*it.p, c10::MemoryFormat::Preserve));
+        s->exp_avg_sq(torch::zeros_like(*it.p, c10::MemoryFormat::Preserve));
+        it.state = s.get();
+        this->state_.emplace(std::move(it.key), std::move(s));
       }
+      State& s = *it.state;
+      s.step(s.step() + 1);
+      const Options& o = *it.options;
+      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+      const at::Tensor &p = *it.p, &g = p.grad(), &m = s.exp_avg(), &v = s.exp_avg_sq();
+      if (p.scalar_type() == at::kFloat)
+        adam_elements(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                      v.data_ptr<float>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled, beta1,
+                      beta2, o.eps(), s.step());
+      else
+        adam_elements(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
+                      v.data_ptr<double>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled, beta1,
+                      beta2, o.eps(), s.step());
     }
     return {};
   }
 
  private:
-  // Every parameter with a gradient: on the CPU, float32 or float64, contiguous, with its
-  // gradient and state alike; no amsgrad.
-  bool fusable() const {
-    using Key = typename std::decay_t<decltype(this->state_)>::key_type;
+  using Key = OptimizerStateKey::type;
+
+  // A parameter with a gradient, its group's options, and its state (null before its first step)
+  // under `key`.
+  struct Item {
+    const at::Tensor* p;
+    const Options* options;
+    State* state;
+    Key key;
+  };
+
+  // The parameters with a gradient, each looked up once; false (torch's step) unless every one is
+  // on the CPU, float32 or float64, contiguous, with its gradient and state alike, and no group
+  // uses amsgrad.
+  bool collect(std::vector<Item>& items) {
     for (const auto& group : this->param_groups_) {
-      if (static_cast<const Options&>(group.options()).amsgrad()) return false;
+      const auto& o = static_cast<const Options&>(group.options());
+      if (o.amsgrad()) return false;
       for (const auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         const auto dtype = p.scalar_type();
         if ((dtype != at::kFloat && dtype != at::kDouble) || !plain_cpu(p, dtype) ||
             !plain_cpu(p.grad(), dtype))
           return false;
-        const auto found = this->state_.find(state_key<Key>(p.unsafeGetTensorImpl()));
-        if (found == this->state_.end()) continue;
-        const auto& s = static_cast<const State&>(*found->second);
-        if (!plain_cpu(s.exp_avg(), dtype) || !plain_cpu(s.exp_avg_sq(), dtype) ||
-            s.exp_avg().numel() != p.numel() || s.exp_avg_sq().numel() != p.numel())
+        Key key = state_key<Key>(p.unsafeGetTensorImpl());
+        const auto found = this->state_.find(key);
+        State* s = found == this->state_.end() ? nullptr : static_cast<State*>(found->second.get());
+        if (s && (!plain_cpu(s->exp_avg(), dtype) || !plain_cpu(s->exp_avg_sq(), dtype) ||
+                  s->exp_avg().numel() != p.numel() || s->exp_avg_sq().numel() != p.numel()))
           return false;
+        items.push_back({&p, &o, s, std::move(key)});
       }
     }
     return true;
   }
 };
+
+// The options torch's Adam and AdamW get from make_optimizer.
+template <typename Options>
+Options adam_options(double learning_rate, double weight_decay) {
+  return Options(learning_rate)
+      .betas(std::make_tuple(0.9, 0.999))
+      .eps(1e-8)
+      .amsgrad(false)
+      .weight_decay(weight_decay);
+}
 
 }  // namespace
 
@@ -138,17 +163,9 @@ std::unique_ptr<torch::optim::Optimizer> make_fused_adam(
   if (decoupled)
     return std::make_unique<
         FusedAdam<optim::AdamW, optim::AdamWOptions, optim::AdamWParamState, true>>(
-        parameters, optim::AdamWOptions(learning_rate)
-                        .betas(std::make_tuple(0.9, 0.999))
-                        .eps(1e-8)
-                        .amsgrad(false)
-                        .weight_decay(weight_decay));
+        parameters, adam_options<optim::AdamWOptions>(learning_rate, weight_decay));
   return std::make_unique<FusedAdam<optim::Adam, optim::AdamOptions, optim::AdamParamState, false>>(
-      parameters, optim::AdamOptions(learning_rate)
-                      .betas(std::make_tuple(0.9, 0.999))
-                      .eps(1e-8)
-                      .amsgrad(false)
-                      .weight_decay(weight_decay));
+      parameters, adam_options<optim::AdamOptions>(learning_rate, weight_decay));
 }
 
 void zero_gradients(const std::vector<torch::Tensor>& parameters) {
