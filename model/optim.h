@@ -39,8 +39,8 @@ OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
 // One optimizer over `parameters` (any shapes, fp32 or fp64) with torch.optim's defaults:
 // SGD momentum 0; Adam and AdamW betas (0.9, 0.999), eps 1e-8, no amsgrad; RMSprop alpha 0.99,
 // eps 1e-8, momentum 0, not centered. Adam and AdamW are optim::Adam and optim::AdamW (their
-// state, checkpoints and options) whose step over CPU parameters is one loop per parameter
-// (model/optim_fused.cpp), equal to torch's to rounding. `weight_decay` is used as given (the
+// state, checkpoints and options) whose step is one loop per parameter on the CPU and ATen's
+// multi-tensor operations on a GPU (model/optim_fused.cpp), equal to torch's to rounding. `weight_decay` is used as given (the
 // config supplies AdamW's 0.01 default). learning_rate must be > 0 and weight_decay ≥ 0 (else
 // ConfigError).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
@@ -49,7 +49,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 
 // Sets every defined gradient of `parameters` to zero in place (as LibTorch 1.13's
 // Optimizer::zero_grad: the tensors stay, so the next backward accumulates into them), with plain
-// memory writes on the CPU. Undefined gradients stay undefined.
+// memory writes on the CPU and one multi-tensor operation elsewhere. Undefined gradients stay
+// undefined.
 void zero_gradients(const std::vector<torch::Tensor>& parameters);
 
 // Learning rate of the first param group / of every group, and set_lr for every group.

@@ -1,11 +1,13 @@
 // GPU tests (ctest label gpu): the radius graph built on the device, every model's energies,
 // forces and gradients on a CUDA device against the CPU in float64, bf16 autocast against float32,
-// and `ddgnn train` on the GPU,
+// Adam's multi-tensor step against torch's, and `ddgnn train` on the GPU,
 // one rank and two ranks sharing it. The only tests that skip: with a message, where no GPU is
 // visible (a CPU build, or a machine without one).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/aten_calls.h"
 #include "../common/lj_dataset.h"
 #include "../common/small_spec.h"
 #include "../common/structures.h"
@@ -21,6 +24,7 @@
 #include "model/device_graph.h"
 #include "model/gnn.h"
 #include "model/layer.h"
+#include "model/optim.h"
 #include "model/predict.h"
 #include "model/radius_graph.h"
 
@@ -203,6 +207,62 @@ TEST(Gpu, Bf16AutocastOnTheGpuStaysNearFloat32) {
         ((bf16.forces - fp32.forces).norm() / fp32.forces.norm()).item<double>();
     EXPECT_LT(force_error, 0.1) << type;
   }
+}
+
+// Adam and AdamW on GPU parameters take ATen's multi-tensor operations (one _foreach_ call for all
+// the parameters where torch's step makes ~10 calls per parameter) and equal torch's optim::Adam
+// and optim::AdamW on the same device; zero_gradients zeroes them in one call, in place.
+TEST(Gpu, AdamStepsAllParametersTogetherAsTorchAdam) {
+  REQUIRE_GPU();
+  for (auto type : {OptimizerType::kAdam, OptimizerType::kAdamW})
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      SCOPED_TRACE(to_string(type) + (dtype == at::kFloat ? " float32" : " float64"));
+      torch::manual_seed(5);
+      std::vector<at::Tensor> mine, theirs;
+      for (int k = 0; k < 30; ++k) {
+        mine.push_back(
+            at::randn({1 + k % 7, 1 + k % 5}, at::dtype(dtype).device(kGpu)).requires_grad_(true));
+        theirs.push_back(mine.back().detach().clone().requires_grad_(true));
+      }
+      const double lr = 0.01, wd = 0.05;
+      auto fused = make_optimizer(type, mine, lr, wd);
+      std::unique_ptr<torch::optim::Optimizer> reference;
+      if (type == OptimizerType::kAdam)
+        reference = std::make_unique<torch::optim::Adam>(
+            theirs, torch::optim::AdamOptions(lr).weight_decay(wd));
+      else
+        reference = std::make_unique<torch::optim::AdamW>(
+            theirs, torch::optim::AdamWOptions(lr).weight_decay(wd));
+      for (int step = 0; step < 8; ++step) {
+        if (step > 0) {
+          const void* before = mine[0].grad().data_ptr();
+          const auto zeroing = testing::aten_calls([&] { zero_gradients(mine); });
+          EXPECT_TRUE(testing::called(zeroing, "aten::_foreach_zero_"));
+          EXPECT_FALSE(testing::called(zeroing, "aten::zero_"));
+          EXPECT_EQ(mine[0].grad().data_ptr(), before);
+          EXPECT_EQ(mine[0].grad().abs().max().item<double>(), 0.0);
+        }
+        reference->zero_grad();
+        for (size_t k = 0; k < mine.size(); ++k) {
+          const at::Tensor g = at::randn_like(mine[k]) * double(step + 1);
+          if (mine[k].grad().defined())
+            mine[k].mutable_grad().copy_(g);
+          else
+            mine[k].mutable_grad() = g.clone();
+          theirs[k].mutable_grad() = g.clone();
+        }
+        const auto ops = testing::aten_calls([&] { fused->step(); });
+        reference->step();
+        if (step > 0) {  // after the first step, which makes the state
+          EXPECT_TRUE(testing::called(ops, "aten::_foreach_addcdiv_"));
+          EXPECT_FALSE(testing::called(ops, "aten::addcdiv_"));
+        }
+        double worst = 0;
+        for (size_t k = 0; k < mine.size(); ++k)
+          worst = std::max(worst, rel_error(mine[k], theirs[k]));
+        EXPECT_LT(worst, dtype == at::kFloat ? 2e-6 : 1e-14) << "step " << step;
+      }
+    }
 }
 
 nlohmann::json gpu_config(const std::string& data, const std::string& run_dir, int batch) {
