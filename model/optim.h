@@ -40,9 +40,9 @@ OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
 // SGD momentum 0; Adam and AdamW betas (0.9, 0.999), eps 1e-8, no amsgrad; RMSprop alpha 0.99,
 // eps 1e-8, momentum 0, not centered. Adam and AdamW are optim::Adam and optim::AdamW (their
 // state, checkpoints and options) whose step is one loop per parameter on the CPU and ATen's
-// multi-tensor operations on a GPU (model/optim_fused.cpp), equal to torch's to rounding. `weight_decay` is used as given (the
-// config supplies AdamW's 0.01 default). learning_rate must be > 0 and weight_decay ≥ 0 (else
-// ConfigError).
+// multi-tensor operations on a GPU (model/optim_fused.cpp), equal to torch's to rounding.
+// `weight_decay` is used as given (the config supplies AdamW's 0.01 default). learning_rate must be
+// > 0 and weight_decay ≥ 0 (else ConfigError).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     OptimizerType type, const std::vector<torch::Tensor>& parameters, double learning_rate,
     double weight_decay);
