@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/device.h"
+#include "model/kernels.h"
 #include "model/saved_index.h"
 #include "model/segment_generic.h"
 
@@ -22,6 +23,51 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The loops of the kernels below, compiled for AVX-512 and AVX2 as well as the build's target
+// (model/kernels.h): rows of F channels, F innermost.
+
+// out[row[k]] += x[k], k < e.
+template <typename T>
+DDGNN_VECTOR_KERNEL void scatter_sum_loop(const T* xp, const int64_t* row, int64_t e, int64_t f,
+                                          T* op) {
+  for (int64_t k = 0; k < e; ++k) {
+    T* __restrict__ dst = op + row[k] * f;
+    const T* __restrict__ src = xp + k * f;
+    for (int64_t c = 0; c < f; ++c) dst[c] += src[c];
+  }
+}
+
+// out[to[e], c] += y[from[e], c] * w[e] (c < k_dim rows of f).
+template <typename T>
+DDGNN_VECTOR_KERNEL void gather_mul_sum_loop(const T* yp, const T* wp, const int64_t* from,
+                                             const int64_t* to, int64_t e_count, int64_t k_dim,
+                                             int64_t f, T* op) {
+  const int64_t kf = k_dim * f;
+  for (int64_t e = 0; e < e_count; ++e) {
+    T* __restrict__ o = op + to[e] * kf;
+    const T* __restrict__ ys = yp + from[e] * kf;
+    const T* __restrict__ ws = wp + e * f;
+    for (int64_t c = 0; c < k_dim; ++c)
+      for (int64_t j = 0; j < f; ++j) o[c * f + j] += ys[c * f + j] * ws[j];
+  }
+}
+
+// out[e] = sum over c < k_dim of p[ia[e], c] * q[ib[e], c] (k_dim >= 1).
+template <typename T>
+DDGNN_VECTOR_KERNEL void gather_gather_dot_loop(const T* pp, const T* qp, const int64_t* ia,
+                                                const int64_t* ib, int64_t e_count, int64_t k_dim,
+                                                int64_t f, T* op) {
+  const int64_t kf = k_dim * f;
+  for (int64_t e = 0; e < e_count; ++e) {
+    const T* __restrict__ ps = pp + ia[e] * kf;
+    const T* __restrict__ qs = qp + ib[e] * kf;
+    T* __restrict__ o = op + e * f;
+    for (int64_t j = 0; j < f; ++j) o[j] = ps[j] * qs[j];
+    for (int64_t c = 1; c < k_dim; ++c)
+      for (int64_t j = 0; j < f; ++j) o[j] += ps[c * f + j] * qs[c * f + j];
+  }
+}
 
 // Plain segment sum of x [E, ...] into [N, ...] by s.index; no autograd.
 at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
@@ -37,13 +83,7 @@ at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
   // increasing edge order, as the stable CSR order would.
   const int64_t* row = s.index.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "scatter_sum", [&] {
-    const scalar_t* xp = x.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t k = 0; k < e; ++k) {
-      scalar_t* __restrict__ dst = op + row[k] * f;
-      const scalar_t* __restrict__ src = xp + k * f;
-      for (int64_t c = 0; c < f; ++c) dst[c] += src[c];
-    }
+    scatter_sum_loop<scalar_t>(x.data_ptr<scalar_t>(), row, e, f, out.data_ptr<scalar_t>());
   });
   return out;
 }
@@ -110,18 +150,10 @@ at::Tensor gather_mul_sum_raw(const at::Tensor& y_in, const at::Tensor& w_in,
   const int64_t* from = src.index.data_ptr<int64_t>();
   const int64_t* to = dst.index.data_ptr<int64_t>();
   const int64_t e_count = w.size(0);
+  // Edges in their own order (w, the large operand, is read sequentially); see segment_sum_raw.
   AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "gather_mul_sum", [&] {
-    const scalar_t* yp = y.data_ptr<scalar_t>();
-    const scalar_t* wp = w.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    // Edges in their own order (w, the large operand, is read sequentially); see segment_sum_raw.
-    for (int64_t e = 0; e < e_count; ++e) {
-      scalar_t* __restrict__ o = op + to[e] * kf;
-      const scalar_t* __restrict__ ys = yp + from[e] * kf;
-      const scalar_t* __restrict__ ws = wp + e * f;
-      for (int64_t c = 0; c < k_dim; ++c)
-        for (int64_t j = 0; j < f; ++j) o[c * f + j] += ys[c * f + j] * ws[j];
-    }
+    gather_mul_sum_loop<scalar_t>(y.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), from, to, e_count,
+                                  k_dim, f, out.data_ptr<scalar_t>());
   });
   return out;
 }
@@ -139,17 +171,8 @@ at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
   const int64_t* ia = a.index.data_ptr<int64_t>();
   const int64_t* ib = b.index.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "gather_gather_dot", [&] {
-    const scalar_t* pp = p.data_ptr<scalar_t>();
-    const scalar_t* qp = q.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    for (int64_t e = 0; e < e_count; ++e) {
-      const scalar_t* ps = pp + ia[e] * kf;
-      const scalar_t* qs = qp + ib[e] * kf;
-      scalar_t* o = op + e * f;
-      for (int64_t j = 0; j < f; ++j) o[j] = ps[j] * qs[j];
-      for (int64_t c = 1; c < k_dim; ++c)
-        for (int64_t j = 0; j < f; ++j) o[j] += ps[c * f + j] * qs[c * f + j];
-    }
+    gather_gather_dot_loop<scalar_t>(p.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), ia, ib,
+                                     e_count, k_dim, f, out.data_ptr<scalar_t>());
   });
   return out;
 }

@@ -235,8 +235,15 @@ class Mace : public MessagePassing {
     const at::Tensor& basis = geometry.memoised(
         "mace_radial " + m_radial_type + " " + std::to_string(m_num_radial) + " " + p,
         [&] { return radial_basis(geometry) * env; });  // [E, R]
-    at::Tensor h = concat({basis, gather_rows(down, send), gather_rows(down, recv)}, 1);
-    h = ddgnn::silu(m_r0(h));
+    // radial0([basis, down(sender), down(receiver)]) with the weight's blocks for the two down
+    // columns applied to the atoms before the gathers (the same sums; no [E, R + 2F] concatenation
+    // and products over atoms rather than edges).
+    const at::Tensor& w0 = m_r0->weight;  // [F, R + 2F]
+    const int64_t nr = m_num_radial;
+    at::Tensor h = at::addmm(m_r0->bias, basis, w0.narrow(1, 0, nr).t()) +
+                   gather_rows(at::mm(down, w0.narrow(1, nr, f).t()), send) +
+                   gather_rows(at::mm(down, w0.narrow(1, nr + f, f).t()), recv);
+    h = ddgnn::silu(h);
     h = ddgnn::silu(m_r1(h));
     h = ddgnn::silu(m_r2(h));
     // radial3(h) * env as one product: [h env, env] [W^T; b] (env on the F columns of h, not on

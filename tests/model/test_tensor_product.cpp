@@ -16,7 +16,8 @@
 namespace ddgnn {
 namespace {
 
-constexpr int64_t kI = 5, kJ = 3, kP = 4, kF = 11, kNSrc = 7, kNDst = 6;
+// kF = 37: the kernels' blocks of channels (32 float32, 16 float64) and a tail past them.
+constexpr int64_t kI = 5, kJ = 3, kP = 4, kF = 37, kNSrc = 7, kNDst = 6;
 
 // A random pattern (several paths, some (i, j) absent) and a small graph: source atom 5 and
 // receiver atom 4 have no edges, and some (src, dst) pairs repeat. Not movable: the autograd
