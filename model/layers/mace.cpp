@@ -75,13 +75,13 @@ std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
   return blocks_of(x.size(1) == k ? x : x.narrow(1, 0, k), degree_sizes(lmax));
 }
 
-// x [..., fan_in] @ (w [fan_in, out] / sqrt(fan_in)), as one 2-d matrix product (the scale on the
-// small weight, not on the product) (LibTorch's matmul
-// of a strided 3-d tensor can fall back to a batched product of tiny matrices).
-at::Tensor mix(const at::Tensor& x, const at::Tensor& w) {
+// x [..., fan_in] @ (w [fan_in, out] scale / sqrt(fan_in)), as one 2-d matrix product (the
+// scale on the small weight, not on the product; LibTorch's matmul of a strided 3-d tensor can
+// fall back to a batched product of tiny matrices).
+at::Tensor mix(const at::Tensor& x, const at::Tensor& w, double scale = 1.0) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(1);
-  return at::mm(x.reshape({-1, w.size(0)}), w * (1.0 / std::sqrt(double(w.size(0))))).view(shape);
+  return at::mm(x.reshape({-1, w.size(0)}), w * (scale / std::sqrt(double(w.size(0))))).view(shape);
 }
 
 // The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
@@ -273,9 +273,9 @@ class Mace : public MessagePassing {
       std::vector<at::Tensor> per_path;
       for (const Path& q : m_paths)
         if (q.l3 == l3) per_path.push_back(per_row[size_t(&q - m_paths.data())]);
-      blocks.push_back(mix(concat(per_path, 2), m_w_msg[size_t(l3)]));
+      blocks.push_back(mix(concat(per_path, 2), m_w_msg[size_t(l3)], 1.0 / m_avg_neighbours));
     }
-    const at::Tensor a_in = concat(blocks, 1) * (1.0 / m_avg_neighbours);  // [N, K_sh, F]
+    const at::Tensor a_in = concat(blocks, 1);  // [N, K_sh, F], divided by avg_num_neighbors
 
     // 4. Product basis, in float32 under bf16 autocast (products of up to three bfloat16
     // factors lose too much).
