@@ -6,8 +6,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +18,7 @@
 #include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "../common/temp_dir.h"
+#include "../common/torch_adam.h"
 #include "../common/train_run.h"
 #include "model/device_graph.h"
 #include "model/gnn.h"
@@ -226,13 +225,7 @@ TEST(Gpu, AdamStepsAllParametersTogetherAsTorchAdam) {
       }
       const double lr = 0.01, wd = 0.05;
       auto fused = make_optimizer(type, mine, lr, wd);
-      std::unique_ptr<torch::optim::Optimizer> reference;
-      if (type == OptimizerType::kAdam)
-        reference = std::make_unique<torch::optim::Adam>(
-            theirs, torch::optim::AdamOptions(lr).weight_decay(wd));
-      else
-        reference = std::make_unique<torch::optim::AdamW>(
-            theirs, torch::optim::AdamWOptions(lr).weight_decay(wd));
+      const auto reference = testing::torch_adam(type, theirs, lr, wd);
       for (int step = 0; step < 8; ++step) {
         if (step > 0) {
           const void* before = mine[0].grad().data_ptr();

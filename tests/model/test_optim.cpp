@@ -3,8 +3,6 @@
 // and optimizer checkpoints that resume bitwise.
 #include <gtest/gtest.h>
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
@@ -23,6 +21,7 @@
 
 #include "../common/aten_calls.h"
 #include "../common/temp_dir.h"
+#include "../common/torch_adam.h"
 #include "core/error.h"
 #include "model/optim.h"
 
@@ -270,13 +269,7 @@ TEST(OptimizerReference, FusedAdamEqualsTorchAdamAndSharesItsState) {
         ASSERT_EQ(mine[0].is_contiguous(), !transposed);
         const double lr = 0.01, wd = 0.05;
         auto fused = make_optimizer(type, mine, lr, wd);
-        std::unique_ptr<torch::optim::Optimizer> reference;
-        if (type == OptimizerType::kAdam)
-          reference = std::make_unique<torch::optim::Adam>(
-              theirs, torch::optim::AdamOptions(lr).weight_decay(wd));
-        else
-          reference = std::make_unique<torch::optim::AdamW>(
-              theirs, torch::optim::AdamWOptions(lr).weight_decay(wd));
+        const auto reference = testing::torch_adam(type, theirs, lr, wd);
         const torch::optim::Optimizer &f = *fused, &r = *reference;
         ASSERT_NE(std::type_index(typeid(f)), std::type_index(typeid(r)));  // the fused subclass
         const double tol = dtype == torch::kFloat ? 2e-6 : 1e-14;
