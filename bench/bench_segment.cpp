@@ -24,16 +24,11 @@
 #include "model/device.h"
 #include "model/schnet_filter.h"
 #include "model/segment.h"
+#include "time_us.h"
 
 namespace {
 
-double time_us(int repeats, const std::function<void()>& f) {
-  f();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < repeats; ++r) f();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-         repeats;
-}
+using ddgnn::bench::time_us;
 
 struct Shape {
   const char* name;

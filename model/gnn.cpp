@@ -13,6 +13,7 @@
 #include "model/device.h"
 #include "model/gps.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -158,7 +159,7 @@ Gnn::Mlp Gnn::make_mlp(const std::string& prefix, int64_t in, const std::vector<
 // x [rows, in] -> [rows, out]; activation after every Linear but the last (unless last_activation).
 at::Tensor Gnn::run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) const {
   for (size_t i = 0; i < mlp.layers.size(); ++i) {
-    x = mlp.layers[i]->forward(x);
+    x = dense(*mlp.layers[i], x);
     if (last_activation || i + 1 < mlp.layers.size()) {
       x = apply_activation(m_spec.layer.activation, x);
       if (m_spec.dropout > 0.0) x = at::dropout(x, m_spec.dropout, is_training());

@@ -8,6 +8,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -33,9 +34,9 @@ class Cgcnn : public MessagePassing {
     const int64_t f = h.size(1);
     const auto lin = [&](const torch::nn::Linear& l) {  // [n_edges, F]
       const at::Tensor& w = l->weight;                  // [F, 2F + num_gaussians]
-      return gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), *batch.receivers) +
-             gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
-             at::addmm(l->bias, e, w.narrow(1, 2 * f, m_num_gaussians).t());
+      return gather_rows(small_mm(h, w.narrow(1, 0, f).t()), *batch.receivers) +
+             gather_rows(small_mm(h, w.narrow(1, f, f).t()), *batch.senders) +
+             small_mm(e, w.narrow(1, 2 * f, m_num_gaussians).t(), l->bias);
     };
     const at::Tensor msg = at::sigmoid(lin(m_lin_f)) * ddgnn::softplus(lin(m_lin_s));  // [., F]
     NodeState out;

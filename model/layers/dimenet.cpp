@@ -28,6 +28,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 #include "model/spherical_bessel.h"
 
 namespace ddgnn {
@@ -133,40 +134,41 @@ class DimeNet : public MessagePassing {
     // Layer input, embedding block: edge messages m = act(W [x_i, x_j, act(W_rbf rbf)] + b),
     // [E, F], with W's blocks for x_i and x_j applied to the atoms before the gathers (the same
     // sums; matrix products over atoms rather than edges, and no [E, 3F] concatenation).
-    const at::Tensor x = m_lin(in.inv);
+    const at::Tensor x = dense(*m_lin, in.inv);
     const int64_t f = m_f;
     const at::Tensor& w = m_emb->weight;  // [F, 3F]
-    const at::Tensor xi = at::matmul(x, w.narrow(1, 0, f).t()),
-                     xj = at::matmul(x, w.narrow(1, f, f).t());
-    const at::Tensor m =
-        ddgnn::silu(at::addmm(m_emb->bias, ddgnn::silu(m_emb_rbf(rbf)), w.narrow(1, 2 * f, f).t()) +
-                    gather_rows(xi, recv) + gather_rows(xj, send));
+    const at::Tensor xi = small_mm(x, w.narrow(1, 0, f).t()),
+                     xj = small_mm(x, w.narrow(1, f, f).t());
+    const at::Tensor m = ddgnn::silu(
+        small_mm(ddgnn::silu(dense(*m_emb_rbf, rbf)), w.narrow(1, 2 * f, f).t(), m_emb->bias) +
+        gather_rows(xi, recv) + gather_rows(xj, send));
 
     // Interaction block.
-    const at::Tensor into_i = ddgnn::silu(m_ji(m));
-    at::Tensor from_k = ddgnn::silu(m_kj(m)) * m_rbf2(m_rbf1(rbf));
-    from_k = ddgnn::silu(m_down(from_k));  // [E, I]
+    const at::Tensor into_i = ddgnn::silu(dense(*m_ji, m));
+    at::Tensor from_k = ddgnn::silu(dense(*m_kj, m)) * dense(*m_rbf2, dense(*m_rbf1, rbf));
+    from_k = ddgnn::silu(dense(*m_down, from_k));  // [E, I]
     // Each triplet's message from_k[kj] * W_sbf(sbf) summed into ji, fused: no [T, I] gather or
     // product, in the forward or its derivatives.
     const SegmentIndex from_kj = make_segment_index(t.kj, e), into_ji = make_segment_index(t.ji, e);
-    from_k = ddgnn::silu(m_up(gather_mul_sum(from_k, m_sbf2(m_sbf1(sbf)), from_kj, into_ji)));
+    from_k = ddgnn::silu(dense(
+        *m_up, gather_mul_sum(from_k, dense(*m_sbf2, dense(*m_sbf1, sbf)), from_kj, into_ji)));
     at::Tensor h = into_i + from_k;
     size_t k = 0;
     for (int64_t r = 0; r < m_before; ++r, k += 2) h = residual(h, k);
-    h = ddgnn::silu(m_skip(h)) + m;
+    h = ddgnn::silu(dense(*m_skip, h)) + m;
     for (int64_t r = 0; r < m_after; ++r, k += 2) h = residual(h, k);
 
     // Output block: node features [N, F].
-    at::Tensor y = scatter_sum(m_out_rbf(rbf) * h, recv);
-    y = ddgnn::silu(m_out_hidden(m_out_up(y)));
+    at::Tensor y = scatter_sum(dense(*m_out_rbf, rbf) * h, recv);
+    y = ddgnn::silu(dense(*m_out_hidden, dense(*m_out_up, y)));
     NodeState out;
-    out.inv = m_out(y);
+    out.inv = dense(*m_out, y);
     return out;
   }
 
  private:
   at::Tensor residual(const at::Tensor& h, size_t k) {
-    return h + ddgnn::silu(m_residual[k + 1]->forward(ddgnn::silu(m_residual[k]->forward(h))));
+    return h + ddgnn::silu(dense(*m_residual[k + 1], ddgnn::silu(dense(*m_residual[k], h))));
   }
 
   // [T, S R]: the radial part of edge kj times the angular part of each triplet.

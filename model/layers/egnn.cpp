@@ -10,6 +10,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -66,16 +67,16 @@ class Egnn : public MessagePassing {
     // on atoms, then gathered to edges (same math, n_edges/n_atoms times fewer flops).
     const int64_t f = h.size(1);
     const at::Tensor& w1 = m_edge1->weight;  // [F, 2F + 1]
-    const at::Tensor pre = gather_rows(at::matmul(h, w1.narrow(1, 0, f).t()), *batch.receivers) +
-                           gather_rows(at::matmul(h, w1.narrow(1, f, f).t()), *batch.senders) +
-                           at::addmm(m_edge1->bias, d2, w1.narrow(1, 2 * f, 1).t());
-    const at::Tensor m = act(m_edge2(act(pre)));              // [n_edges, F]
+    const at::Tensor pre = gather_rows(small_mm(h, w1.narrow(1, 0, f).t()), *batch.receivers) +
+                           gather_rows(small_mm(h, w1.narrow(1, f, f).t()), *batch.senders) +
+                           small_mm(d2, w1.narrow(1, 2 * f, 1).t(), m_edge1->bias);
+    const at::Tensor m = act(dense(*m_edge2, act(pre)));      // [n_edges, F]
     const at::Tensor agg = scatter_sum(m, *batch.receivers);  // [n_atoms, F]
     NodeState out;
-    out.inv = h + m_node2(act(m_node1(at::cat({h, agg}, 1))));
+    out.inv = h + dense(*m_node2, act(dense(*m_node1, at::cat({h, agg}, 1))));
     if (m_equivariant) {
-      const at::Tensor phi = at::tanh(m_coord2(act(m_coord1(m))));  // [n_edges, 1]
-      const at::Tensor dir = r / (d2.sqrt() + 1.0);                 // [n_edges, 3]
+      const at::Tensor phi = at::tanh(dense(*m_coord2, act(dense(*m_coord1, m))));  // [n_edges, 1]
+      const at::Tensor dir = r / (d2.sqrt() + 1.0);                                 // [n_edges, 3]
       const SegmentIndex& recv = *batch.receivers;
       const at::Tensor degree =
           (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))

@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -68,12 +69,12 @@ class Gat : public MessagePassing {
     const at::Tensor& h = in.inv;
     const SegmentIndex& recv = *batch.receivers;
     const int64_t n = h.size(0), nh = m_heads, f = m_f;
-    const at::Tensor xl = m_lin_l(h), xr = m_lin_r(h);        // [n_atoms, heads * F]
-    const at::Tensor env = geometry.envelope().unsqueeze(1);  // [n_edges, 1]
+    const at::Tensor xl = dense(*m_lin_l, h), xr = dense(*m_lin_r, h);  // [n_atoms, heads * F]
+    const at::Tensor env = geometry.envelope().unsqueeze(1);            // [n_edges, 1]
     const at::Tensor attr = geometry.gaussians(m_num_gaussians) * env;
     const at::Tensor xl_edge = gather_rows(xl, *batch.senders);  // [n_edges, heads * F]
     const at::Tensor z_edge =
-        at::leaky_relu(xl_edge + gather_rows(xr, recv) + m_lin_edge(attr), m_slope);
+        at::leaky_relu(xl_edge + gather_rows(xr, recv) + dense(*m_lin_edge, attr), m_slope);
     const at::Tensor z_self = at::leaky_relu(xl + xr, m_slope);
     const at::Tensor s_edge = (z_edge.view({-1, nh, f}) * m_att).sum(2);  // [n_edges, heads]
     const at::Tensor s_self = (z_self.view({n, nh, f}) * m_att).sum(2);   // [n_atoms, heads]

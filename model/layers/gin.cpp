@@ -8,6 +8,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -29,7 +30,8 @@ class Gin : public MessagePassing {
     const at::Tensor& h = in.inv;
     const at::Tensor agg = scatter_sum(gather_rows(h, *batch.senders), *batch.receivers);
     NodeState out;
-    out.inv = m_lin2(apply_activation(m_activation, m_lin1((1.0 + m_eps) * h + agg)));
+    out.inv =
+        dense(*m_lin2, apply_activation(m_activation, dense(*m_lin1, (1.0 + m_eps) * h + agg)));
     return out;
   }
 

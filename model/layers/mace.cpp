@@ -42,6 +42,7 @@
 #include "model/irreps.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 #include "model/so3.h"
 #include "model/tensor_product.h"
 
@@ -77,11 +78,12 @@ std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
 
 // x [..., fan_in] @ (w [fan_in, out] scale / sqrt(fan_in)), as one 2-d matrix product (the
 // scale on the small weight, not on the product; LibTorch's matmul of a strided 3-d tensor can
-// fall back to a batched product of tiny matrices).
+// fall back to a batched product of tiny matrices), by small_mm.
 at::Tensor mix(const at::Tensor& x, const at::Tensor& w, double scale = 1.0) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(1);
-  return at::mm(x.reshape({-1, w.size(0)}), w * (scale / std::sqrt(double(w.size(0))))).view(shape);
+  return small_mm(x.reshape({-1, w.size(0)}), w * (scale / std::sqrt(double(w.size(0)))))
+      .view(shape);
 }
 
 // The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
@@ -240,12 +242,12 @@ class Mace : public MessagePassing {
     // and products over atoms rather than edges).
     const at::Tensor& w0 = m_r0->weight;  // [F, R + 2F]
     const int64_t nr = m_num_radial;
-    at::Tensor h = at::addmm(m_r0->bias, basis, w0.narrow(1, 0, nr).t()) +
-                   gather_rows(at::mm(down, w0.narrow(1, nr, f).t()), send) +
-                   gather_rows(at::mm(down, w0.narrow(1, nr + f, f).t()), recv);
+    at::Tensor h = small_mm(basis, w0.narrow(1, 0, nr).t(), m_r0->bias) +
+                   gather_rows(small_mm(down, w0.narrow(1, nr, f).t()), send) +
+                   gather_rows(small_mm(down, w0.narrow(1, nr + f, f).t()), recv);
     h = ddgnn::silu(h);
-    h = ddgnn::silu(m_r1(h));
-    h = ddgnn::silu(m_r2(h));
+    h = ddgnn::silu(dense(*m_r1, h));
+    h = ddgnn::silu(dense(*m_r2, h));
     // radial3(h) * env as one product: [h env, env] [W^T; b] (env on the F columns of h, not on
     // the paths x F of the output).
     const at::Tensor w3 = concat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);

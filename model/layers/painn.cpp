@@ -8,6 +8,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -45,7 +46,8 @@ class Painn : public MessagePassing {
     // the edge products are summed into receivers by the fused segment ops (gather_mul_sum,
     // outer_sum) without [n_edges, 3, F] intermediates: same math as
     //   s1 = s + sum_j x_s,  v1 = v + sum_j (v_j * x_vv + x_vs * unit_ij).
-    const at::Tensor phi = m_phi2(apply_activation(m_activation, m_phi1(s)));  // [n_atoms, 3F]
+    const at::Tensor phi =
+        dense(*m_phi2, apply_activation(m_activation, dense(*m_phi1, s)));  // [n_atoms, 3F]
     // Filter block k, (rbf W_k^T + b_k) * cutoff = [rbf * cutoff, cutoff] [W_k | b_k]^T:
     // [n_edges, F], one matmul on the memoised [n_edges, R + 1] basis.
     const at::Tensor& rbf_cut = geometry.bessel_cutoff(m_num_radial);  // [n_edges, R + 1]
@@ -63,10 +65,11 @@ class Painn : public MessagePassing {
                           outer_sum(x_vs, geometry.unit(), recv);  // [n_atoms, 3, F]
 
     // Update block. U v, V v [n_atoms, 3, F].
-    const at::Tensor uv = m_u(v1), vv = m_v(v1);
+    const at::Tensor uv = dense(*m_u, v1), vv = dense(*m_v, v1);
     const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);  // [n_atoms, F]
-    const at::Tensor a =
-        m_upd2(apply_activation(m_activation, m_upd1(at::cat({s1, vv_norm}, 1))));  // [., 3F]
+    const at::Tensor a = dense(
+        *m_upd2,
+        apply_activation(m_activation, dense(*m_upd1, at::cat({s1, vv_norm}, 1))));  // [., 3F]
     const at::Tensor a_vv = a.narrow(1, 0, f), a_sv = a.narrow(1, f, f),
                      a_ss = a.narrow(1, 2 * f, f);
     NodeState out;

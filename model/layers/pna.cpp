@@ -22,6 +22,7 @@
 #include "model/layers/dimenet.h"
 #include "model/layers/pna.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -126,16 +127,16 @@ class Pna : public MessagePassing {
     at::Tensor rbf, enc;
     if (m_plus) {
       rbf = bessel_radial(geometry.len(), m_rc, m_p, m_freq, h.scalar_type());  // [E, R]
-      enc = at::relu(m_edge_encoder(rbf));
+      enc = at::relu(dense(*m_edge_encoder, rbf));
     } else {
-      enc = m_edge_encoder(geometry.gaussians(m_basis));  // [n_edges, F]
+      enc = dense(*m_edge_encoder, geometry.gaussians(m_basis));  // [n_edges, F]
     }
-    at::Tensor msg = gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), recv) +
-                     gather_rows(at::matmul(h, w.narrow(1, f, f).t()), *batch.senders) +
-                     at::addmm(m_pre->bias, enc, w.narrow(1, 2 * f, f).t());
-    if (m_plus) msg = msg * m_rbf_lin(rbf);
+    at::Tensor msg = gather_rows(small_mm(h, w.narrow(1, 0, f).t()), recv) +
+                     gather_rows(small_mm(h, w.narrow(1, f, f).t()), *batch.senders) +
+                     small_mm(enc, w.narrow(1, 2 * f, f).t(), m_pre->bias);
+    if (m_plus) msg = msg * dense(*m_rbf_lin, rbf);
     NodeState out;
-    out.inv = h + m_lin(pna_aggregate_post(h, msg, recv, m_degrees, kScalers, *m_post));
+    out.inv = h + dense(*m_lin, pna_aggregate_post(h, msg, recv, m_degrees, kScalers, *m_post));
     return out;
   }
 
@@ -209,7 +210,7 @@ at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const 
   const auto block = [&](int64_t k) {
     return at::matmul(agg, wp.narrow(1, (1 + 4 * k) * f, 4 * f).t());
   };
-  at::Tensor out = at::addmm(post.bias, h, wp.narrow(1, 0, f).t()) + block(0);
+  at::Tensor out = small_mm(h, wp.narrow(1, 0, f).t(), post.bias) + block(0);
   for (int k = 1; k < n_scalers; ++k) out = out + block(k) * scalers[k - 1];
   return out;
 }

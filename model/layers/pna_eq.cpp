@@ -19,6 +19,7 @@
 #include "model/layers.h"
 #include "model/layers/pna.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -67,27 +68,28 @@ class PnaEq : public MessagePassing {
     const at::Tensor rbf = geometry.bessel(m_r) * geometry.envelope().unsqueeze(1);
     const at::Tensor& w = m_pre->weight;  // [F, 3F]
     const at::Tensor m =
-        gather_rows(at::matmul(h, w.narrow(1, 0, f).t()), recv) +
-        gather_rows(at::matmul(h, w.narrow(1, f, f).t()), send) +
-        at::addmm(m_pre->bias, at::tanh(m_rbf_emb(rbf)), w.narrow(1, 2 * f, f).t());
-    const at::Tensor x =
-        m_msg3(ddgnn::silu(m_msg2(at::tanh(m_msg1(m))))) * m_rbf_lin(rbf);  // [E, 3F]
-    const auto parts = x.split_with_sizes({f, f, f}, 1);                    // g_v, g_e, s
+        gather_rows(small_mm(h, w.narrow(1, 0, f).t()), recv) +
+        gather_rows(small_mm(h, w.narrow(1, f, f).t()), send) +
+        small_mm(at::tanh(dense(*m_rbf_emb, rbf)), w.narrow(1, 2 * f, f).t(), m_pre->bias);
+    const at::Tensor x = dense(*m_msg3, ddgnn::silu(dense(*m_msg2, at::tanh(dense(*m_msg1, m))))) *
+                         dense(*m_rbf_lin, rbf);          // [E, 3F]
+    const auto parts = x.split_with_sizes({f, f, f}, 1);  // g_v, g_e, s
     const at::Tensor h1 = h + pna_aggregate_post(h, parts[2], recv, m_degrees, kScalers, *m_post);
     const at::Tensor v1 = v + gather_mul_sum(v, parts[0], send, recv) +
                           outer_sum(parts[1], geometry.unit(), recv);  // [n_atoms, 3, F]
 
     // Update block.
-    const at::Tensor uv = m_u(v1), vv = m_v(v1);
-    const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);             // [n_atoms, F]
-    const at::Tensor a = m_upd2(ddgnn::silu(m_upd1(at::cat({vv_norm, h1}, 1))));  // [n_atoms, 3F]
-    const auto ap = a.split_with_sizes({f, f, f}, 1);  // a_vv, a_xv, a_xx
+    const at::Tensor uv = dense(*m_u, v1), vv = dense(*m_v, v1);
+    const at::Tensor vv_norm = at::sqrt((vv * vv).sum(1) + kNormEps);  // [n_atoms, F]
+    const at::Tensor a =
+        dense(*m_upd2, ddgnn::silu(dense(*m_upd1, at::cat({vv_norm, h1}, 1))));  // [n_atoms, 3F]
+    const auto ap = a.split_with_sizes({f, f, f}, 1);                            // a_vv, a_xv, a_xx
     const at::Tensor h2 = h1 + ap[1] * (uv * vv).sum(1) + ap[2];
     const at::Tensor v2 = v1 + ap[0].unsqueeze(1) * uv;
 
     NodeState out;
-    out.inv = m_out2(at::tanh(m_out1(h2)));
-    out.equiv = m_vec_out(v2);
+    out.inv = dense(*m_out2, at::tanh(dense(*m_out1, h2)));
+    out.equiv = dense(*m_vec_out, v2);
     return out;
   }
 

@@ -11,6 +11,7 @@
 
 #include "model/layers.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -37,7 +38,7 @@ class Sage : public MessagePassing {
                                .unsqueeze(1);  // [n_atoms, 1]
     const at::Tensor mean = scatter_sum(gather_rows(h, *batch.senders), recv) / deg;
     NodeState out;
-    out.inv = m_lin_l(mean) + m_lin_r(h);
+    out.inv = dense(*m_lin_l, mean) + dense(*m_lin_r, h);
     return out;
   }
 

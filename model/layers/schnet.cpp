@@ -15,6 +15,7 @@
 #include "model/layers.h"
 #include "model/schnet_filter.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 
@@ -52,9 +53,9 @@ class SchNet : public MessagePassing {
       const at::Tensor basis = at::cat({geometry.gaussians(m_num_gaussians), in.edge_attr}, 1);
       const at::Tensor w =
           m_filter2(apply_activation("ssp", m_filter1(basis))) * geometry.envelope().unsqueeze(1);
-      const at::Tensor agg = gather_mul_sum(m_lin1(h), w, *batch.senders, *batch.receivers);
+      const at::Tensor agg = gather_mul_sum(dense(*m_lin1, h), w, *batch.senders, *batch.receivers);
       NodeState out;
-      out.inv = h + m_lin3(apply_activation(m_activation, m_lin2(agg)));
+      out.inv = h + dense(*m_lin3, apply_activation(m_activation, dense(*m_lin2, agg)));
       return out;
     }
     // filter2(ssp(filter1(gaussians))) * envelope as one function ([n_edges, num_filters]).
@@ -72,10 +73,10 @@ class SchNet : public MessagePassing {
                     capped ? geometry.envelope() : at::Tensor(), geometry.envelope_kind()},
         m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
     // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
-    const at::Tensor agg =
-        gather_mul_sum(m_lin1(h), w, *batch.senders, *batch.receivers);  // [n_atoms, num_filters]
+    const at::Tensor agg = gather_mul_sum(dense(*m_lin1, h), w, *batch.senders,
+                                          *batch.receivers);  // [n_atoms, num_filters]
     NodeState out;
-    out.inv = h + m_lin3(apply_activation(m_activation, m_lin2(agg)));
+    out.inv = h + dense(*m_lin3, apply_activation(m_activation, dense(*m_lin2, agg)));
     return out;
   }
 

@@ -1,0 +1,304 @@
+// The small-operand matrix products of model/small_mm.h: CPU kernels with the small operand's
+// columns in 64-byte vectors (GCC's vector extension; AVX-512, AVX2 and baseline versions picked
+// at load time), as autograd functions whose backward passes call each other.
+#include "model/small_mm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/modules/linear.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "model/device.h"
+#include "model/kernels.h"
+
+namespace ddgnn {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename T>
+struct Lanes {
+  typedef T V __attribute__((vector_size(64)));
+  static constexpr int64_t n = int64_t(64 / sizeof(T));
+};
+
+constexpr int64_t kMaxVectors = 4;   // columns of the small operand: at most 4 vectors
+constexpr int64_t kMaxInner = 1024;  // rows of small_mm's right operand (it stays in L1/L2)
+constexpr int64_t kRowChunk = 256;   // rows of x and g that small_tn sums per pass
+
+// a [K, N] (any strides) as K rows of `width` values, zero past column N.
+// Into `out`, whose memory is kept between calls (a thread's products reuse it).
+template <typename T>
+const T* pack(const at::Tensor& a, int64_t width, std::vector<T>& out) {
+  const int64_t k = a.size(0), n = a.size(1);
+  out.assign(size_t(k * width), T(0));
+  const auto acc = a.accessor<T, 2>();
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t c = 0; c < n; ++c) out[size_t(r * width + c)] = acc[r][c];
+  return out.data();
+}
+
+// R rows of y [.., n] = x rows (stride ldx) @ the packed a [k, NB vectors] (+ packed bias), the
+// R x NB sums in registers.
+template <typename T, int NB, int R>
+__attribute__((always_inline)) inline void mm_rows(const T* x, int64_t ldx, const T* ap,
+                                                   const T* bp, T* y, int64_t n, int64_t k) {
+  using V = typename Lanes<T>::V;
+  constexpr int64_t L = Lanes<T>::n;
+  V acc[R][NB];
+  for (int b = 0; b < NB; ++b) {
+    V v = {};
+    if (bp != nullptr) std::memcpy(&v, bp + b * L, sizeof v);
+    for (int r = 0; r < R; ++r) acc[r][b] = v;
+  }
+  for (int64_t q = 0; q < k; ++q) {
+    V w[NB];
+    for (int b = 0; b < NB; ++b) std::memcpy(&w[b], ap + (q * NB + b) * L, sizeof(V));
+    for (int r = 0; r < R; ++r) {
+      const T s = x[r * ldx + q];
+      for (int b = 0; b < NB; ++b) acc[r][b] += s * w[b];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    T* yr = y + r * n;
+    if (n == NB * L) {
+      for (int b = 0; b < NB; ++b) std::memcpy(yr + b * L, &acc[r][b], sizeof(V));
+    } else {
+      T buf[NB * L];
+      std::memcpy(buf, acc[r], sizeof buf);
+      std::memcpy(yr, buf, size_t(n) * sizeof(T));
+    }
+  }
+}
+
+// Rows [begin, end) of small_mm, four at a time.
+template <typename T, int NB>
+DDGNN_VECTOR_KERNEL void mm_loop(const T* x, int64_t ldx, const T* ap, const T* bp, T* y,
+                                 int64_t begin, int64_t end, int64_t n, int64_t k) {
+  int64_t m = begin;
+  for (; m + 4 <= end; m += 4) mm_rows<T, NB, 4>(x + m * ldx, ldx, ap, bp, y + m * n, n, k);
+  for (; m < end; ++m) mm_rows<T, NB, 1>(x + m * ldx, ldx, ap, bp, y + m * n, n, k);
+}
+
+// KB rows of z [.., n] = x columns [k0, k0 + kb) ^T @ g, summed over `rows` rows in registers
+// (added to z when `accumulate`).
+// g's rows are read as whole vectors (lanes past n dropped) where that stays inside g's memory
+// (rows below safe_rows), through a copy in the last rows.
+template <typename T, int NB, int KB, bool Full>
+__attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, const T* g,
+                                                    int64_t ldg, T* z, int64_t rows,
+                                                    int64_t safe_rows, int64_t n, int64_t kb,
+                                                    bool accumulate) {
+  using V = typename Lanes<T>::V;
+  constexpr int64_t L = Lanes<T>::n;
+  V acc[KB][NB];
+  for (int j = 0; j < KB; ++j)
+    for (int b = 0; b < NB; ++b) acc[j][b] = V{};
+  for (int64_t m = 0; m < rows; ++m) {
+    V gv[NB];
+    const T* gr = g + m * ldg;
+    if (m < safe_rows) {
+      for (int b = 0; b < NB; ++b) std::memcpy(&gv[b], gr + b * L, sizeof(V));
+    } else {
+      T buf[NB * L] = {};
+      std::memcpy(buf, gr, size_t(n) * sizeof(T));
+      std::memcpy(gv, buf, sizeof buf);
+    }
+    const T* xr = x + m * ldx;
+    for (int j = 0; j < KB; ++j) {
+      if (!Full && j >= kb) break;
+      const T s = xr[j];
+      for (int b = 0; b < NB; ++b) acc[j][b] += s * gv[b];
+    }
+  }
+  for (int j = 0; j < (Full ? KB : int(kb)); ++j) {
+    T buf[NB * L];
+    std::memcpy(buf, acc[j], sizeof buf);
+    if (accumulate)
+      for (int64_t c = 0; c < n; ++c) z[j * n + c] += buf[c];
+    else
+      std::memcpy(z + j * n, buf, size_t(n) * sizeof(T));
+  }
+}
+
+// Blocks [block_begin, block_end) of KB columns of x for small_tn.
+template <typename T, int NB>
+DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, T* z,
+                                 int64_t rows, int64_t k, int64_t n, int64_t block_begin,
+                                 int64_t block_end) {
+  constexpr int KB = 16 / NB;
+  constexpr int64_t W = NB * Lanes<T>::n;
+  // Row m's vectors end at m ldg + W; g's last value is at (rows - 1) ldg + n - 1.
+  const int64_t room = (rows - 1) * ldg + n - W;
+  const int64_t safe_rows = room < 0 ? 0 : std::min(rows, room / std::max<int64_t>(ldg, 1) + 1);
+  // Chunks of rows, every block of columns per chunk: the chunk's x and g rows stay in L1/L2
+  // while the blocks read them again.
+  for (int64_t m0 = 0; m0 < rows; m0 += kRowChunk) {
+    const int64_t mr = std::min(kRowChunk, rows - m0);
+    const int64_t safe = std::clamp<int64_t>(safe_rows - m0, 0, mr);
+    const T* xc = x + m0 * ldx;
+    const T* gc = g + m0 * ldg;
+    for (int64_t blk = block_begin; blk < block_end; ++blk) {
+      const int64_t k0 = blk * KB, kb = std::min<int64_t>(KB, k - k0);
+      if (kb == KB)
+        tn_block<T, NB, KB, true>(xc + k0, ldx, gc, ldg, z + k0 * n, mr, safe, n, kb, m0 > 0);
+      else
+        tn_block<T, NB, KB, false>(xc + k0, ldx, gc, ldg, z + k0 * n, mr, safe, n, kb, m0 > 0);
+    }
+  }
+}
+
+// t itself when its rows are contiguous (stride 1 along dim 1), else a contiguous copy.
+at::Tensor row_major(const at::Tensor& t) {
+  return (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= t.size(1) ? t : t.contiguous();
+}
+
+int64_t vectors_for(int64_t n, int64_t lanes) {
+  return (n + lanes - 1) / lanes;
+}
+
+at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::Tensor& bias) {
+  const at::Tensor x = row_major(x_in);
+  const int64_t m = x.size(0), k = x.size(1), n = a.size(1);
+  at::Tensor y = at::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_mm", [&] {
+    const int64_t lanes = Lanes<scalar_t>::n, nb = vectors_for(n, lanes);
+    static thread_local std::vector<scalar_t> a_buf, b_buf;
+    const scalar_t* ap = pack<scalar_t>(a, nb * lanes, a_buf);
+    const scalar_t* bptr =
+        bias.defined() ? pack<scalar_t>(bias.reshape({1, n}), nb * lanes, b_buf) : nullptr;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    const int64_t ldx = x.stride(0);
+    at::parallel_for(0, m, 512, [&](int64_t begin, int64_t end) {
+      switch (nb) {
+        case 1:
+          return mm_loop<scalar_t, 1>(xp, ldx, ap, bptr, yp, begin, end, n, k);
+        case 2:
+          return mm_loop<scalar_t, 2>(xp, ldx, ap, bptr, yp, begin, end, n, k);
+        case 3:
+          return mm_loop<scalar_t, 3>(xp, ldx, ap, bptr, yp, begin, end, n, k);
+        default:
+          return mm_loop<scalar_t, 4>(xp, ldx, ap, bptr, yp, begin, end, n, k);
+      }
+    });
+  });
+  return y;
+}
+
+at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
+  const at::Tensor x = row_major(x_in), g = row_major(g_in);
+  const int64_t rows = x.size(0), k = x.size(1), n = g.size(1);
+  if (rows == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
+  at::Tensor z = at::empty({k, n}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_tn", [&] {
+    const int64_t nb = vectors_for(n, Lanes<scalar_t>::n), kb = 16 / nb;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    scalar_t* zp = z.data_ptr<scalar_t>();
+    const int64_t ldx = x.stride(0), ldg = g.stride(0);
+    at::parallel_for(0, (k + kb - 1) / kb, 1, [&](int64_t begin, int64_t end) {
+      switch (nb) {
+        case 1:
+          return tn_loop<scalar_t, 1>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
+        case 2:
+          return tn_loop<scalar_t, 2>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
+        case 3:
+          return tn_loop<scalar_t, 3>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
+        default:
+          return tn_loop<scalar_t, 4>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
+      }
+    });
+  });
+  return z;
+}
+
+struct SmallMm : public torch::autograd::Function<SmallMm> {
+  // bias: [N], or empty for none (an undefined tensor cannot be an input of a custom function).
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& a,
+                            const at::Tensor& bias) {
+    ctx->save_for_backward({x, a});
+    return small_mm_raw(x, a, bias.numel() > 0 ? bias : at::Tensor());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &a = saved[1], &g = grad[0];
+    at::Tensor dx, da, db;
+    if (ctx->needs_input_grad(0)) dx = small_mm(g, a.t());
+    if (ctx->needs_input_grad(1)) da = small_tn(x, g);
+    if (ctx->needs_input_grad(2)) db = g.sum(0);
+    return {dx, da, db};
+  }
+};
+
+struct SmallTn : public torch::autograd::Function<SmallTn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& g) {
+    ctx->save_for_backward({x, g});
+    return small_tn_raw(x, g);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &g = saved[1], &d = grad[0];
+    at::Tensor dx, dg;
+    if (ctx->needs_input_grad(0)) dx = small_mm(g, d.t());
+    if (ctx->needs_input_grad(1)) dg = small_mm(x, d);
+    return {dx, dg};
+  }
+};
+
+// Whether autograd would record an op on t.
+bool differentiable(const at::Tensor& t) {
+  return t.requires_grad() && at::GradMode::is_enabled();
+}
+
+// Whether the kernels take x [M, K] with a small operand of n columns (`other`).
+bool fits(const at::Tensor& x, const at::Tensor& other, int64_t n) {
+  if (!fused_kernels(x) || !other.device().is_cpu()) return false;
+  const auto type = x.scalar_type();
+  if ((type != at::kFloat && type != at::kDouble) || other.scalar_type() != type) return false;
+  const int64_t lanes = type == at::kFloat ? Lanes<float>::n : Lanes<double>::n;
+  return n >= 1 && n <= kMaxVectors * lanes;
+}
+
+}  // namespace
+
+at::Tensor small_mm(const at::Tensor& x, const at::Tensor& a, const at::Tensor& bias) {
+  const bool shapes =
+      x.dim() == 2 && a.dim() == 2 && x.size(1) == a.size(0) && a.size(0) <= kMaxInner &&
+      (!bias.defined() || (bias.dim() == 1 && bias.size(0) == a.size(1) &&
+                           bias.scalar_type() == x.scalar_type() && bias.device().is_cpu()));
+  if (shapes && fits(x, a, a.size(1))) {
+    if (!differentiable(x) && !differentiable(a) && !(bias.defined() && differentiable(bias)))
+      return small_mm_raw(x, a, bias);  // no autograd node to build
+    return SmallMm::apply(x, a, bias.defined() ? bias : at::empty({0}, x.options()));
+  }
+  return bias.defined() ? at::addmm(bias, x, a) : at::mm(x, a);
+}
+
+at::Tensor small_tn(const at::Tensor& x, const at::Tensor& g) {
+  if (x.dim() == 2 && g.dim() == 2 && x.size(0) == g.size(0) && fits(x, g, g.size(1)))
+    return differentiable(x) || differentiable(g) ? SmallTn::apply(x, g) : small_tn_raw(x, g);
+  return at::mm(x.t(), g);
+}
+
+at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (x.dim() < 2 || weight.dim() != 2) return at::linear(x, weight, bias);
+  if (x.dim() == 2) return small_mm(x, weight.t(), bias);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  return small_mm(x.reshape({-1, x.size(-1)}), weight.t(), bias).view(shape);
+}
+
+at::Tensor dense(const torch::nn::LinearImpl& module, const at::Tensor& x) {
+  return small_linear(x, module.weight, module.bias);
+}
+
+}  // namespace ddgnn
