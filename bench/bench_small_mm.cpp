@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 200;
   const std::string blas = ddgnn::set_up_cpu_compute(1);
   if (!blas.empty()) std::printf("BLAS kernels: %s\n", blas.c_str());
-  torch::NoGradGuard no_grad;
   struct Case {
     const char* what;
     int64_t m, k, n;
@@ -36,6 +35,7 @@ int main(int argc, char** argv) {
   std::printf("%-22s %6s %4s %4s | %9s %9s %6s | %9s %9s %6s\n", "product", "M", "K", "N",
               "x a ATen", "fused", "GF/s", "x^T g ATen", "fused", "GF/s");
   for (const Case& c : cases) {
+    torch::NoGradGuard no_grad;
     const at::Tensor x = at::randn({c.m, c.k}), a = at::randn({c.k, c.n}),
                      g = at::randn({c.m, c.n});
     double aten_mm = 0, fused_mm = 0, aten_tn = 0, fused_tn = 0;
@@ -53,6 +53,34 @@ int main(int argc, char** argv) {
                 (long long)c.m, (long long)c.k, (long long)c.n, aten_mm / 3, fused_mm / 3,
                 flop / (fused_mm / 3) / 1e3, aten_tn / 3, fused_tn / 3,
                 flop / (fused_tn / 3) / 1e3);
+  }
+
+  // One Linear(32, 32) as training runs it: forward, the force pass's backward (create_graph),
+  // the loss's backward through both: the autograd nodes' overhead against the arithmetic, from
+  // the rows of a batch of small molecules (where the step is bound by per-operation costs) to
+  // shape (a)'s edges.
+  std::printf(
+      "\nLinear(32, 32) in a training step: forward, backward with create_graph, backward "
+      "of that (us)\n%6s | %9s %9s\n",
+      "rows", "ATen", "fused");
+  const at::Tensor w = at::randn({32, 32}).requires_grad_(), b = at::randn({32}).requires_grad_();
+  for (const int64_t m : {72, 288, 1728, 8640}) {
+    const at::Tensor x0 = at::randn({m, 32});
+    const auto step = [&] {
+      const at::Tensor x = x0.clone().requires_grad_();
+      const at::Tensor y = ddgnn::small_linear(x, w, b);
+      const at::Tensor gx = torch::autograd::grad({(y * y).sum()}, {x}, {}, true, true)[0];
+      (gx * gx).sum().backward();
+    };
+    double aten = 0, fused = 0;
+    for (int round = 0; round < 3; ++round) {
+      {
+        ddgnn::GenericKernels generic;
+        aten += time_us(repeats, step);
+      }
+      fused += time_us(repeats, step);
+    }
+    std::printf("%6lld | %9.1f %9.1f\n", (long long)m, aten / 3, fused / 3);
   }
   return 0;
 }
