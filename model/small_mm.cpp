@@ -128,12 +128,17 @@ __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, con
   }
 }
 
+// The columns of x that small_tn sums per block for NB vectors of g: KB x NB sums in registers.
+constexpr int tn_block_columns(int64_t nb) {
+  return int(16 / nb);
+}
+
 // Blocks [block_begin, block_end) of KB columns of x for small_tn.
 template <typename T, int NB>
 DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, T* z,
                                  int64_t rows, int64_t k, int64_t n, int64_t block_begin,
                                  int64_t block_end) {
-  constexpr int KB = 16 / NB;
+  constexpr int KB = tn_block_columns(NB);
   constexpr int64_t W = NB * Lanes<T>::n;
   // Row m's vectors end at m ldg + W; g's last value is at (rows - 1) ldg + n - 1.
   const int64_t room = (rows - 1) * ldg + n - W;
@@ -160,8 +165,8 @@ at::Tensor row_major(const at::Tensor& t) {
   return (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= t.size(1) ? t : t.contiguous();
 }
 
-int64_t vectors_for(int64_t n, int64_t lanes) {
-  return (n + lanes - 1) / lanes;
+int64_t ceil_div(int64_t n, int64_t d) {
+  return (n + d - 1) / d;
 }
 
 at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::Tensor& bias) {
@@ -170,7 +175,7 @@ at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::T
   at::Tensor y = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return y;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_mm", [&] {
-    const int64_t lanes = Lanes<scalar_t>::n, nb = vectors_for(n, lanes);
+    const int64_t lanes = Lanes<scalar_t>::n, nb = ceil_div(n, lanes);
     static thread_local std::vector<scalar_t> a_buf, b_buf;
     const scalar_t* ap = pack<scalar_t>(a, nb * lanes, a_buf);
     const scalar_t* bptr =
@@ -200,12 +205,12 @@ at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
   if (rows == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
   at::Tensor z = at::empty({k, n}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_tn", [&] {
-    const int64_t nb = vectors_for(n, Lanes<scalar_t>::n), kb = 16 / nb;
+    const int64_t nb = ceil_div(n, Lanes<scalar_t>::n), kb = tn_block_columns(nb);
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();
     scalar_t* zp = z.data_ptr<scalar_t>();
     const int64_t ldx = x.stride(0), ldg = g.stride(0);
-    at::parallel_for(0, (k + kb - 1) / kb, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, ceil_div(k, kb), 1, [&](int64_t begin, int64_t end) {
       switch (nb) {
         case 1:
           return tn_loop<scalar_t, 1>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
