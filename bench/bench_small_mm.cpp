@@ -1,6 +1,7 @@
 // The small-operand matrix products (model/small_mm.h) against ATen's (OpenBLAS here) at the
 // sizes of the layers' edge and atom MLPs in bench_train's shape (a) (8,640 edges, 1,728 atoms,
-// 32 channels) and (b) (74,304 edges, 64 channels). For each: x a (a layer's forward and its input
+// 32 channels) and (b) (74,304 edges, 64 channels), and the wider maps of several tiles (MACE's
+// path weights, DimeNet's output block). For each: x a (a layer's forward and its input
 // gradient), x^T g (its weight gradient); µs per product and GFLOP/s, interleaved in one run so
 // that the ratio holds on a shared machine. float32, one thread. usage: bench_small_mm
 // [repeats=200]
@@ -27,11 +28,13 @@ int main(int argc, char** argv) {
     int64_t m, k, n;
   };
   const Case cases[] = {
-      {"edges, F -> F", 8640, 32, 32},       {"edges, radial 6 -> F", 8640, 6, 32},
-      {"edges, F -> 64", 8640, 32, 64},      {"edges, 64 -> F", 8640, 64, 32},
-      {"atoms, F -> F", 1728, 32, 32},       {"atoms, paths 5F -> F", 1728, 160, 32},
-      {"triplets, 42 -> 8", 35300, 42, 8},   {"molecules, F -> F", 72, 32, 32},
-      {"(b) atoms, 64 -> 64", 1728, 64, 64}, {"(b) edges, 64 -> 64", 74304, 64, 64}};
+      {"edges, F -> F", 8640, 32, 32},           {"edges, radial 6 -> F", 8640, 6, 32},
+      {"edges, F -> 64", 8640, 32, 64},          {"edges, 64 -> F", 8640, 64, 32},
+      {"atoms, F -> F", 1728, 32, 32},           {"atoms, paths 5F -> F", 1728, 160, 32},
+      {"triplets, 42 -> 8", 35300, 42, 8},       {"molecules, F -> F", 72, 32, 32},
+      {"(b) atoms, 64 -> 64", 1728, 64, 64},     {"(b) edges, 64 -> 64", 74304, 64, 64},
+      {"edges, F+1 -> 10 paths", 8640, 33, 320}, {"atoms, F -> 256", 1728, 32, 256},
+      {"atoms, 256 -> 256", 1728, 256, 256},     {"edges, F -> 3F", 8640, 32, 96}};
   std::printf("%-22s %6s %4s %4s | %9s %9s %6s | %9s %9s %6s\n", "product", "M", "K", "N",
               "x a ATen", "fused", "GF/s", "x^T g ATen", "fused", "GF/s");
   for (const Case& c : cases) {

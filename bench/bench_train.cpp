@@ -13,7 +13,7 @@
 // `generic`: the device-agnostic versions of the fused kernels, on any device (model/device.h);
 // `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast); `max_ell=N`,
 // `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults otherwise); `ops`: the
-// 25 costliest ATen ops of the timed steps by input shapes.
+// 40 costliest ATen ops of the timed steps by input shapes.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <sys/resource.h>
@@ -70,7 +70,7 @@ double seconds_since(Clock::time_point t) {
 }
 
 // options `ops`: the timed steps' ATen ops by name and input shapes (time including the ops they
-// call), the 25 largest printed after each run.
+// call), the 40 largest printed after each run.
 bool g_ops = false;
 struct OpTime : at::ObserverContext {
   std::string key;
@@ -82,7 +82,15 @@ std::unique_ptr<at::ObserverContext> op_start(const at::RecordFunction& fn) {
   auto c = std::make_unique<OpTime>();
   c->key = std::string(fn.name()) + "(";
   for (const c10::IValue& v : fn.inputs())
-    c->key += (v.isTensor() ? c10::str(v.toTensor().sizes()) : std::string("_")) + " ";
+    if (v.isTensor()) {
+      c->key += c10::str(v.toTensor().sizes()) + " ";
+    } else if (v.isTensorList()) {  // cat's inputs: every shape
+      c->key += "{";
+      for (const at::Tensor& t : v.toTensorList().vec()) c->key += c10::str(t.sizes());
+      c->key += "} ";
+    } else {
+      c->key += "_ ";
+    }
   c->key += ")";
   c->t0 = Clock::now();
   return c;
@@ -100,7 +108,7 @@ void print_op_times(int steps) {
   for (const auto& [key, v] : g_op_times) rows.push_back({v.first, key});
   std::sort(rows.rbegin(), rows.rend());
   std::printf("  ms/step  calls/step  op(input shapes)\n");
-  for (size_t i = 0; i < std::min<size_t>(25, rows.size()); ++i)
+  for (size_t i = 0; i < std::min<size_t>(40, rows.size()); ++i)
     std::printf("  %7.2f  %10.1f  %s\n", 1e3 * rows[i].first / steps,
                 double(g_op_times[rows[i].second].second) / steps, rows[i].second.c_str());
   g_op_times.clear();

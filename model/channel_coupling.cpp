@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "model/device.h"
 #include "model/kernels.h"
+#include "model/run_sum.h"
 
 namespace ddgnn {
 
@@ -84,24 +85,23 @@ ChannelCoupling saved(AutogradContext* ctx) {
   return c;
 }
 
-// Atoms [begin, end): out[a, r] = sum over entries of c x[a, i] * y[a, j]; off holds the entries'
-// row offsets (r, i, j, times F).
+// Atoms [begin, end): out[a, r] = sum over entries of c x[a, i] * y[a, j]. ent holds the entries'
+// row offsets (r, i, j, times F), ordered by r, and runs[k]..runs[k + 1] are the entries of one r,
+// summed in registers (run_sum) and written once.
 template <typename T>
 DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
-                                     const int64_t* off, const T* coef, int64_t n, int64_t f,
-                                     int64_t xs, int64_t ys, int64_t os) {
+                                     const int64_t* ent, const int64_t* runs, int64_t n_runs,
+                                     const T* coef, int64_t f, int64_t xs, int64_t ys, int64_t os) {
   for (int64_t a = begin; a < end; ++a) {
     const T* xa = xp + a * xs;
     const T* ya = yp + a * ys;
     T* oa = op + a * os;
     std::fill(oa, oa + os, T(0));  // here, while the block is in cache, not in a pass of its own
-    for (int64_t k = 0; k < n; ++k) {
-      const T c = coef[k];
-      T* __restrict__ o = oa + off[3 * k];
-      const T* __restrict__ xr = xa + off[3 * k + 1];
-      const T* __restrict__ yr = ya + off[3 * k + 2];
-      for (int64_t q = 0; q < f; ++q) o[q] += c * xr[q] * yr[q];
-    }
+    for (int64_t k = 0; k < n_runs; ++k)
+      run_sum<T>(
+          oa + ent[3 * runs[k]], f, ent, runs[k], runs[k + 1],
+          [&](const int64_t* e) { return coef[(e - ent) / 3]; },
+          [&](const int64_t* e) { return xa + e[1]; }, [&](const int64_t* e) { return ya + e[2]; });
   }
 }
 
@@ -111,22 +111,32 @@ at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const Chan
   if (n_atoms == 0 || f == 0 || n == 0) return at::zeros({n_atoms, c.R, f}, x.options());
   at::Tensor out =
       at::empty({n_atoms, c.R, f}, x.options());  // every atom's block zeroed by the loop
-  // Row offsets of every entry, in elements of an atom's block.
-  std::vector<int64_t> off(size_t(3 * n));
+  // The entries by output row (stably), their row offsets in elements of an atom's block, and
+  // where each row's run starts.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) order[size_t(k)] = k;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return c.entries[size_t(a)].r < c.entries[size_t(b)].r;
+  });
+  std::vector<int64_t> ent(size_t(3 * n)), runs;
   for (int64_t k = 0; k < n; ++k) {
-    off[size_t(3 * k)] = c.entries[size_t(k)].r * f;
-    off[size_t(3 * k + 1)] = c.entries[size_t(k)].i * f;
-    off[size_t(3 * k + 2)] = c.entries[size_t(k)].j * f;
+    const ChannelCoupling::Entry& e = c.entries[size_t(order[size_t(k)])];
+    if (k == 0 || e.r * f != ent[size_t(3 * (k - 1))]) runs.push_back(k);
+    ent[size_t(3 * k)] = e.r * f;
+    ent[size_t(3 * k + 1)] = e.i * f;
+    ent[size_t(3 * k + 2)] = e.j * f;
   }
+  runs.push_back(n);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "couple_channels", [&] {
     std::vector<scalar_t> coef(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) coef[size_t(k)] = scalar_t(c.entries[size_t(k)].c);
+    for (int64_t k = 0; k < n; ++k)
+      coef[size_t(k)] = scalar_t(c.entries[size_t(order[size_t(k)])].c);
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* yp = y.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
     at::parallel_for(0, n_atoms, 64, [&](int64_t begin, int64_t end) {
-      couple_loop<scalar_t>(begin, end, xp, yp, op, off.data(), coef.data(), n, f, c.I * f, c.J * f,
-                            c.R * f);
+      couple_loop<scalar_t>(begin, end, xp, yp, op, ent.data(), runs.data(),
+                            int64_t(runs.size()) - 1, coef.data(), f, c.I * f, c.J * f, c.R * f);
     });
   });
   return out;

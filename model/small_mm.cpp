@@ -29,27 +29,61 @@ struct Lanes {
   static constexpr int64_t n = int64_t(64 / sizeof(T));
 };
 
-constexpr int64_t kMaxVectors = 4;   // columns of the small operand: at most 4 vectors
+constexpr int64_t kMaxVectors = 4;   // columns of one tile of the small operand: 4 vectors
+constexpr int64_t kMaxTiles = 8;     // tiles of the small operand: at most 32 vectors
 constexpr int64_t kMaxInner = 1024;  // rows of small_mm's right operand (it stays in L1/L2)
 constexpr int64_t kRowChunk = 256;   // rows of x and g that small_tn sums per pass
+constexpr int64_t kTileRows = 64;    // rows of x that small_mm takes through every tile in turn
 
-// a [K, N] (any strides) as K rows of `width` values, zero past column N.
-// Into `out`, whose memory is kept between calls (a thread's products reuse it).
+int64_t ceil_div(int64_t n, int64_t d) {
+  return (n + d - 1) / d;
+}
+
+// Columns [c0, c0 + n) of a product, nb vectors: as few tiles of at most kMaxVectors vectors as
+// the columns need, their vector counts differing by at most one (6 vectors: 3 + 3, not 4 + 2).
+// offset: where the tile starts in the packed small operand of k rows (nb vectors a row).
+struct Tile {
+  int64_t c0, n, nb, offset;
+};
 template <typename T>
-const T* pack(const at::Tensor& a, int64_t width, std::vector<T>& out) {
-  const int64_t k = a.size(0), n = a.size(1);
-  out.assign(size_t(k * width), T(0));
-  const auto acc = a.accessor<T, 2>();
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < n; ++c) out[size_t(r * width + c)] = acc[r][c];
+std::vector<Tile> tiles_of(int64_t n, int64_t k) {
+  const int64_t lanes = Lanes<T>::n, nb = ceil_div(n, lanes), count = ceil_div(nb, kMaxVectors);
+  std::vector<Tile> tiles;
+  int64_t c0 = 0, offset = 0;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t v = nb / count + (t < nb % count ? 1 : 0);
+    const int64_t w = std::min(v * lanes, n - c0);
+    tiles.push_back({c0, w, v, offset});
+    c0 += w;
+    offset += k * v * lanes;
+  }
+  return tiles;
+}
+
+// a [K, N] (any strides) packed by tiles: each tile's K rows of nb vectors, zero past its
+// columns. Into `out`, whose memory is kept between calls (a thread's products reuse it).
+template <typename T>
+const T* pack(const at::Tensor& a, const std::vector<Tile>& tiles, std::vector<T>& out) {
+  const int64_t k = a.size(0), s0 = a.stride(0), s1 = a.stride(1);
+  out.assign(size_t(tiles.back().offset + k * tiles.back().nb * Lanes<T>::n), T(0));
+  const T* p = a.data_ptr<T>();
+  for (const Tile& t : tiles) {
+    const int64_t width = t.nb * Lanes<T>::n;
+    for (int64_t r = 0; r < k; ++r) {
+      T* o = out.data() + t.offset + r * width;
+      const T* src = p + r * s0 + t.c0 * s1;
+      for (int64_t c = 0; c < t.n; ++c) o[c] = src[c * s1];
+    }
+  }
   return out.data();
 }
 
-// R rows of y [.., n] = x rows (stride ldx) @ the packed a [k, NB vectors] (+ packed bias), the
-// R x NB sums in registers.
+// R rows of y (stride ldy, n columns) = x rows (stride ldx) @ the packed a [k, NB vectors]
+// (+ packed bias), the R x NB sums in registers.
 template <typename T, int NB, int R>
 __attribute__((always_inline)) inline void mm_rows(const T* x, int64_t ldx, const T* ap,
-                                                   const T* bp, T* y, int64_t n, int64_t k) {
+                                                   const T* bp, T* y, int64_t ldy, int64_t n,
+                                                   int64_t k) {
   using V = typename Lanes<T>::V;
   constexpr int64_t L = Lanes<T>::n;
   V acc[R][NB];
@@ -67,7 +101,7 @@ __attribute__((always_inline)) inline void mm_rows(const T* x, int64_t ldx, cons
     }
   }
   for (int r = 0; r < R; ++r) {
-    T* yr = y + r * n;
+    T* yr = y + r * ldy;
     if (n == NB * L) {
       for (int b = 0; b < NB; ++b) std::memcpy(yr + b * L, &acc[r][b], sizeof(V));
     } else {
@@ -78,13 +112,13 @@ __attribute__((always_inline)) inline void mm_rows(const T* x, int64_t ldx, cons
   }
 }
 
-// Rows [begin, end) of small_mm, four at a time.
+// Rows [begin, end) of one tile of small_mm (n columns of y, row stride ldy), four at a time.
 template <typename T, int NB>
 DDGNN_VECTOR_KERNEL void mm_loop(const T* x, int64_t ldx, const T* ap, const T* bp, T* y,
-                                 int64_t begin, int64_t end, int64_t n, int64_t k) {
+                                 int64_t ldy, int64_t begin, int64_t end, int64_t n, int64_t k) {
   int64_t m = begin;
-  for (; m + 4 <= end; m += 4) mm_rows<T, NB, 4>(x + m * ldx, ldx, ap, bp, y + m * n, n, k);
-  for (; m < end; ++m) mm_rows<T, NB, 1>(x + m * ldx, ldx, ap, bp, y + m * n, n, k);
+  for (; m + 4 <= end; m += 4) mm_rows<T, NB, 4>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
+  for (; m < end; ++m) mm_rows<T, NB, 1>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
 }
 
 // KB rows of z [.., n] = x columns [k0, k0 + kb) ^T @ g, summed over `rows` rows in registers
@@ -93,7 +127,7 @@ DDGNN_VECTOR_KERNEL void mm_loop(const T* x, int64_t ldx, const T* ap, const T* 
 // (rows below safe_rows), through a copy in the last rows.
 template <typename T, int NB, int KB, bool Full>
 __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, const T* g,
-                                                    int64_t ldg, T* z, int64_t rows,
+                                                    int64_t ldg, T* z, int64_t ldz, int64_t rows,
                                                     int64_t safe_rows, int64_t n, int64_t kb,
                                                     bool accumulate) {
   using V = typename Lanes<T>::V;
@@ -122,9 +156,9 @@ __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, con
     T buf[NB * L];
     std::memcpy(buf, acc[j], sizeof buf);
     if (accumulate)
-      for (int64_t c = 0; c < n; ++c) z[j * n + c] += buf[c];
+      for (int64_t c = 0; c < n; ++c) z[j * ldz + c] += buf[c];
     else
-      std::memcpy(z + j * n, buf, size_t(n) * sizeof(T));
+      std::memcpy(z + j * ldz, buf, size_t(n) * sizeof(T));
   }
 }
 
@@ -133,15 +167,16 @@ constexpr int tn_block_columns(int64_t nb) {
   return int(16 / nb);
 }
 
-// Blocks [block_begin, block_end) of KB columns of x for small_tn.
+// Blocks [block_begin, block_end) of KB columns of x for one tile of small_tn: the n columns of
+// g from g (of which `avail` are left in each row, n included) into z (row stride ldz).
 template <typename T, int NB>
-DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, T* z,
-                                 int64_t rows, int64_t k, int64_t n, int64_t block_begin,
-                                 int64_t block_end) {
+DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, int64_t avail,
+                                 T* z, int64_t ldz, int64_t rows, int64_t k, int64_t n,
+                                 int64_t block_begin, int64_t block_end) {
   constexpr int KB = tn_block_columns(NB);
   constexpr int64_t W = NB * Lanes<T>::n;
-  // Row m's vectors end at m ldg + W; g's last value is at (rows - 1) ldg + n - 1.
-  const int64_t room = (rows - 1) * ldg + n - W;
+  // Row m's vectors end at m ldg + W; g's last value is at (rows - 1) ldg + avail - 1.
+  const int64_t room = (rows - 1) * ldg + avail - W;
   const int64_t safe_rows = room < 0 ? 0 : std::min(rows, room / std::max<int64_t>(ldg, 1) + 1);
   // Chunks of rows, every block of columns per chunk: the chunk's x and g rows stay in L1/L2
   // while the blocks read them again.
@@ -153,9 +188,11 @@ DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ld
     for (int64_t blk = block_begin; blk < block_end; ++blk) {
       const int64_t k0 = blk * KB, kb = std::min<int64_t>(KB, k - k0);
       if (kb == KB)
-        tn_block<T, NB, KB, true>(xc + k0, ldx, gc, ldg, z + k0 * n, mr, safe, n, kb, m0 > 0);
+        tn_block<T, NB, KB, true>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
+                                  m0 > 0);
       else
-        tn_block<T, NB, KB, false>(xc + k0, ldx, gc, ldg, z + k0 * n, mr, safe, n, kb, m0 > 0);
+        tn_block<T, NB, KB, false>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
+                                   m0 > 0);
     }
   }
 }
@@ -165,34 +202,43 @@ at::Tensor row_major(const at::Tensor& t) {
   return (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= t.size(1) ? t : t.contiguous();
 }
 
-int64_t ceil_div(int64_t n, int64_t d) {
-  return (n + d - 1) / d;
-}
-
 at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::Tensor& bias) {
   const at::Tensor x = row_major(x_in);
   const int64_t m = x.size(0), k = x.size(1), n = a.size(1);
   at::Tensor y = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return y;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_mm", [&] {
-    const int64_t lanes = Lanes<scalar_t>::n, nb = ceil_div(n, lanes);
+    const std::vector<Tile> tiles = tiles_of<scalar_t>(n, k), bias_tiles = tiles_of<scalar_t>(n, 1);
     static thread_local std::vector<scalar_t> a_buf, b_buf;
-    const scalar_t* ap = pack<scalar_t>(a, nb * lanes, a_buf);
+    const scalar_t* ap = pack<scalar_t>(a, tiles, a_buf);
     const scalar_t* bptr =
-        bias.defined() ? pack<scalar_t>(bias.reshape({1, n}), nb * lanes, b_buf) : nullptr;
+        bias.defined() ? pack<scalar_t>(bias.reshape({1, n}), bias_tiles, b_buf) : nullptr;
     const scalar_t* xp = x.data_ptr<scalar_t>();
     scalar_t* yp = y.data_ptr<scalar_t>();
     const int64_t ldx = x.stride(0);
     at::parallel_for(0, m, 512, [&](int64_t begin, int64_t end) {
-      switch (nb) {
-        case 1:
-          return mm_loop<scalar_t, 1>(xp, ldx, ap, bptr, yp, begin, end, n, k);
-        case 2:
-          return mm_loop<scalar_t, 2>(xp, ldx, ap, bptr, yp, begin, end, n, k);
-        case 3:
-          return mm_loop<scalar_t, 3>(xp, ldx, ap, bptr, yp, begin, end, n, k);
-        default:
-          return mm_loop<scalar_t, 4>(xp, ldx, ap, bptr, yp, begin, end, n, k);
+      // Rows through every tile in turn, kTileRows at a time: x's rows stay in L1 across tiles.
+      for (int64_t r0 = begin; r0 < end; r0 += kTileRows) {
+        const int64_t r1 = std::min(end, r0 + kTileRows);
+        for (size_t t = 0; t < tiles.size(); ++t) {
+          const Tile& tile = tiles[t];
+          const scalar_t* at = ap + tile.offset;
+          const scalar_t* bt = bptr == nullptr ? nullptr : bptr + bias_tiles[t].offset;
+          scalar_t* yt = yp + tile.c0;
+          switch (tile.nb) {
+            case 1:
+              mm_loop<scalar_t, 1>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
+              break;
+            case 2:
+              mm_loop<scalar_t, 2>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
+              break;
+            case 3:
+              mm_loop<scalar_t, 3>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
+              break;
+            default:
+              mm_loop<scalar_t, 4>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
+          }
+        }
       }
     });
   });
@@ -205,23 +251,27 @@ at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
   if (rows == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
   at::Tensor z = at::empty({k, n}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_tn", [&] {
-    const int64_t nb = ceil_div(n, Lanes<scalar_t>::n), kb = tn_block_columns(nb);
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();
     scalar_t* zp = z.data_ptr<scalar_t>();
     const int64_t ldx = x.stride(0), ldg = g.stride(0);
-    at::parallel_for(0, ceil_div(k, kb), 1, [&](int64_t begin, int64_t end) {
-      switch (nb) {
-        case 1:
-          return tn_loop<scalar_t, 1>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
-        case 2:
-          return tn_loop<scalar_t, 2>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
-        case 3:
-          return tn_loop<scalar_t, 3>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
-        default:
-          return tn_loop<scalar_t, 4>(xp, ldx, gp, ldg, zp, rows, k, n, begin, end);
-      }
-    });
+    for (const Tile& t : tiles_of<scalar_t>(n, 0)) {
+      const scalar_t* gt = gp + t.c0;
+      scalar_t* zt = zp + t.c0;
+      const int64_t avail = n - t.c0;
+      at::parallel_for(0, ceil_div(k, tn_block_columns(t.nb)), 1, [&](int64_t begin, int64_t end) {
+        switch (t.nb) {
+          case 1:
+            return tn_loop<scalar_t, 1>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
+          case 2:
+            return tn_loop<scalar_t, 2>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
+          case 3:
+            return tn_loop<scalar_t, 3>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
+          default:
+            return tn_loop<scalar_t, 4>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
+        }
+      });
+    }
   });
   return z;
 }
@@ -270,7 +320,7 @@ bool fits(const at::Tensor& x, const at::Tensor& other, int64_t n) {
   const auto type = x.scalar_type();
   if ((type != at::kFloat && type != at::kDouble) || other.scalar_type() != type) return false;
   const int64_t lanes = type == at::kFloat ? Lanes<float>::n : Lanes<double>::n;
-  return n >= 1 && n <= kMaxVectors * lanes;
+  return n >= 1 && n <= kMaxTiles * kMaxVectors * lanes;
 }
 
 }  // namespace

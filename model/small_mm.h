@@ -1,11 +1,12 @@
-// Matrix products whose right operand is small: x [M, K] times a [K, N] with N (and for their
-// derivatives K) at most 64 float32 or 32 float64 columns, M large: the edge and atom MLPs of the
-// layers (F = 32 or 64 channels over thousands of edges). OpenBLAS packs both operands of every
-// such product and runs at a third of the core's rate; these CPU kernels keep the small operand
-// in registers and stream the rows of x (model/small_mm.cpp). The two ops below form a family
-// closed under differentiation, so every order of derivative stays in it. Off the CPU, under
-// GenericKernels (model/device.h), for other dtypes or larger operands: ATen's products, the same
-// values up to rounding.
+// Matrix products whose right operand is small: x [M, K] times a [K, N] with K at most 1,024
+// rows and N at most 512 float32 or 256 float64 columns, M large: the edge and atom MLPs of the
+// layers (F = 32 or 64 channels over thousands of edges) and their wider maps (MACE's path
+// weights, DimeNet's output block). OpenBLAS packs both operands of every such product and runs
+// at a third of the core's rate; these CPU kernels keep a tile of 64 bytes x 4 of the small
+// operand's columns in registers and stream the rows of x through every tile in turn
+// (model/small_mm.cpp). The two ops below form a family closed under differentiation, so every
+// order of derivative stays in it. Off the CPU, under GenericKernels (model/device.h), for other
+// dtypes or larger operands: ATen's products, the same values up to rounding.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -200,6 +200,7 @@ class Mace : public MessagePassing {
                                             at::randn({spec.max_z + 1, n, f}) / std::sqrt(n)));
       m_w_prod.push_back(param("product" + std::to_string(l), {f, f}));
     }
+    build_element_couplings();
     m_w_read = param("readout", {f, f});
   }
 
@@ -252,7 +253,7 @@ class Mace : public MessagePassing {
     // the paths x F of the output).
     const at::Tensor w3 = concat({m_r3->weight.t(), m_r3->bias.unsqueeze(0)}, 0);
     const at::Tensor weights =
-        at::mm(concat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
+        small_mm(concat({h * env, env}, 1), w3).view({e, int64_t(m_paths.size()), f});
 
     // 3. Messages [E, rows, F] = (Y C) up(sender) * weight of the row's path; summed.
     // Under bf16 autocast the linear maps run in bfloat16; the tensor product runs in float32.
@@ -283,23 +284,21 @@ class Mace : public MessagePassing {
     // factors lose too much).
     const AutocastOff float32(a_in.device().type());
     const at::Tensor a = a_in.scalar_type() == at::kBFloat16 ? a_in.to(at::kFloat) : a_in;
-    const std::vector<at::Tensor> ad = degrees(a, m_lsh);
     const at::Tensor pairs = m_pairs.empty() ? at::Tensor() : couple_channels(a, a, m_pair_cc);
     const at::Tensor triples =
         m_triples.empty() ? at::Tensor() : couple_channels(pairs, a, m_triple_cc);
-    const std::vector<at::Tensor> pair_terms = terms_by_degree(pairs, m_pair_rows);
-    const std::vector<at::Tensor> triple_terms = terms_by_degree(triples, m_triple_rows);
-    std::vector<at::Tensor> b_blocks, out_blocks;
+    // B [N, K_out, F]: every term times its element weight, summed into its degree's rows, by the
+    // same coupling kernel (the weights of the atom's element are the coupling's first factor).
+    const at::Tensor w =
+        concat(m_w_elem, 1).index_select(0, batch.z).to(a.scalar_type());  // [N, terms, F]
+    at::Tensor b = couple_channels(w, a, m_elem_cc[0]);
+    if (pairs.defined()) b = b + couple_channels(w, pairs, m_elem_cc[1]);
+    if (triples.defined()) b = b + couple_channels(w, triples, m_elem_cc[2]);
+    // 5. Output with the residual.
+    const std::vector<at::Tensor> bd = degrees(b, m_lout);
+    std::vector<at::Tensor> out_blocks;
     for (int64_t l = 0; l <= m_lout; ++l) {
-      std::vector<at::Tensor> terms;  // in the order of the element weights
-      if (l <= m_lsh) terms.push_back(ad[size_t(l)].unsqueeze(1));
-      if (m_pair_rows[size_t(l)] > 0) terms.push_back(pair_terms[size_t(l)]);
-      if (m_triple_rows[size_t(l)] > 0) terms.push_back(triple_terms[size_t(l)]);
-      const at::Tensor w = m_w_elem[size_t(l)].index_select(0, batch.z).unsqueeze(2);  // [N,T,1,F]
-      const at::Tensor b = (concat(terms, 1) * w).sum(1);                              // [N,2l+1,F]
-      b_blocks.push_back(b);
-      // 5. Output with the residual.
-      at::Tensor o = mix(b, m_w_prod[size_t(l)]);
+      at::Tensor o = mix(bd[size_t(l)], m_w_prod[size_t(l)]);
       if (l <= m_lin) o = o + mix(xd[size_t(l)], m_w_sc[size_t(l)]);
       out_blocks.push_back(o);
     }
@@ -309,7 +308,7 @@ class Mace : public MessagePassing {
     out.inv = in.inv + mix(out_blocks[0].squeeze(1), m_w_read);
     if (trace) {
       trace->messages = a;
-      trace->product = concat(b_blocks, 1);
+      trace->product = b;
       trace->out = out.irreps;
     }
     return out;
@@ -357,24 +356,36 @@ class Mace : public MessagePassing {
     }
   }
 
-  // The terms of degrees 0..m_lout in one product order's output t [N, R, F] (undefined: no
-  // products), [N, count, 2l+1, F] each, by one split (rows beyond them, the intermediates of the
-  // triples, left out).
-  std::vector<at::Tensor> terms_by_degree(const at::Tensor& t,
-                                          const std::vector<int64_t>& rows) const {
-    if (!t.defined()) return {};
-    std::vector<int64_t> sizes;
-    int64_t used = 0;
+  // The couplings that weight each term of B (A's degrees, the pair and the triple products) by
+  // its element weight and sum the terms of a degree: X the element weights [N, terms, F] (terms
+  // in the order of m_w_elem: degree 0's, then 1's, ...; within a degree A_l, pairs, triples),
+  // Y = A, pairs or triples, into B [N, K_out, F].
+  void build_element_couplings() {
+    const int64_t k_out = irreps_dim(m_lout);
+    int64_t terms = 0;
+    std::vector<int64_t> first(size_t(m_lout + 1));  // each degree's first term
     for (int64_t l = 0; l <= m_lout; ++l) {
-      sizes.push_back(rows[size_t(l)] * (2 * l + 1));
-      used += sizes.back();
+      first[size_t(l)] = terms;
+      terms += m_w_elem[size_t(l)].size(1);
     }
-    if (used < t.size(1)) sizes.push_back(t.size(1) - used);
-    std::vector<at::Tensor> parts = t.split_with_sizes(sizes, 1);
-    parts.resize(size_t(m_lout + 1));
-    for (int64_t l = 0; l <= m_lout; ++l)
-      parts[size_t(l)] = parts[size_t(l)].view({t.size(0), rows[size_t(l)], 2 * l + 1, t.size(2)});
-    return parts;
+    m_elem_cc[0] = {k_out, terms, irreps_dim(m_lsh), {}};
+    for (int64_t l = 0; l <= std::min(m_lout, m_lsh); ++l)
+      for (int64_t m = 0; m < 2 * l + 1; ++m)
+        m_elem_cc[0].entries.push_back({l * l + m, first[size_t(l)], l * l + m, 1.0});
+    // The products' rows of degree l: rows[l] terms of 2l+1 rows each, after those of degree < l.
+    const auto add_terms = [&](ChannelCoupling& c, int64_t source_rows, const ProductRows& rows,
+                               const ProductRows& skip) {
+      c = {k_out, terms, source_rows, {}};
+      int64_t row = 0;
+      for (int64_t l = 0; l <= m_lout; ++l)
+        for (int64_t q = 0; q < rows[size_t(l)]; ++q) {
+          const int64_t t = first[size_t(l)] + (l <= m_lsh) + skip[size_t(l)] + q;
+          for (int64_t m = 0; m < 2 * l + 1; ++m) c.entries.push_back({l * l + m, t, row++, 1.0});
+        }
+    };
+    const ProductRows none(size_t(m_lout + 1), 0);
+    add_terms(m_elem_cc[1], m_pair_cc.R, m_pair_rows, none);
+    add_terms(m_elem_cc[2], m_triple_cc.R, m_triple_rows, m_pair_rows);
   }
 
   // Appends the coupling of X's degree-la rows from i0 and Y's degree-lb rows from j0 into degree l
@@ -431,6 +442,7 @@ class Mace : public MessagePassing {
   // with those of degree 0, then 1, ...
   using ProductRows = std::vector<int64_t>;
   ChannelCoupling m_pair_cc, m_triple_cc;
+  ChannelCoupling m_elem_cc[3];  // element weights with A, pairs, triples into B
   ProductRows m_pair_rows, m_triple_rows;
   torch::nn::Linear m_r0{nullptr}, m_r1{nullptr}, m_r2{nullptr}, m_r3{nullptr};
 };

@@ -19,11 +19,12 @@ double tolerance(at::ScalarType type, int64_t k) {
   return (type == at::kFloat ? 2e-6 : 1e-14) * double(std::max<int64_t>(k, 1));
 }
 
-// Columns: one vector, one vector and a tail, whole vectors, past one vector, the most kept
-// (64 float32 or 32 float64 values: four vectors).
+// Columns: one vector, one vector and a tail, whole vectors, past one vector, one whole tile (64
+// float32 or 32 float64 values: four vectors), a tile and a tail, whole tiles, the most kept
+// (eight tiles).
 std::vector<int64_t> column_counts(at::ScalarType type) {
-  if (type == at::kFloat) return {1, 7, 16, 32, 33, 50, 64};
-  return {1, 5, 8, 17, 32};
+  if (type == at::kFloat) return {1, 7, 16, 32, 33, 50, 64, 65, 100, 128, 320, 512};
+  return {1, 5, 8, 17, 32, 33, 70, 256};
 }
 
 TEST(SmallMm, ProductsEqualAtenOverShapesAndStrides) {
@@ -84,7 +85,7 @@ TEST(SmallMm, FusedPathCallsNoAtenProductAndWideOperandsFallBack) {
     (g[0].pow(2).sum() + g[1].pow(2).sum()).backward();
   });
   EXPECT_FALSE(products(ops));
-  const at::Tensor wide = at::randn({65, 32});  // 65 float32 columns: past the kernels
+  const at::Tensor wide = at::randn({513, 32});  // 513 float32 columns: past the kernels
   EXPECT_TRUE(products(testing::aten_calls([&] { small_linear(x, wide); })));
   EXPECT_TRUE(at::allclose(small_linear(x, wide), at::linear(x, wide), 1e-5, 1e-5));
   {
@@ -111,7 +112,7 @@ std::vector<at::Tensor> derivatives(const at::Tensor& x0, const at::Tensor& a0,
 
 TEST(SmallMm, FirstAndSecondDerivativesEqualAtenAutograd) {
   torch::manual_seed(4);
-  for (const int64_t n : {5, 32, 37}) {
+  for (const int64_t n : {5, 32, 37, 100}) {  // one tile, one whole, two, four (a partial last)
     const at::Tensor x = at::randn({23, 19}, at::kDouble), a = at::randn({19, n}, at::kDouble);
     const at::Tensor b = at::randn({n}, at::kDouble), r = at::randn({23, n}, at::kDouble);
     const auto fused = derivatives(x, a, b, r);
