@@ -78,7 +78,9 @@ std::vector<at::Tensor> degrees(const at::Tensor& x, int64_t lmax) {
 
 // x [..., fan_in] @ (w [fan_in, out] scale / sqrt(fan_in)), as one 2-d matrix product (the
 // scale on the small weight, not on the product; LibTorch's matmul of a strided 3-d tensor can
-// fall back to a batched product of tiny matrices), by small_mm.
+// fall back to a batched product of tiny matrices), by small_mm. A block of rows of a larger
+// tensor (one degree of [N, K, F]) is copied once into rows of its own: the kernels read it
+// several times, and rows thousands of bytes apart run at half the speed of contiguous ones.
 at::Tensor mix(const at::Tensor& x, const at::Tensor& w, double scale = 1.0) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(1);
@@ -92,8 +94,11 @@ at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
   return c.to(x.device(), x.scalar_type());
 }
 
+// A message path. The messages' rows are by degree l3, then component, then path: path k of
+// degree l3 (of np), component c at row offset(l3) + c np + k, so that one degree's rows are
+// [atoms, 2l3+1, np F] for its mixing over paths and channels, read in place.
 struct Path {
-  int64_t l1, l2, l3, row;  // row: first of its 2l3+1 rows among the messages
+  int64_t l1, l2, l3, k;  // k: which of degree l3's paths
 };
 
 // Second-order products: A_l1 A_l2 (l1 <= l2) into degrees `outs`.
@@ -133,12 +138,21 @@ class Mace : public MessagePassing {
       for (int64_t l2 = 0; l2 <= m_lsh; ++l2)
         for (int64_t l3 = std::abs(l1 - l2); l3 <= std::min(l1 + l2, m_lsh); ++l3)
           if (even(l1 + l2 + l3)) {
-            m_paths.push_back({l1, l2, l3, m_rows});
-            m_rows += 2 * l3 + 1;
+            m_paths.push_back({l1, l2, l3, 0});
           }
     // The coupling of Y (rows of Y) with up(sender) (columns) into each path's rows,
     // [K_sh, rows x K_in], and the pattern of the nonzero (row, column, path) of the product.
     const int64_t k_sh = irreps_dim(m_lsh), k_in = irreps_dim(m_lin);
+    m_degree_paths.assign(size_t(m_lsh + 1), 0);
+    for (Path& q : m_paths) q.k = m_degree_paths[size_t(q.l3)]++;
+    for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
+      m_degree_rows.push_back((2 * l3 + 1) * m_degree_paths[size_t(l3)]);
+      m_degree_offset.push_back(m_rows);
+      m_rows += m_degree_rows.back();
+    }
+    const auto row = [&](const Path& q, int64_t c) {
+      return m_degree_offset[size_t(q.l3)] + c * m_degree_paths[size_t(q.l3)] + q.k;
+    };
     at::Tensor c = at::zeros({k_sh, m_rows, k_in}, at::kDouble);
     m_pattern.I = m_rows;
     m_pattern.J = k_in;
@@ -146,15 +160,16 @@ class Mace : public MessagePassing {
     for (size_t p = 0; p < m_paths.size(); ++p) {
       const Path& q = m_paths[p];
       const at::Tensor cg = coupling_tensor(q.l1, q.l2, q.l3);  // [a, b, c]
-      c.narrow(0, q.l2 * q.l2, 2 * q.l2 + 1)
-          .narrow(1, q.row, 2 * q.l3 + 1)
-          .narrow(2, q.l1 * q.l1, 2 * q.l1 + 1)
-          .copy_(cg.permute({1, 2, 0}));
+      for (int64_t ci = 0; ci < 2 * q.l3 + 1; ++ci)
+        c.narrow(0, q.l2 * q.l2, 2 * q.l2 + 1)
+            .select(1, row(q, ci))
+            .narrow(1, q.l1 * q.l1, 2 * q.l1 + 1)
+            .copy_(cg.select(2, ci).t());                // [b, a]
       const at::Tensor used = cg.abs().amax(1) > 1e-12;  // [a, c]: coupled through some b
       for (int64_t ci = 0; ci < 2 * q.l3 + 1; ++ci)
         for (int64_t ai = 0; ai < 2 * q.l1 + 1; ++ai)
           if (used[ai][ci].item<bool>())
-            m_pattern.entries.push_back({q.row + ci, q.l1 * q.l1 + ai, int64_t(p)});
+            m_pattern.entries.push_back({row(q, ci), q.l1 * q.l1 + ai, int64_t(p)});
     }
     m_coupling = register_buffer("coupling", c.view({k_sh, m_rows * k_in}));
     const int64_t n_paths = int64_t(m_paths.size());
@@ -268,15 +283,13 @@ class Mace : public MessagePassing {
     // [E, rows, F] intermediate.
     const at::Tensor summed =
         tp_message(yc, weights.to(dt), up.to(dt), m_pattern, send, recv);  // [N, rows, F]
-    std::vector<int64_t> path_rows;
-    for (const Path& q : m_paths) path_rows.push_back(2 * q.l3 + 1);
-    const std::vector<at::Tensor> per_row = blocks_of(summed, path_rows);  // one per path
+    // Each degree's rows as [N, 2l3+1, paths x F] (a view), mixed over paths and channels.
+    const std::vector<at::Tensor> per_degree = blocks_of(summed, m_degree_rows);
     blocks.clear();
     for (int64_t l3 = 0; l3 <= m_lsh; ++l3) {
-      std::vector<at::Tensor> per_path;
-      for (const Path& q : m_paths)
-        if (q.l3 == l3) per_path.push_back(per_row[size_t(&q - m_paths.data())]);
-      blocks.push_back(mix(concat(per_path, 2), m_w_msg[size_t(l3)], 1.0 / m_avg_neighbours));
+      const at::Tensor rows =
+          per_degree[size_t(l3)].view({summed.size(0), 2 * l3 + 1, m_degree_paths[size_t(l3)] * f});
+      blocks.push_back(mix(rows, m_w_msg[size_t(l3)], 1.0 / m_avg_neighbours));
     }
     const at::Tensor a_in = concat(blocks, 1);  // [N, K_sh, F], divided by avg_num_neighbors
 
@@ -436,6 +449,8 @@ class Mace : public MessagePassing {
   CouplingPattern m_pattern;
   std::vector<Path> m_paths;
   int64_t m_rows = 0;
+  // Per degree l3: its paths, its rows ((2l3+1) paths) and the first of them.
+  std::vector<int64_t> m_degree_paths, m_degree_rows, m_degree_offset;
   std::vector<PairProduct> m_pairs;
   std::vector<TripleProduct> m_triples;
   // The number of terms of each degree 0..m_lout in a product order's output, whose rows start
