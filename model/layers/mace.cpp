@@ -96,7 +96,7 @@ at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
 
 // A message path. The messages' rows are by degree l3, then component, then path: path k of
 // degree l3 (of np), component c at row offset(l3) + c np + k, so that one degree's rows are
-// [atoms, 2l3+1, np F] for its mixing over paths and channels, read in place.
+// [atoms, 2l3+1, np F] for its mixing over paths and channels: a view of one split's piece.
 struct Path {
   int64_t l1, l2, l3, k;  // k: which of degree l3's paths
 };
