@@ -113,20 +113,16 @@ at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const Chan
       at::empty({n_atoms, c.R, f}, x.options());  // every atom's block zeroed by the loop
   // The entries by output row (stably), their row offsets in elements of an atom's block, and
   // where each row's run starts.
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) order[size_t(k)] = k;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return c.entries[size_t(a)].r < c.entries[size_t(b)].r;
-  });
-  std::vector<int64_t> ent(size_t(3 * n)), runs;
+  const KeyRuns kr = runs_by_key(n, [&](int64_t k) { return c.entries[size_t(k)].r; });
+  const std::vector<int64_t>& order = kr.order;
+  const std::vector<int64_t>& runs = kr.starts;
+  std::vector<int64_t> ent(size_t(3 * n));
   for (int64_t k = 0; k < n; ++k) {
     const ChannelCoupling::Entry& e = c.entries[size_t(order[size_t(k)])];
-    if (k == 0 || e.r * f != ent[size_t(3 * (k - 1))]) runs.push_back(k);
     ent[size_t(3 * k)] = e.r * f;
     ent[size_t(3 * k + 1)] = e.i * f;
     ent[size_t(3 * k + 2)] = e.j * f;
   }
-  runs.push_back(n);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "couple_channels", [&] {
     std::vector<scalar_t> coef(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k)

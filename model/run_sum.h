@@ -4,10 +4,32 @@
 // inlined into each caller's DDGNN_VECTOR_KERNEL loop and compiled for that loop's targets.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace ddgnn {
+
+// Entries 0..n-1 ordered stably by key(k), and the runs of one key: order[starts[r]] ..
+// order[starts[r + 1] - 1] share one (starts has n_runs + 1 offsets). The kernels below sum a
+// run's products in registers and write its output row once.
+struct KeyRuns {
+  std::vector<int64_t> order, starts;
+};
+
+template <typename Key>
+KeyRuns runs_by_key(int64_t n, Key key) {
+  KeyRuns r;
+  r.order.resize(size_t(n));
+  for (int64_t k = 0; k < n; ++k) r.order[size_t(k)] = k;
+  std::stable_sort(r.order.begin(), r.order.end(),
+                   [&](int64_t a, int64_t b) { return key(a) < key(b); });
+  for (int64_t k = 0; k < n; ++k)
+    if (k == 0 || key(r.order[size_t(k)]) != key(r.order[size_t(k - 1)])) r.starts.push_back(k);
+  r.starts.push_back(n);
+  return r;
+}
 
 // out row o[0, f) += the sum over the run's entries [begin, end) of coef(entry) * a(entry)[q] *
 // b(entry)[q], in blocks of channels summed in two 512-bit registers (GCC's vector extension:

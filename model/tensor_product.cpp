@@ -139,29 +139,19 @@ Loop loop_of(const at::Tensor& g, const Coupling& c, const SegmentIndex& src,
           c.data()};
 }
 
-// The entries ordered by their column `key` (0: i, 2: p), stably, and the runs of one key:
-// entries [runs[r], runs[r + 1]) share one, so that the kernels sum a run's products in registers
-// and write its output row once.
+// The entries ordered by their column `key` (0: i, 2: p), stably, and the runs of one key
+// (run_sum.h's runs_by_key): entries [starts[r], starts[r + 1]) share one.
 struct Runs {
   std::vector<int64_t> entries;  // (i, j, p) flattened
   std::vector<int64_t> starts;   // n_runs + 1
 };
 
 Runs runs_by(const Coupling& c, int key) {
-  const int64_t n = c.size();
   const int64_t* e = c.data();
-  std::vector<int64_t> order(size_t(n), 0);
-  for (int64_t k = 0; k < n; ++k) order[size_t(k)] = k;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return e[3 * a + key] < e[3 * b + key]; });
-  Runs r;
-  r.entries.reserve(size_t(3 * n));
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t* x = e + 3 * order[size_t(k)];
-    if (k == 0 || x[key] != r.entries[size_t(3 * (k - 1) + key)]) r.starts.push_back(k);
-    r.entries.insert(r.entries.end(), x, x + 3);
-  }
-  r.starts.push_back(n);
+  KeyRuns kr = runs_by_key(c.size(), [&](int64_t k) { return e[3 * k + key]; });
+  Runs r{{}, std::move(kr.starts)};
+  r.entries.reserve(size_t(3 * c.size()));
+  for (const int64_t k : kr.order) r.entries.insert(r.entries.end(), e + 3 * k, e + 3 * k + 3);
   return r;
 }
 
