@@ -156,10 +156,12 @@ Runs runs_by(const Coupling& c, int key) {
 }
 
 // tp_message's loop: each edge's products added straight into out[dst(e)], edges in their own
-// order (W and G, the large operands, are read sequentially); entries in runs of one row i.
+// order (W and G, the large operands, are read sequentially); entries in runs of one row i. With
+// `zero_first` (the edges sorted by destination) a row is zeroed at its first edge, in cache,
+// instead of in a pass of its own.
 template <typename T>
 DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* gp, const T* wp,
-                                         const T* xp, T* op) {
+                                         const T* xp, T* op, bool zero_first) {
   const int64_t f = L.f, n_runs = int64_t(R.starts.size()) - 1;
   const int64_t* ent = R.entries.data();
   for (int64_t e = 0; e < L.e_count; ++e) {
@@ -167,6 +169,7 @@ DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* 
     const T* we = wp + e * L.np * f;
     const T* xe = xp + L.from[e] * L.nj * f;
     T* oe = op + L.to[e] * L.ni * f;
+    if (zero_first && (e == 0 || L.to[e] != L.to[e - 1])) std::fill(oe, oe + L.ni * f, T(0));
     for (int64_t r = 0; r < n_runs; ++r) {
       const int64_t begin = R.starts[size_t(r)], end = R.starts[size_t(r + 1)];
       run_sum<T>(
@@ -235,13 +238,25 @@ at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const 
                           const Coupling& c, const SegmentIndex& src, const SegmentIndex& dst) {
   const at::Tensor g = plain_or_transposed(g_in), w = w_in.contiguous(), x = x_in.contiguous();
   const int64_t e_count = g.size(0), f = w.size(2);
-  at::Tensor out = at::zeros({dst.n_rows, c.I, f}, x.options());
-  if (e_count == 0 || f == 0 || c.size() == 0) return out;
+  const bool empty = e_count == 0 || f == 0 || c.size() == 0;
+  // Edges sorted by destination (dst.order undefined, segment.h): the loop zeroes each row at its
+  // first edge, and only the rows without edges are zeroed before it.
+  const bool sorted = !empty && !dst.order.defined() && dst.ptr.defined();
+  at::Tensor out = sorted ? at::empty({dst.n_rows, c.I, f}, x.options())
+                          : at::zeros({dst.n_rows, c.I, f}, x.options());
+  if (empty) return out;
   const Loop loop = loop_of(g, c, src, dst, e_count, f);
   const Runs runs = runs_by(c, 0);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_message", [&] {
+    scalar_t* op = out.data_ptr<scalar_t>();
+    if (sorted) {
+      const int64_t* ptr = dst.ptr.data_ptr<int64_t>();
+      const int64_t row = c.I * f;
+      for (int64_t r = 0; r < dst.n_rows; ++r)
+        if (ptr[r] == ptr[r + 1]) std::fill(op + r * row, op + (r + 1) * row, scalar_t(0));
+    }
     tp_message_loop<scalar_t>(loop, runs, g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                              x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
+                              x.data_ptr<scalar_t>(), op, sorted);
   });
   return out;
 }

@@ -2,9 +2,12 @@
 // loops over the formulas: values, first and second derivatives w.r.t. every input, finite
 // differences, float32 against float64, empty edge lists and malformed patterns.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -28,7 +31,8 @@ struct Case {
   SegmentIndex src, dst;
   int64_t n_edges = 0;
 
-  explicit Case(int seed, int64_t n_unique = 24) {
+  // With `dst_in_order` the edges are sorted by destination (stably), as a radius graph's are.
+  explicit Case(int seed, int64_t n_unique = 24, bool dst_in_order = false) {
     std::mt19937 rng(seed);
     pattern.I = kI;
     pattern.J = kJ;
@@ -48,6 +52,15 @@ struct Case {
         s.push_back(s.back());
         d.push_back(d.back());
       }
+    }
+    if (dst_in_order) {
+      std::vector<size_t> by(s.size());
+      for (size_t k = 0; k < by.size(); ++k) by[k] = k;
+      std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return d[a] < d[b]; });
+      std::vector<int64_t> s2, d2;
+      for (size_t k : by) s2.push_back(s[k]), d2.push_back(d[k]);
+      s.swap(s2);
+      d.swap(d2);
     }
     n_edges = int64_t(s.size());
     src_index = torch::tensor(s, at::kLong);
@@ -158,6 +171,28 @@ TEST(TensorProduct, ValuesMatchReferenceAndLoops) {
   for (const auto& [i, j, p] : c.pattern.entries) present[i][j] = true;
   const at::Tensor cg = run(Op::kCouplingGrad, false, inputs(Op::kCouplingGrad, c, at::kDouble), c);
   EXPECT_EQ(cg.masked_select(present.logical_not().expand_as(cg)).abs().max().item<double>(), 0.0);
+}
+
+// Edges in destination order: tp_message zeroes each row at its first edge instead of the whole
+// output first (rows without edges zeroed apart), and its output memory is whatever the allocator
+// hands back (here a block just filled with NaN and freed).
+TEST(TensorProduct, DestinationsInOrderMatchLoops) {
+  torch::manual_seed(7);
+  const Case c(7, 24, /*dst_in_order=*/true);
+  ASSERT_FALSE(c.dst.order.defined());  // make_segment_index saw them sorted
+  const auto in = inputs(Op::kMessage, c, at::kDouble);
+  const at::Tensor loops = by_loops(Op::kMessage, in, c);
+  for (int k = 0; k < 3; ++k) {
+    { at::Tensor junk = at::full({kNDst, kI, kF}, NAN, at::kDouble); }
+    const at::Tensor fused = run(Op::kMessage, false, in, c);
+    EXPECT_LT(max_abs_diff(fused, loops), 1e-12);
+    EXPECT_EQ(fused[4].abs().max().item<double>(), 0.0);  // the atom no edge reaches
+  }
+  const at::Tensor r = at::randn({kNDst, kI, kF}, at::kDouble);
+  const auto a = with_grad(in), b = with_grad(in);
+  const auto fused = first_grads(Op::kMessage, false, a, r, c);
+  const auto ref = first_grads(Op::kMessage, true, b, r, c);
+  for (size_t k = 0; k < fused.size(); ++k) EXPECT_LT(max_abs_diff(fused[k], ref[k]), 1e-12) << k;
 }
 
 TEST(TensorProduct, GenericKernelsRunTheReference) {
