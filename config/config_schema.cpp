@@ -70,8 +70,9 @@ std::vector<KeySpec> build_schema() {
           .ddgnn_only());
   add(key(arch + "envelope_exponent", T::kInt,
           "order p of the polynomial radial envelope (HydraGNN's DimeNet key; MACE 5, NequIP "
-          "6); higher keeps it flat longer. Read by SchNet and PAINN with radial_envelope "
-          "polynomial")
+          "6); higher keeps it flat longer (at p 5 it is 0.83 at 0.46 of the radius, at p 20 "
+          "1.00). Read by MACE, DimeNet and PNAPlus, and by SchNet and PAINN with "
+          "radial_envelope polynomial")
           .def(5)
           .ge(1));
   add(key(arch + "smooth_neighbour_cap", T::kBool,
