@@ -287,6 +287,14 @@ std::vector<KeySpec> build_schema() {
           .def(0.0)
           .ge(0)
           .ddgnn_only());
+  add(key(train + "divergence_factor", T::kNumber,
+          "stop the run with an error when an epoch's training loss exceeds this many times the "
+          "lowest epoch loss so far (a diverged model, which would otherwise train on for the rest "
+          "of its time; the lowest counts afresh when stage_two changes the loss weights; 0 = "
+          "never)")
+          .def(1000.0)
+          .ge(0)
+          .ddgnn_only());
   add(key(train + "ema_decay", T::kNumber,
           "exponential moving average of the weights for validation, test and the saved model "
           "(MACE's --ema_decay; 0 = off, else in (0, 1), e.g. 0.99)")

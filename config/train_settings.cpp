@@ -317,6 +317,11 @@ TrainSettings train_settings(const Config& c) {
                                   s.optimizer == OptimizerType::kAdamW ? 0.01 : 0.0);
   s.grad_clip = c.get<double>(kTrain + "grad_clip");
   s.ema_decay = c.get<double>(kTrain + "ema_decay");
+  s.divergence_factor = c.get<double>(kTrain + "divergence_factor");
+  if (s.divergence_factor > 0 && s.divergence_factor <= 1)
+    throw ConfigError(kTrain + "divergence_factor: " + nlohmann::json(s.divergence_factor).dump() +
+                          " would stop a run whose loss is not falling in every epoch",
+                      "write a factor above 1 (the default 1000), or 0 to never stop");
   const std::string schedule = c.get<std::string>(kTrain + "Scheduler.type");
   s.schedule = schedule == "ReduceLROnPlateau" ? Schedule::kPlateau
                : schedule == "ExponentialLR"   ? Schedule::kExponential

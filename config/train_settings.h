@@ -84,6 +84,9 @@ struct TrainSettings {
   OptimizerType optimizer = OptimizerType::kAdamW;
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
   double ema_decay = 0.0;  // exponential moving average of the weights (0 = off)
+  // Stop with an error when an epoch's training loss exceeds this many times the lowest so far
+  // (0 = never).
+  double divergence_factor = 1000.0;
   Schedule schedule = Schedule::kPlateau;
   double exponential_gamma = 0.0;  // kExponential
   PlateauOptions plateau;  // kPlateau; min_lr also bounds kExponential, ends kTimeExponential

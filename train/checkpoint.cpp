@@ -269,6 +269,10 @@ void save_run_checkpoint(const std::string& path, const TrainedObjects& o, const
                                 ? nlohmann::json(state.best_validate_loss)
                                 : nlohmann::json();
   r["best_epoch"] = state.best_epoch;
+  r["lowest_train_loss"] = std::isfinite(state.lowest_train_loss)
+                               ? nlohmann::json(state.lowest_train_loss)
+                               : nlohmann::json();
+  r["lowest_train_epoch"] = state.lowest_train_epoch;
   r["best_row"] = state.best_row;
   r["row"] = state.last_row;
   r["elapsed_s"] = state.elapsed_s;
@@ -296,6 +300,9 @@ RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r
   RunState state;
   if (!r["best_validate_loss"].is_null()) state.best_validate_loss = r["best_validate_loss"];
   state.best_epoch = r.value("best_epoch", int64_t(0));
+  if (r.contains("lowest_train_loss") && !r["lowest_train_loss"].is_null())
+    state.lowest_train_loss = r["lowest_train_loss"];
+  state.lowest_train_epoch = r.value("lowest_train_epoch", int64_t(0));
   state.best_row = r.value("best_row", nlohmann::json());
   state.last_row = r.value("row", nlohmann::json());
   state.step = r.value("step", int64_t(0));

@@ -54,6 +54,8 @@ struct RunState {
   int64_t step = 0;   // optimizer steps so far
   double best_validate_loss = INFINITY;
   int64_t best_epoch = 0;
+  double lowest_train_loss = INFINITY;  // of an epoch, for Training.divergence_factor
+  int64_t lowest_train_epoch = 0;
   nlohmann::json best_row;  // the metrics row of the best epoch
   nlohmann::json last_row;  // the metrics row of `epoch` (written again on resume if it was lost)
   double elapsed_s = 0.0;   // training seconds so far

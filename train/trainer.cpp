@@ -87,6 +87,7 @@ class Trainer {
   bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                  Clock::time_point t0);
   void write_checkpoint(const std::string& path, bool with_optimizer);
+  [[noreturn]] void stop_diverged(int64_t epoch, double loss, double lowest, int64_t lowest_epoch);
   TrainedObjects trained() {
     return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
   }
@@ -355,6 +356,7 @@ void Trainer::begin_stage_two(int64_t epoch) {
   m_s.weights = m_s.stage_two_weights;
   if (epoch != m_s.stage_two_start) return;
   m_state.best_validate_loss = std::numeric_limits<double>::infinity();
+  m_state.lowest_train_loss = std::numeric_limits<double>::infinity();
   if (m_plateau) m_plateau->forget_best();
   if (m_early) m_early->forget_best();
   const EnergyForceWeights& w = m_s.weights;
@@ -471,14 +473,24 @@ SplitMetrics Trainer::evaluate_split(int split) {
 bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                         Clock::time_point t_epoch) {
   // Every decision below from rank 0's figures, so that all ranks take the same branch.
-  double decide[2] = {val_m.loss(), elapsed()};
+  double decide[3] = {val_m.loss(), elapsed(), row.value("train_loss", 0.0)};
   {
     Waiting waiting("broadcast of the epoch's decisions");
-    MPI_CHECK(MPI_Bcast(decide, 2, MPI_DOUBLE, 0, m_comm.get()));
+    MPI_CHECK(MPI_Bcast(decide, 3, MPI_DOUBLE, 0, m_comm.get()));
   }
-  const double val_loss = decide[0], elapsed_s = decide[1];
+  const double val_loss = decide[0], elapsed_s = decide[1], train_loss = decide[2];
   m_state.epoch = epoch;
-  const bool improved = val_loss < m_state.best_validate_loss;
+  // A diverged model (its loss many times the lowest; a non-finite loss stops the step) is not
+  // checkpointed, and the run stops after this epoch's row.
+  const bool diverged = m_s.divergence_factor > 0 && std::isfinite(m_state.lowest_train_loss) &&
+                        train_loss > m_s.divergence_factor * m_state.lowest_train_loss;
+  const double lowest_before = m_state.lowest_train_loss;
+  const int64_t lowest_epoch_before = m_state.lowest_train_epoch;
+  if (train_loss < m_state.lowest_train_loss) {
+    m_state.lowest_train_loss = train_loss;
+    m_state.lowest_train_epoch = epoch;
+  }
+  const bool improved = !diverged && val_loss < m_state.best_validate_loss;
   if (improved) {
     m_state.best_validate_loss = val_loss;
     m_state.best_epoch = epoch;
@@ -499,7 +511,7 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   // The row goes into the checkpoint too: a kill between the checkpoint's rename and the row's
   // append below must not lose the epoch's row (resuming writes it from the checkpoint).
   m_state.last_row = row;
-  if (m_s.checkpoint && m_root) {
+  if (m_s.checkpoint && m_root && !diverged) {
     const std::string dir = m_s.run_dir + "/checkpoints";
     if (improved && epoch > m_s.checkpoint_warmup) write_checkpoint(dir + "/best.pt", false);
     if (last || (epoch > m_s.checkpoint_warmup && epoch % m_s.checkpoint_every == 0)) {
@@ -521,6 +533,7 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
     m_log.line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
   }
   m_last_row = row;
+  if (diverged) stop_diverged(epoch, train_loss, lowest_before, lowest_epoch_before);
   if (stop_early) {
     m_stop_reason = "early_stopping";
     m_log.event("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
@@ -560,6 +573,19 @@ void Trainer::stop_on_signal() {
       "resume from the last whole epoch with --set Training.continue=1, or from the "
       "interrupted step with --set Training.continue=1 --set Training.startfrom="
       "interrupted.pt");
+}
+
+void Trainer::stop_diverged(int64_t epoch, double loss, double lowest, int64_t lowest_epoch) {
+  m_stop_reason = "diverged";
+  m_log.event("diverged", {{"epoch", epoch},
+                           {"train_loss", loss},
+                           {"lowest_train_loss", lowest},
+                           {"lowest_epoch", lowest_epoch},
+                           {"divergence_factor", m_s.divergence_factor}});
+  m_log.finish();
+  const auto last = epoch_checkpoints(m_s.run_dir + "/checkpoints");
+  throw diverged_error(epoch, loss, lowest, lowest_epoch, m_s.divergence_factor,
+                       last.empty() ? std::string() : last.back());
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {

@@ -152,6 +152,11 @@ TEST(Hostile, ConfigRefusesWhatTrainRefusesAtStart) {
   EXPECT_EQ(t.code, 1);
   EXPECT_NE(t.out.find("TimeExponential anneals over time_limit_s"), std::string::npos) << t.out;
   EXPECT_EQ(run("config --config " + base).code, 0);
+  // A divergence factor of 1 or less would stop any run whose loss rises in some epoch.
+  const Result d = run("config --config " + base + " --set Training.divergence_factor=0.5");
+  EXPECT_EQ(d.code, 1);
+  EXPECT_NE(d.out.find("Training.divergence_factor: 0.5"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("write a factor above 1"), std::string::npos) << d.out;
 }
 
 TEST(Hostile, OutliersAreReportedStoredRefusedAndAllowed) {

@@ -1,8 +1,8 @@
 // `mpiexec -n P ddgnn train` end to end, on real Open MPI ranks (oversubscribed on this machine):
 // P ranks with B/P graphs each train exactly like one rank with B (every backend, replica
 // groups, graphs of different sizes, atom-budget steps balanced over the ranks); a rank that throws
-// stops every rank with its message, no hang; a corrupted partition is reported by its owner; the
-// loader's bad settings are refused.
+// stops every rank with its message, no hang, and so does a model that diverges; a corrupted
+// partition is reported by its owner; the loader's bad settings are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -327,6 +327,54 @@ TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {
   const Result r = failing_mpirun(4, "train -c " + cfg, "DDGNN_DEBUG_FAIL_AT_STEP=2:3");
   EXPECT_NE(r.out.find("[rank 2]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 2 fails at step 3"), std::string::npos) << r.out;
+}
+
+// A model that diverges (resumed with a learning rate far too high: the schedule sets it after
+// the first epoch of the resumed run) stops every rank after the epoch in which its training loss
+// passes divergence_factor times the lowest of the run, resumed from the checkpoint, with that
+// epoch's row written and no checkpoint of it.
+TEST(TrainMpi, ADivergedModelStopsEveryRankWithoutCheckpointingIt) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string run_dir = dir.file("run");
+  nlohmann::json c = step_config(dir.file("lj.h5"), run_dir, 4);
+  auto& t = c["NeuralNetwork"]["Training"];
+  t["num_epoch"] = 2;
+  t["Scheduler"] = {{"type", "TimeExponential"}, {"min_lr", 1e-4}};
+  t["time_limit_s"] = 1e6;
+  t["divergence_factor"] = 100.0;
+  const std::string cfg = testing::write_config(dir, "c.json", c);
+  const Result first = mpirun(2, "train -c " + cfg);
+  ASSERT_EQ(first.code, 0) << first.out;
+  const Result r = failing_mpirun(2, "train -c " + cfg +
+                                         " --set Training.continue=1 --set Training.num_epoch=30"
+                                         " --set Training.Optimizer.learning_rate=5");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("the model diverged in epoch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: train again with a lower Optimizer.learning_rate"), std::string::npos)
+      << r.out;
+  const nlohmann::json event = testing::last_event(run_dir, "diverged");
+  ASSERT_FALSE(event.is_null()) << r.out;
+  const int64_t epoch = event.at("epoch");
+  const double loss = event.at("train_loss"), lowest = event.at("lowest_train_loss");
+  EXPECT_GT(epoch, 3);
+  EXPECT_LT(epoch, 30);
+  EXPECT_LE(event.at("lowest_epoch").get<int64_t>(), 3);
+  EXPECT_GT(loss, 100.0 * lowest);
+  EXPECT_TRUE(std::isfinite(loss));
+  // Every epoch's row up to the diverged one; each earlier epoch checkpointed, that one not.
+  const auto rows = testing::lines(testing::read_text(run_dir + "/metrics.csv"));
+  EXPECT_EQ(int64_t(rows.size()), epoch + 1);
+  int64_t latest = 0;
+  for (const auto& f : std::filesystem::directory_iterator(run_dir + "/checkpoints")) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("epoch_", 0) == 0)
+      latest = std::max(latest, int64_t(std::stoll(name.substr(6))));
+  }
+  EXPECT_EQ(latest, epoch - 1);
+  EXPECT_NE(r.out.find("the last checkpoint: " + run_dir + "/checkpoints/epoch_"),
+            std::string::npos)
+      << r.out;
 }
 
 // A rank that stops answering (SIGSTOP at its step 2) while the others wait in the gradient
