@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 
 #include "core/units.h"
 #include "core/version.h"
@@ -211,28 +210,6 @@ std::string unlearned_warning(const nlohmann::json& best) {
          "): it has not learned that target. Check the loss weights (the total energy of n atoms "
          "weighs each per-atom error n^2 times: energy_peratom_weight instead of energy_weight), "
          "the learning rate, and max_neighbours, or train longer";
-}
-
-Error diverged_error(int64_t epoch, double loss, double lowest, int64_t lowest_epoch, double factor,
-                     const std::string& last_checkpoint) {
-  const auto g = [](const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return std::string(buf);
-  };
-  const bool any = !last_checkpoint.empty();
-  return Error("the model diverged in epoch " + std::to_string(epoch) + ": its training loss " +
-                   g("%.4g", loss) + " is more than Training.divergence_factor (" +
-                   g("%g", factor) + ") times the lowest, " + g("%.4g", lowest) + " in epoch " +
-                   std::to_string(lowest_epoch) +
-                   "; the run stopped without checkpointing this epoch" +
-                   (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
-               "train again with a lower Optimizer.learning_rate or with the gradient norm clipped "
-               "(Training.grad_clip; metrics.csv's grad_norm column then shows the norms)" +
-                   std::string(any ? ", or resume from the last checkpoint with it clipped: --set "
-                                     "Training.continue=1 --set Training.grad_clip=N"
-                                   : "") +
-                   "; Training.divergence_factor=0 trains on regardless");
 }
 
 }  // namespace ddgnn

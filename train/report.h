@@ -10,7 +10,6 @@
 
 #include "config/config.h"
 #include "config/train_settings.h"
-#include "core/error.h"
 #include "train/loader.h"
 #include "train/model_setup.h"
 #include "train/run_log.h"
@@ -50,9 +49,5 @@ std::string best_line(const nlohmann::json& best_row, int64_t best_epoch,
 // the model learned nothing of that target, which the errors alone do not say. "" otherwise, or
 // when the row has no test split.
 std::string unlearned_warning(const nlohmann::json& best_row);
-// The error that stops a diverged run: the epoch's training loss against the lowest, the last
-// checkpoint ("" for none) and what to do.
-Error diverged_error(int64_t epoch, double loss, double lowest, int64_t lowest_epoch, double factor,
-                     const std::string& last_checkpoint);
 
 }  // namespace ddgnn

@@ -33,6 +33,7 @@
 #include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/device.h"
+#include "train/divergence.h"
 #include "train/loader.h"
 #include "train/model_setup.h"
 #include "train/report.h"
@@ -87,7 +88,6 @@ class Trainer {
   bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                  Clock::time_point t0);
   void write_checkpoint(const std::string& path, bool with_optimizer);
-  [[noreturn]] void stop_diverged(int64_t epoch, double loss, double lowest, int64_t lowest_epoch);
   TrainedObjects trained() {
     return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
   }
@@ -480,16 +480,9 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   }
   const double val_loss = decide[0], elapsed_s = decide[1], train_loss = decide[2];
   m_state.epoch = epoch;
-  // A diverged model (its loss many times the lowest; a non-finite loss stops the step) is not
-  // checkpointed, and the run stops after this epoch's row.
-  const bool diverged = m_s.divergence_factor > 0 && std::isfinite(m_state.lowest_train_loss) &&
-                        train_loss > m_s.divergence_factor * m_state.lowest_train_loss;
-  const double lowest_before = m_state.lowest_train_loss;
-  const int64_t lowest_epoch_before = m_state.lowest_train_epoch;
-  if (train_loss < m_state.lowest_train_loss) {
-    m_state.lowest_train_loss = train_loss;
-    m_state.lowest_train_epoch = epoch;
-  }
+  // A diverged model is not checkpointed; the run stops after this epoch's row.
+  const Divergence divergence = check_divergence(m_state, train_loss, epoch, m_s.divergence_factor);
+  const bool diverged = divergence.diverged;
   const bool improved = !diverged && val_loss < m_state.best_validate_loss;
   if (improved) {
     m_state.best_validate_loss = val_loss;
@@ -533,7 +526,13 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
     m_log.line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
   }
   m_last_row = row;
-  if (diverged) stop_diverged(epoch, train_loss, lowest_before, lowest_epoch_before);
+  if (diverged) {
+    m_log.event("diverged", diverged_event(epoch, train_loss, divergence, m_s.divergence_factor));
+    m_log.finish();
+    const auto last = epoch_checkpoints(m_s.run_dir + "/checkpoints");
+    throw diverged_error(epoch, train_loss, divergence, m_s.divergence_factor,
+                         last.empty() ? std::string() : last.back());
+  }
   if (stop_early) {
     m_stop_reason = "early_stopping";
     m_log.event("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
@@ -573,19 +572,6 @@ void Trainer::stop_on_signal() {
       "resume from the last whole epoch with --set Training.continue=1, or from the "
       "interrupted step with --set Training.continue=1 --set Training.startfrom="
       "interrupted.pt");
-}
-
-void Trainer::stop_diverged(int64_t epoch, double loss, double lowest, int64_t lowest_epoch) {
-  m_stop_reason = "diverged";
-  m_log.event("diverged", {{"epoch", epoch},
-                           {"train_loss", loss},
-                           {"lowest_train_loss", lowest},
-                           {"lowest_epoch", lowest_epoch},
-                           {"divergence_factor", m_s.divergence_factor}});
-  m_log.finish();
-  const auto last = epoch_checkpoints(m_s.run_dir + "/checkpoints");
-  throw diverged_error(epoch, loss, lowest, lowest_epoch, m_s.divergence_factor,
-                       last.empty() ? std::string() : last.back());
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
