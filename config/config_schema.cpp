@@ -287,6 +287,13 @@ std::vector<KeySpec> build_schema() {
           .def(0.0)
           .ge(0)
           .ddgnn_only());
+  add(key(train + "warmup_steps", T::kInt,
+          "learning-rate warm-up: optimizer step k of the run (k ≤ N) takes k/N of the scheduled "
+          "rate, which a learning rate that overflows the first steps needs (0 = off; counted over "
+          "the run, so a resumed run goes on where it was)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
   add(key(train + "divergence_factor", T::kNumber,
           "stop the run with an error when an epoch's training loss exceeds this many times the "
           "lowest epoch loss so far (a diverged model, which would otherwise train on for the rest "

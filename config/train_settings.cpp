@@ -317,6 +317,7 @@ TrainSettings train_settings(const Config& c) {
                                   s.optimizer == OptimizerType::kAdamW ? 0.01 : 0.0);
   s.grad_clip = c.get<double>(kTrain + "grad_clip");
   s.ema_decay = c.get<double>(kTrain + "ema_decay");
+  s.warmup_steps = c.get<int64_t>(kTrain + "warmup_steps");
   s.divergence_factor = c.get<double>(kTrain + "divergence_factor");
   if (s.divergence_factor > 0 && s.divergence_factor <= 1)
     throw ConfigError(kTrain + "divergence_factor: " + nlohmann::json(s.divergence_factor).dump() +

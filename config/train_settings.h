@@ -83,7 +83,8 @@ struct TrainSettings {
 
   OptimizerType optimizer = OptimizerType::kAdamW;
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
-  double ema_decay = 0.0;  // exponential moving average of the weights (0 = off)
+  double ema_decay = 0.0;    // exponential moving average of the weights (0 = off)
+  int64_t warmup_steps = 0;  // the lr rises linearly over the run's first steps (0 = off)
   // Stop with an error when an epoch's training loss exceeds this many times the lowest so far
   // (0 = never).
   double divergence_factor = 1000.0;

@@ -171,6 +171,33 @@ void set_lr(torch::optim::Optimizer& optimizer, double learning_rate) {
   }
 }
 
+// ---- warm-up ----
+
+double warmup_factor(std::int64_t step, std::int64_t warmup_steps) {
+  if (warmup_steps <= 0 || step >= warmup_steps) return 1.0;
+  return double(std::max<std::int64_t>(step, 1)) / double(warmup_steps);
+}
+
+ScaledLr::ScaledLr(torch::optim::Optimizer& optimizer, double factor) {
+  if (factor == 1.0) return;
+  m_lrs = get_lrs(optimizer);
+  size_t i = 0;
+  for (auto& group : optimizer.param_groups()) {
+    const double lr = m_lrs[i++] * factor;
+    visit_options(group.options(), [&](auto& o) { o.lr(lr); });
+  }
+  m_optimizer = &optimizer;
+}
+
+ScaledLr::~ScaledLr() {
+  if (!m_optimizer) return;
+  size_t i = 0;
+  for (auto& group : m_optimizer->param_groups()) {
+    const double lr = m_lrs[i++];
+    visit_options(group.options(), [&](auto& o) { o.lr(lr); });
+  }
+}
+
 // ---- ReduceLROnPlateau ----
 
 bool operator==(const PlateauState& a, const PlateauState& b) {

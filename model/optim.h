@@ -59,6 +59,28 @@ double get_lr(const torch::optim::Optimizer& optimizer);
 std::vector<double> get_lrs(const torch::optim::Optimizer& optimizer);
 void set_lr(torch::optim::Optimizer& optimizer, double learning_rate);
 
+// ---- learning-rate warm-up (`NeuralNetwork.Training.warmup_steps`) ----
+
+// The share of the scheduled rate that optimizer step `step` (1-based, counted over the run) takes
+// when the rate rises linearly over the first `warmup_steps` steps: step / warmup_steps, 1 from
+// there on and when warmup_steps ≤ 0.
+double warmup_factor(std::int64_t step, std::int64_t warmup_steps);
+
+// Multiplies the lr of every param group by `factor` for its lifetime and puts the rates back
+// when it ends (so the schedules, which read and set the optimizer's rate, never see the warm-up).
+// A factor of 1 touches nothing.
+class ScaledLr {
+ public:
+  ScaledLr(torch::optim::Optimizer& optimizer, double factor);
+  ~ScaledLr();
+  ScaledLr(const ScaledLr&) = delete;
+  ScaledLr& operator=(const ScaledLr&) = delete;
+
+ private:
+  torch::optim::Optimizer* m_optimizer = nullptr;  // null when the factor is 1
+  std::vector<double> m_lrs;
+};
+
 // ---- learning-rate schedule (`NeuralNetwork.Training.Scheduler`) ----
 
 // The TimeExponential schedule: lr0 (final / lr0)^f at the fraction f of the time budget spent

@@ -91,7 +91,10 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   }
   t.synced = Clock::now();
   if (m_s.grad_clip > 0) r.grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
-  m_optimizer.step();
+  {
+    const ScaledLr warmup(m_optimizer, warmup_factor(place.step, m_s.warmup_steps));
+    m_optimizer.step();
+  }
   if (m_average) m_average->update();
   t.done = Clock::now();
   if (!sb.empty) {
@@ -139,20 +142,28 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
       v += 2;
     }
     const StepPlace& p = s.place;
-    if (s.has_loss && !std::isfinite(r.loss)) {
+    const auto graphs = [&] {
       std::string ids;
       for (size_t k = 0; k < s.ids.size() && k < 64; ++k)
         ids += (k ? "," : "") + std::to_string(s.ids[k]);
       if (s.ids.size() > 64) ids += ",...";
-      throw DataError(where(p) + (p.world > 1 ? " (rank " + std::to_string(p.rank) + ")" : "") +
-                          ": the loss is " + general(r.loss) + " on the batch of graphs [" + ids +
-                          "] (indices in " + p.data_path + ")",
+      return (p.world > 1 ? " (rank " + std::to_string(p.rank) + ")" : std::string()) +
+             (ids.empty()
+                  ? std::string()
+                  : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")");
+    };
+    if (s.has_loss && !std::isfinite(r.loss))
+      throw DataError(where(p) + ": the loss is " + general(r.loss) + graphs(),
                       "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
                       "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
-    }
     if (s.has_norm && !std::isfinite(r.grad_norm))
-      throw DataError(where(p) + ": the gradient norm is " + general(r.grad_norm),
-                      "lower Training.Optimizer.learning_rate; check the data with `ddgnn info`");
+      throw DataError(
+          where(p) + ": the gradient norm is " + general(r.grad_norm) + " (the loss " +
+              general(r.loss) + ")" + graphs(),
+          "a finite loss with an overflowing gradient in the first epochs is most often a "
+          "learning rate too high for the start: lower Training.Optimizer.learning_rate or "
+          "raise it gradually (Training.warmup_steps, e.g. one or two epochs' steps); check "
+          "those graphs with `ddgnn info`");
     out.push_back(r);
   }
   m_steps.clear();

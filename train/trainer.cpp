@@ -222,7 +222,8 @@ nlohmann::json Trainer::run_impl() {
     if (m_s.stage_two_start > 0 && epoch == std::max(m_s.stage_two_start, m_start_epoch))
       begin_stage_two(epoch);  // its first epoch, or the first after a resume inside it
     const auto t_epoch = Clock::now();
-    nlohmann::json row = {{"epoch", epoch}, {"lr", get_lr(*m_opt)}};
+    const double lr = get_lr(*m_opt) * warmup_factor(m_state.step + 1, m_s.warmup_steps);
+    nlohmann::json row = {{"epoch", epoch}, {"lr", lr}};  // the rate of the epoch's first step
     row.update(baseline);
     SplitMetrics train_m(m_setup.targets.heads.size());
     train_epoch(epoch, row, train_m);

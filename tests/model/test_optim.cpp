@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <typeindex>
@@ -244,6 +246,40 @@ TEST(Optimizer, SetLrChangesTheStep) {
   const auto expected = reference_steps(OptimizerType::kSGD, kW0, 0.001, 0.0, 1);
   const auto got = to_vector(w);
   for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], expected[k], 1e-15);
+}
+
+TEST(Schedule, WarmupRisesLinearlyThenStaysAtOne) {
+  EXPECT_DOUBLE_EQ(warmup_factor(1, 4), 0.25);
+  EXPECT_DOUBLE_EQ(warmup_factor(3, 4), 0.75);
+  EXPECT_DOUBLE_EQ(warmup_factor(4, 4), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_factor(9, 4), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_factor(0, 4), 0.25);  // a step before the first counts as the first
+  EXPECT_DOUBLE_EQ(warmup_factor(1, 0), 1.0);   // off
+  EXPECT_DOUBLE_EQ(warmup_factor(1, 1), 1.0);
+}
+
+// ScaledLr scales every group's own rate for one step and puts each back: the SGD step on the
+// quadratic is the reference step at the scaled rate.
+TEST(Optimizer, ScaledLrScalesTheStepAndPutsEveryGroupsRateBack) {
+  auto w = make_w();
+  auto extra = torch::zeros({4}, torch::kDouble).requires_grad_(true);
+  auto optimizer = make_optimizer(OptimizerType::kSGD, {w}, /*learning_rate=*/0.01, 0.0);
+  optimizer->add_param_group(
+      torch::optim::OptimizerParamGroup({extra}, std::make_unique<torch::optim::SGDOptions>(0.5)));
+  {
+    const ScaledLr scaled(*optimizer, 0.25);
+    EXPECT_EQ(get_lrs(*optimizer), (std::vector<double>{0.0025, 0.125}));
+    step_quadratic(*optimizer, w);
+  }
+  EXPECT_EQ(get_lrs(*optimizer), (std::vector<double>{0.01, 0.5}));
+  const auto expected = reference_steps(OptimizerType::kSGD, kW0, 0.0025, 0.0, 1);
+  const auto got = to_vector(w);
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], expected[k], 1e-15);
+  {
+    const ScaledLr unscaled(*optimizer, 1.0);
+    EXPECT_EQ(get_lrs(*optimizer), (std::vector<double>{0.01, 0.5}));
+  }
+  EXPECT_EQ(get_lrs(*optimizer), (std::vector<double>{0.01, 0.5}));
 }
 
 // Adam and AdamW against torch's own optim::Adam and optim::AdamW (whose step is ATen operations),

@@ -548,6 +548,60 @@ TEST(Train, TimeExponentialScheduleFollowsTheClock) {
   EXPECT_FALSE(fs::exists(dir.file("no_limit")));
 }
 
+// Training.warmup_steps: step k of the run takes k/N of the scheduled rate. 24 training graphs,
+// batch 4: 6 steps an epoch, so with N = 15 and no schedule the epochs start at 1/15, 7/15 and
+// 13/15 of the rate, then the full rate (metrics.csv's lr is the rate of an epoch's first step).
+// A run killed in its second epoch and resumed counts on from its checkpoint: the same rows and
+// weights. With N far beyond the run the model barely moves, so two epochs over the same graphs
+// read the same training loss (without the warm-up they differ).
+TEST(Train, WarmupRaisesTheRateStepByStepAndResumesWhereItWas) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("a"));
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+  c["NeuralNetwork"]["Training"]["warmup_steps"] = 15;
+  const std::string ca = write_config(dir, "a.json", c);
+  ASSERT_EQ(run("train -c " + ca).code, 0);
+  const auto rows = lines(read_text(dir.file("a") + "/metrics.csv"));
+  ASSERT_EQ(rows.size(), 5u);
+  const auto header = testing::split_csv(rows[0]);
+  const size_t lr_col = size_t(std::find(header.begin(), header.end(), "lr") - header.begin());
+  ASSERT_LT(lr_col, header.size());
+  const double want[4] = {0.003 / 15, 0.003 * 7 / 15, 0.003 * 13 / 15, 0.003};
+  for (size_t e = 0; e < 4; ++e)
+    EXPECT_NEAR(std::stod(testing::split_csv(rows[e + 1]).at(lr_col)), want[e], 1e-12)
+        << "epoch " << e + 1;
+
+  c["Output"]["run_dir"] = dir.file("b");
+  const std::string cb = write_config(dir, "b.json", c);
+  const Result killed = run("train -c " + cb, "DDGNN_DEBUG_SIGKILL_AT_STEP=9");
+  ASSERT_TRUE(killed.killed) << killed.code << killed.out;
+  ASSERT_EQ(run("train -c " + cb + " --set Training.continue=1").code, 0);
+  EXPECT_EQ(metric_values(dir.file("a") + "/metrics.csv"),
+            metric_values(dir.file("b") + "/metrics.csv"));
+  const auto pa = checkpoint_parameters(dir.file("a") + "/checkpoints/epoch_00004.pt");
+  const auto pb = checkpoint_parameters(dir.file("b") + "/checkpoints/epoch_00004.pt");
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << "parameter " << i;
+
+  const auto train_losses = [&](const std::string& name, int64_t warmup) {
+    nlohmann::json w = c;
+    w["Output"]["run_dir"] = dir.file(name);
+    w["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+    w["NeuralNetwork"]["Training"]["warmup_steps"] = warmup;
+    EXPECT_EQ(run("train -c " + write_config(dir, name + ".json", w)).code, 0);
+    const auto r = lines(read_text(dir.file(name) + "/metrics.csv"));
+    const auto h = testing::split_csv(r.at(0));
+    const size_t col = size_t(std::find(h.begin(), h.end(), "train_loss") - h.begin());
+    return std::make_pair(std::stod(testing::split_csv(r.at(1)).at(col)),
+                          std::stod(testing::split_csv(r.at(2)).at(col)));
+  };
+  const auto frozen = train_losses("frozen", 1000000000);
+  EXPECT_NEAR(frozen.second, frozen.first, 1e-6 * frozen.first);
+  const auto moving = train_losses("moving", 0);
+  EXPECT_GT(std::abs(moving.second - moving.first), 1e-3 * moving.first);
+}
+
 // Loader.atom_budget caps atoms per batch; drop_remainder drops the last short batch: the
 // "steps" column of metrics.csv counts optimizer steps per epoch (24 training graphs of 6 atoms).
 TEST(Train, AtomBudgetAndDropRemainder) {
@@ -729,6 +783,22 @@ TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
   EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("learning_rate"), std::string::npos) << r.out;
+}
+
+// A learning rate that overflows the gradient (with its norm computed, Training.grad_clip) while
+// the loss is still finite: the error names the step and the batch and suggests a warm-up.
+TEST(TrainBadInput, OverflowingGradientNamesTheBatchAndSuggestsAWarmup) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  // Adam's first step moves every weight by about the rate (3, a thousand times the config's).
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 3.0}};
+  c["NeuralNetwork"]["Training"]["grad_clip"] = 1e30;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  expect_error(r, "the gradient norm is inf (the loss ");
+  EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Training.warmup_steps"), std::string::npos) << r.out;
 }
 
 TEST(TrainBadInput, RunDirectoryAndResumeMistakes) {
