@@ -142,24 +142,24 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
       v += 2;
     }
     const StepPlace& p = s.place;
+    const std::string at =
+        where(p) + (p.world > 1 ? " (rank " + std::to_string(p.rank) + ")" : std::string());
     const auto graphs = [&] {
       std::string ids;
       for (size_t k = 0; k < s.ids.size() && k < 64; ++k)
         ids += (k ? "," : "") + std::to_string(s.ids[k]);
       if (s.ids.size() > 64) ids += ",...";
-      return (p.world > 1 ? " (rank " + std::to_string(p.rank) + ")" : std::string()) +
-             (ids.empty()
-                  ? std::string()
-                  : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")");
+      return ids.empty() ? std::string()
+                         : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")";
     };
     if (s.has_loss && !std::isfinite(r.loss))
-      throw DataError(where(p) + ": the loss is " + general(r.loss) + graphs(),
+      throw DataError(at + ": the loss is " + general(r.loss) + graphs(),
                       "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
                       "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
     if (s.has_norm && !std::isfinite(r.grad_norm))
       throw DataError(
-          where(p) + ": the gradient norm is " + general(r.grad_norm) + " (the loss " +
-              general(r.loss) + ")" + graphs(),
+          at + ": the gradient norm is " + general(r.grad_norm) +
+              (s.has_loss ? " (the loss " + general(r.loss) + ")" : std::string()) + graphs(),
           "a finite loss with an overflowing gradient in the first epochs is most often a "
           "learning rate too high for the start: lower Training.Optimizer.learning_rate or "
           "raise it gradually (Training.warmup_steps, e.g. one or two epochs' steps); check "
