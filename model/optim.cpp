@@ -178,24 +178,29 @@ double warmup_factor(std::int64_t step, std::int64_t warmup_steps) {
   return double(std::max<std::int64_t>(step, 1)) / double(warmup_steps);
 }
 
+namespace {
+
+// Sets the lr of param group i to lrs[i] × factor.
+void set_group_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs,
+                   double factor) {
+  size_t i = 0;
+  for (auto& group : optimizer.param_groups()) {
+    const double lr = lrs[i++] * factor;
+    visit_options(group.options(), [&](auto& o) { o.lr(lr); });
+  }
+}
+
+}  // namespace
+
 ScaledLr::ScaledLr(torch::optim::Optimizer& optimizer, double factor) {
   if (factor == 1.0) return;
   m_lrs = get_lrs(optimizer);
-  size_t i = 0;
-  for (auto& group : optimizer.param_groups()) {
-    const double lr = m_lrs[i++] * factor;
-    visit_options(group.options(), [&](auto& o) { o.lr(lr); });
-  }
+  set_group_lrs(optimizer, m_lrs, factor);
   m_optimizer = &optimizer;
 }
 
 ScaledLr::~ScaledLr() {
-  if (!m_optimizer) return;
-  size_t i = 0;
-  for (auto& group : m_optimizer->param_groups()) {
-    const double lr = m_lrs[i++];
-    visit_options(group.options(), [&](auto& o) { o.lr(lr); });
-  }
+  if (m_optimizer) set_group_lrs(*m_optimizer, m_lrs, 1.0);
 }
 
 // ---- ReduceLROnPlateau ----

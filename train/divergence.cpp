@@ -1,7 +1,8 @@
 #include "train/divergence.h"
 
 #include <cmath>
-#include <cstdio>
+
+#include "train/run_log.h"
 
 namespace ddgnn {
 
@@ -26,16 +27,11 @@ nlohmann::json diverged_event(int64_t epoch, double loss, const Divergence& d, d
 
 Error diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
                      const std::string& last_checkpoint) {
-  const auto g = [](const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return std::string(buf);
-  };
   const bool any = !last_checkpoint.empty();
   return Error("the model diverged in epoch " + std::to_string(epoch) + ": its training loss " +
-                   g("%.4g", loss) + " is more than Training.divergence_factor (" +
-                   g("%g", factor) + ") times the lowest, " + g("%.4g", d.lowest) + " in epoch " +
-                   std::to_string(d.lowest_epoch) +
+                   fmt("%.4g", loss) + " is more than Training.divergence_factor (" +
+                   fmt("%g", factor) + ") times the lowest, " + fmt("%.4g", d.lowest) +
+                   " in epoch " + std::to_string(d.lowest_epoch) +
                    "; the run stopped without checkpointing this epoch" +
                    (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
                "train again with a lower Optimizer.learning_rate or with the gradient norm clipped "
