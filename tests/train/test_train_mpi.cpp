@@ -244,13 +244,14 @@ TEST(TrainMpi, AutoBackendExploresDecidesAndSwitchesOnDrift) {
   c["Tuner"] = {{"candidates", {"rma", "collective"}},
                 {"explore_batches", 3},
                 {"check_every_steps", 4},
-                {"drift_threshold", 2.0},  // 3x: far above the noise of 3 ranks on 2 cores
+                // 7x: above the noise of 3 ranks sharing 2 cores with another test (3.2x seen)
+                {"drift_threshold", 6.0},
                 {"recheck_every_epochs", 1}};
   // Steps 1-9: collective 100 ms slower (rma wins, and collective is pruned after two rounds
-  // unless rma's median exceeds 25 ms: a margin for a loaded machine); from step 9 rma 40 ms
-  // slower (drift).
+  // unless rma's median exceeds 25 ms: a margin for a loaded machine); from step 9 rma 100 ms
+  // slower (drift: 20-50x its prediction).
   const Result r = mpirun(3, "train -c " + testing::write_config(dir, "c.json", c),
-                          "DDGNN_DEBUG_SLOW_FETCH=collective:0.1:1:9,rma:0.04:9:1000000");
+                          "DDGNN_DEBUG_SLOW_FETCH=collective:0.1:1:9,rma:0.1:9:1000000");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("loader: backend auto (the tuner chooses among rma collective)"),
             std::string::npos)
@@ -300,7 +301,7 @@ TEST(TrainMpi, AutoBackendExploresDecidesAndSwitchesOnDrift) {
   // 3. Epoch 2 starts with an exploration, which keeps collective (rma is still slow).
   auto epoch2 = std::find_if(decides.begin(), decides.end(),
                              [](const Row* x) { return x->reason == "epoch 2"; });
-  ASSERT_NE(epoch2, decides.end());
+  ASSERT_NE(epoch2, decides.end()) << testing::read_text(run_dir + "/tuner.csv");
   EXPECT_EQ((*epoch2)->epoch, 2);
   EXPECT_EQ((*epoch2)->backend, "collective");
   // The decisions are in the log (rank 0 only) and in events.jsonl; explorations in the trace.
