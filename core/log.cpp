@@ -1,6 +1,8 @@
 // spdlog set-up: one stderr sink, a short pattern, rank prefix when several ranks speak.
 #include "core/log.h"
 
+#include <cstdio>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -47,6 +49,12 @@ void set_log_rank(int rank) {
   o.rank = rank;
   spdlog::drop("ddgnn");
   init_logging(o);
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
 }
 
 }  // namespace ddgnn

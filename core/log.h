@@ -19,5 +19,7 @@ void set_log_rank(int rank);
 void set_log_options(const std::string& level, bool all_ranks);
 // The level the logger was last set up with.
 std::string current_log_level();
+// printf-style formatting of one number, for messages and log lines: fmt("%.2f", x).
+std::string fmt(const char* format, double value);
 
 }  // namespace ddgnn

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/log.h"
 #include "loader/cell.h"
 #include "loader/elements.h"
 
@@ -16,12 +17,6 @@ namespace ddgnn {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string number(double v, const char* format = "%.6g") {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 double median(std::vector<double> v) {
   const size_t m = v.size() / 2;
@@ -176,22 +171,22 @@ std::vector<Outlier> OutlierScan::finish() const {
       const double limit = std::max(m_options.energy_mads * it->second.mad, m_options.energy_floor);
       if (dev > limit)
         out.push_back(
-            {int64_t(g), "energy " + number(s.energy_per_atom) + " eV/atom lies " +
-                             (it->second.mad > 0 ? number(dev / it->second.mad, "%.3g") + " MADs"
-                                                 : number(dev * 1000, "%.3g") + " meV/atom") +
-                             " from the median " + number(it->second.median) + " of its " +
+            {int64_t(g), "energy " + fmt("%.6g", s.energy_per_atom) + " eV/atom lies " +
+                             (it->second.mad > 0 ? fmt("%.3g", dev / it->second.mad) + " MADs"
+                                                 : fmt("%.3g", dev * 1000) + " meV/atom") +
+                             " from the median " + fmt("%.6g", it->second.median) + " of its " +
                              m_formula.at(s.composition) + " frames (MAD " +
-                             number(it->second.mad * 1000, "%.3g") + " meV/atom)"});
+                             fmt("%.3g", it->second.mad * 1000) + " meV/atom)"});
     }
     if (s.max_force > m_options.max_force)
-      out.push_back({int64_t(g), "largest force " + number(s.max_force) + " eV/Å (atom " +
+      out.push_back({int64_t(g), "largest force " + fmt("%.6g", s.max_force) + " eV/Å (atom " +
                                      std::to_string(s.force_atom) + ") is above " +
-                                     number(m_options.max_force) + " eV/Å"});
+                                     fmt("%.6g", m_options.max_force) + " eV/Å"});
     if (s.close_a >= 0)
       out.push_back({int64_t(g), "atoms " + std::to_string(s.close_a) + " and " +
                                      std::to_string(s.close_b) + " are " +
-                                     number(s.min_distance, "%.3g") + " Å apart (below " +
-                                     number(m_options.min_distance) + " Å)"});
+                                     fmt("%.3g", s.min_distance) + " Å apart (below " +
+                                     fmt("%.6g", m_options.min_distance) + " Å)"});
   }
   return out;
 }

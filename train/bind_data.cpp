@@ -9,6 +9,7 @@
 
 #include "config/hydragnn_compat.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "train/model_setup.h"
 #include "train/run_log.h"
 #include "train/train_data.h"

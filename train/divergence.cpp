@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/log.h"
 #include "train/run_log.h"
 
 namespace ddgnn {

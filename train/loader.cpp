@@ -2,25 +2,14 @@
 // prefetch.
 #include "train/loader.h"
 
-#include <cstdio>
-
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/signals.h"
 #include "loader/sampler.h"
 
 namespace ddgnn {
-
-namespace {
-
-std::string fixed(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
-}  // namespace
 
 Loader::Loader(const TrainSettings& s, MPI_Comm world)
     : m_s(s), m_rank(comm_rank(world)), m_world(comm_size(world)) {
@@ -65,10 +54,10 @@ std::string Loader::description() const {
   }
   return "backend " + backend + ", " + std::to_string(m_world) + " rank(s), " +
          std::to_string(r.groups) + " replica group(s) of " + std::to_string(r.group_size) +
-         "; store " + fixed("%.1f", double(r.bytes) / mib) + " MiB on rank 0 (max " +
-         fixed("%.1f", double(r.max_bytes) / mib) + ", all ranks " +
-         fixed("%.1f", double(r.total_bytes) / mib) + " MiB), loaded in " +
-         fixed("%.2f", r.max_seconds) + " s";
+         "; store " + fmt("%.1f", double(r.bytes) / mib) + " MiB on rank 0 (max " +
+         fmt("%.1f", double(r.max_bytes) / mib) + ", all ranks " +
+         fmt("%.1f", double(r.total_bytes) / mib) + " MiB), loaded in " +
+         fmt("%.2f", r.max_seconds) + " s";
 }
 
 nlohmann::json Loader::figures() const {

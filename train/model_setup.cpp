@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "loader/elements.h"
 #include "loader/targets.h"
 #include "model/layers/dimenet.h"

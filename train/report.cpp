@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 
+#include "core/log.h"
 #include "core/units.h"
 #include "core/version.h"
 #include "train/split_metrics.h"

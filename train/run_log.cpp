@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/log.h"
 
 namespace ddgnn {
 
@@ -238,12 +239,6 @@ void RunLog::error(const std::exception& e) {
 void RunLog::finish() {
   if (m_trace) m_trace->finish();
   if (m_progress) m_progress->clear();
-}
-
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
 }
 
 namespace {

@@ -133,7 +133,5 @@ class RunLog {
 // one is missing.
 std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energy, bool forces,
                        bool improved, bool test);
-// printf-style formatting of one number.
-std::string fmt(const char* format, double value);
 
 }  // namespace ddgnn

@@ -127,15 +127,32 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
-// The last row's value of a metrics.csv column (a test failure, and 0, when there is no such
-// column).
-inline double last_metric(const std::string& csv, const std::string& name) {
+// Every row's value of a metrics.csv column as written, epoch by epoch (a test failure, and no
+// values, when there is no such column).
+inline std::vector<std::string> metric_column(const std::string& csv, const std::string& name) {
   const std::vector<std::string> rows = lines(read_text(csv));
   const std::vector<std::string> header = split_csv(rows.at(0));
   const auto col = std::find(header.begin(), header.end(), name);
-  EXPECT_NE(col, header.end()) << rows[0];
-  if (col == header.end()) return 0.0;
-  return std::stod(split_csv(rows.back()).at(size_t(col - header.begin())));
+  EXPECT_NE(col, header.end()) << "no column " << name << " in " << rows[0];
+  std::vector<std::string> out;
+  if (col == header.end()) return out;
+  for (size_t r = 1; r < rows.size(); ++r)
+    out.push_back(split_csv(rows[r]).at(size_t(col - header.begin())));
+  return out;
+}
+
+// The same as numbers.
+inline std::vector<double> metric_numbers(const std::string& csv, const std::string& name) {
+  std::vector<double> out;
+  for (const std::string& v : metric_column(csv, name)) out.push_back(std::stod(v));
+  return out;
+}
+
+// The last row's value of a metrics.csv column (a test failure, and 0, when there is no such
+// column).
+inline double last_metric(const std::string& csv, const std::string& name) {
+  const std::vector<double> v = metric_numbers(csv, name);
+  return v.empty() ? 0.0 : v.back();
 }
 
 // metrics.csv without the timing columns (they differ between runs).

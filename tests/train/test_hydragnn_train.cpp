@@ -93,16 +93,12 @@ TEST(TrainHydraGnn, GraphHeadLearnsAPerStructureKeyAndEvaluateWritesIt) {
   c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::vector<std::string> rows = lines(read_text(dir.file("run") + "/metrics.csv"));
-  ASSERT_EQ(rows.size(), 81u);
-  const std::vector<std::string> header = testing::split_csv(rows[0]);
-  const auto col = std::find(header.begin(), header.end(), "train_gap_mae");
-  ASSERT_NE(col, header.end()) << rows[0];
-  EXPECT_NE(rows[0].find("test_gap_rmse"), std::string::npos) << rows[0];
-  const size_t k = size_t(col - header.begin());
-  const double first = std::stod(testing::split_csv(rows[1]).at(k));
-  const double last = std::stod(testing::split_csv(rows[80]).at(k));
-  EXPECT_LT(last, 0.5 * first) << "train gap MAE " << first << " -> " << last;
+  const std::string csv = dir.file("run") + "/metrics.csv";
+  const std::vector<double> gap = testing::metric_numbers(csv, "train_gap_mae");
+  ASSERT_EQ(gap.size(), 80u);
+  EXPECT_EQ(testing::metric_column(csv, "test_gap_rmse").size(), 80u);
+  EXPECT_LT(gap.back(), 0.5 * gap.front())
+      << "train gap MAE " << gap.front() << " -> " << gap.back();
 
   // evaluate writes the reference and the prediction on each frame's comment line, which
   // `convert --info-keys` reads back.
@@ -313,16 +309,13 @@ TEST(TrainHydraGnn, GpsAttentionTrainsAndEvaluatesFromItsCheckpoint) {
   c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::vector<std::string> rows = lines(read_text(dir.file("run") + "/metrics.csv"));
-  ASSERT_EQ(rows.size(), 31u);
-  const std::vector<std::string> header = testing::split_csv(rows[0]);
-  const size_t k = size_t(std::find(header.begin(), header.end(), "train_loss") - header.begin());
-  ASSERT_LT(k, header.size()) << rows[0];
-  const double first = std::stod(testing::split_csv(rows[1]).at(k));
-  const double last = std::stod(testing::split_csv(rows[30]).at(k));
+  const std::vector<std::string> loss =
+      testing::metric_column(dir.file("run") + "/metrics.csv", "train_loss");
+  ASSERT_EQ(loss.size(), 30u);
   std::string losses;
-  for (size_t r = 1; r < rows.size(); ++r) losses += testing::split_csv(rows[r]).at(k) + " ";
-  EXPECT_LT(last, 0.5 * first) << "train loss by epoch: " << losses;
+  for (const std::string& l : loss) losses += l + " ";
+  EXPECT_LT(std::stod(loss.back()), 0.5 * std::stod(loss.front()))
+      << "train loss by epoch: " << losses;
   // The last epoch's checkpoint: evaluate gives its test errors again.
   const std::string last_ck = last_event(dir.file("run"), "checkpoint").at("path");
   const Result ev = run("evaluate --checkpoint " + last_ck + " --out " + dir.file("eval"));

@@ -32,6 +32,8 @@ using testing::expect_error;
 using testing::last_event;
 using testing::lines;
 using testing::LjOptions;
+using testing::metric_column;
+using testing::metric_numbers;
 using testing::metric_values;
 using testing::read_text;
 using testing::Result;
@@ -208,25 +210,10 @@ TEST(Train, WeightAverageIsEvaluatedAndSavedAndResumesExactly) {
   for (size_t i = 0; i < model.size(); ++i)
     moved = std::max(moved, (model[i] - trained[i]).abs().max().item<double>());
   EXPECT_GT(moved, 1e-4);
-  auto column = [](const std::string& csv, const std::string& name) {
-    const auto rows = lines(read_text(csv));
-    std::stringstream hs(rows.at(0));
-    size_t k = 0;
-    for (std::string c; std::getline(hs, c, ','); ++k)
-      if (c == name) break;
-    std::vector<std::string> out;
-    for (size_t r = 1; r < rows.size(); ++r) {
-      std::stringstream ss(rows[r]);
-      std::string c;
-      for (size_t j = 0; j <= k; ++j) std::getline(ss, c, ',');
-      out.push_back(c);
-    }
-    return out;
-  };
-  EXPECT_EQ(column(avg + "/metrics.csv", "train_loss"),
-            column(plain + "/metrics.csv", "train_loss"));
-  EXPECT_NE(column(avg + "/metrics.csv", "validate_loss"),
-            column(plain + "/metrics.csv", "validate_loss"));
+  EXPECT_EQ(metric_column(avg + "/metrics.csv", "train_loss"),
+            metric_column(plain + "/metrics.csv", "train_loss"));
+  EXPECT_NE(metric_column(avg + "/metrics.csv", "validate_loss"),
+            metric_column(plain + "/metrics.csv", "validate_loss"));
   // Killed in epoch 3 and resumed: the average and the trained weights both continue exactly.
   const std::string ck = write_config(dir, "killed.json", config(killed, 0.9));
   ASSERT_TRUE(run("train -c " + ck, "DDGNN_DEBUG_SIGKILL_AT_STEP=15").killed);
@@ -523,18 +510,8 @@ TEST(Train, TimeExponentialScheduleFollowsTheClock) {
   c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "TimeExponential"}, {"min_lr", 1e-5}};
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto rows = lines(read_text(dir.file("run") + "/metrics.csv"));
-  ASSERT_EQ(rows.size(), 4u);
-  std::stringstream hs(rows[0]);
-  size_t lr_col = 0;
-  for (std::string h; std::getline(hs, h, ',') && h != "lr";) ++lr_col;
-  std::vector<double> lr;
-  for (size_t i = 1; i < rows.size(); ++i) {
-    std::stringstream ss(rows[i]);
-    std::string cell;
-    for (size_t k = 0; k <= lr_col; ++k) std::getline(ss, cell, ',');
-    lr.push_back(std::stod(cell));
-  }
+  const std::vector<double> lr = metric_numbers(dir.file("run") + "/metrics.csv", "lr");
+  ASSERT_EQ(lr.size(), 3u);
   EXPECT_DOUBLE_EQ(lr[0], 0.003);
   EXPECT_LT(lr[1], lr[0]);
   EXPECT_LT(lr[2], lr[1]);
@@ -562,15 +539,10 @@ TEST(Train, WarmupRaisesTheRateStepByStepAndResumesWhereItWas) {
   c["NeuralNetwork"]["Training"]["warmup_steps"] = 15;
   const std::string ca = write_config(dir, "a.json", c);
   ASSERT_EQ(run("train -c " + ca).code, 0);
-  const auto rows = lines(read_text(dir.file("a") + "/metrics.csv"));
-  ASSERT_EQ(rows.size(), 5u);
-  const auto header = testing::split_csv(rows[0]);
-  const size_t lr_col = size_t(std::find(header.begin(), header.end(), "lr") - header.begin());
-  ASSERT_LT(lr_col, header.size());
+  const std::vector<double> lr = metric_numbers(dir.file("a") + "/metrics.csv", "lr");
+  ASSERT_EQ(lr.size(), 4u);
   const double want[4] = {0.003 / 15, 0.003 * 7 / 15, 0.003 * 13 / 15, 0.003};
-  for (size_t e = 0; e < 4; ++e)
-    EXPECT_NEAR(std::stod(testing::split_csv(rows[e + 1]).at(lr_col)), want[e], 1e-12)
-        << "epoch " << e + 1;
+  for (size_t e = 0; e < 4; ++e) EXPECT_NEAR(lr[e], want[e], 1e-12) << "epoch " << e + 1;
 
   c["Output"]["run_dir"] = dir.file("b");
   const std::string cb = write_config(dir, "b.json", c);
@@ -590,11 +562,8 @@ TEST(Train, WarmupRaisesTheRateStepByStepAndResumesWhereItWas) {
     w["NeuralNetwork"]["Training"]["num_epoch"] = 2;
     w["NeuralNetwork"]["Training"]["warmup_steps"] = warmup;
     EXPECT_EQ(run("train -c " + write_config(dir, name + ".json", w)).code, 0);
-    const auto r = lines(read_text(dir.file(name) + "/metrics.csv"));
-    const auto h = testing::split_csv(r.at(0));
-    const size_t col = size_t(std::find(h.begin(), h.end(), "train_loss") - h.begin());
-    return std::make_pair(std::stod(testing::split_csv(r.at(1)).at(col)),
-                          std::stod(testing::split_csv(r.at(2)).at(col)));
+    const std::vector<double> loss = metric_numbers(dir.file(name) + "/metrics.csv", "train_loss");
+    return std::make_pair(loss.at(0), loss.at(1));
   };
   const auto frozen = train_losses("frozen", 1000000000);
   EXPECT_NEAR(frozen.second, frozen.first, 1e-6 * frozen.first);
@@ -612,12 +581,8 @@ TEST(Train, AtomBudgetAndDropRemainder) {
     c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
     const Result r = run("train -c " + write_config(dir, name + ".json", c) + " " + sets);
     EXPECT_EQ(r.code, 0) << r.out;
-    const auto rows = lines(read_text(dir.file(name) + "/metrics.csv"));
-    std::stringstream hs(rows.at(0)), vs(rows.at(1));
-    std::string h, v;
-    while (std::getline(hs, h, ',') && std::getline(vs, v, ','))
-      if (h == "steps") return std::stoi(v);
-    return -1;
+    const std::vector<double> steps = metric_numbers(dir.file(name) + "/metrics.csv", "steps");
+    return steps.empty() ? -1 : int(steps[0]);
   };
   EXPECT_EQ(steps("plain", ""), 6);
   EXPECT_EQ(steps("budget", "--set Loader.atom_budget=12"), 12);
