@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/units.h"
 #include "loader/cell.h"
 #include "loader/dataset_layout.h"
@@ -81,16 +81,6 @@ struct Dataset::Impl {
   }
 };
 
-namespace {
-
-std::string shown(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-}  // namespace
-
 void Dataset::Impl::bad_value(const char* array, int64_t graph, const std::string& what) const {
   throw DataError(path + ": array '" + array + "', graph " + std::to_string(graph) + ": " + what,
                   "the file is corrupted or was written by another tool; convert the extxyz "
@@ -110,7 +100,7 @@ void Dataset::Impl::check_block(const GraphBlock& b) const {
   };
   for (size_t i = 0; i < b.n_graphs(); ++i) {
     if (!std::isfinite(b.energy[i]))
-      bad("graphs/energy", i, "energy " + shown(b.energy[i]) + " eV is not finite");
+      bad("graphs/energy", i, "energy " + fmt("%.10g", b.energy[i]) + " eV is not finite");
     check_config_type(b.config_type[i], b.id_of(i));
     bool pbc[3];
     for (int k = 0; k < 3; ++k) {
@@ -125,7 +115,7 @@ void Dataset::Impl::check_block(const GraphBlock& b) const {
     for (int k = 0; k < 9; ++k)
       if (none ? !std::isnan(s[k]) : !std::isfinite(s[k]))
         bad("graphs/stress", i,
-            "stress component " + std::to_string(k) + " is " + shown(s[k]) +
+            "stress component " + std::to_string(k) + " is " + fmt("%.10g", s[k]) +
                 " (all nine finite, or all NaN for no stress)");
     const size_t a0 = size_t(b.atom_start[i]);
     for (size_t a = a0; a < a0 + size_t(b.n_atoms[i]); ++a) {
@@ -136,9 +126,9 @@ void Dataset::Impl::check_block(const GraphBlock& b) const {
             "atomic number " + std::to_string(z) + atom() + " is not in the species table");
       for (int d = 0; d < 3; ++d) {
         if (!std::isfinite(b.pos[3 * a + size_t(d)]))
-          bad("atoms/pos", i, "position " + shown(b.pos[3 * a + size_t(d)]) + atom());
+          bad("atoms/pos", i, "position " + fmt("%.10g", b.pos[3 * a + size_t(d)]) + atom());
         if (!b.forces.empty() && !std::isfinite(b.forces[3 * a + size_t(d)]))
-          bad("atoms/forces", i, "force " + shown(b.forces[3 * a + size_t(d)]) + atom());
+          bad("atoms/forces", i, "force " + fmt("%.10g", b.forces[3 * a + size_t(d)]) + atom());
       }
     }
   }

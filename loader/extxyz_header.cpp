@@ -7,20 +7,14 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 
+#include "core/log.h"
 #include "loader/cell.h"
 #include "loader/extxyz_errors.h"
 #include "loader/extxyz_lex.h"
 
 namespace ddgnn::extxyz {
 namespace {
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 // 9 numbers row-major, or 6 in Voigt order xx yy zz yz xz xy -> symmetric 3x3.
 std::array<double, 9> to_matrix(const std::vector<double>& v) {
@@ -139,7 +133,7 @@ void HeaderParser::check_finite(const double* v, size_t n, long long at_line,
                                 const std::string& what) const {
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) {
-      fail(at_line, what + " is not finite (" + number(v[i]) + ")",
+      fail(at_line, what + " is not finite (" + fmt("%.6g", v[i]) + ")",
            "the calculation behind this frame probably failed; remove the frame");
     }
   }
@@ -288,7 +282,7 @@ void HeaderParser::parse(std::string_view s, long long at_line, Frame& f) {
       fail(at_line, problem + " (Lattice)",
            "a periodic cell needs three independent, right-handed lattice vectors (volume > 0), "
            "each at least " +
-               number(kMinCellHeight) +
+               fmt("%.6g", kMinCellHeight) +
                " Å from the plane of the other two, in Å; "
                "for a molecule, write pbc=\"F F F\"");
   }

@@ -13,6 +13,7 @@
 
 #include "comm/mpi.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "tuner/online.h"
 #include "tuner/selection.h"
 
@@ -25,9 +26,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g ms", 1e3 * s);
-  return buf;
+  return fmt("%.3g", 1e3 * s) + " ms";
 }
 
 }  // namespace

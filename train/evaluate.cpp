@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/log.h"
 #include "core/threads.h"
 #include "loader/elements.h"
 #include "loader/split.h"
@@ -34,9 +35,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
+  return fmt("%.10g", v);
 }
 
 std::string find_checkpoint(const EvaluateOptions& o) {

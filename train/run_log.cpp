@@ -26,9 +26,7 @@ std::string csv_cell(const nlohmann::json& v) {
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (std::isnan(d)) return "nan";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", d);
-    return buf;
+    return fmt("%.9g", d);
   }
   if (v.is_string()) return v.get<std::string>();
   return v.dump();

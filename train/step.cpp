@@ -8,22 +8,16 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ddgnn {
 
 namespace {
-
-std::string general(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // Test hooks, "R:S" = rank R at step S: DDGNN_DEBUG_FAIL_AT_STEP throws (a rank that fails),
 // DDGNN_DEBUG_STOP_AT_STEP stops the process with SIGSTOP (a rank that stops answering).
@@ -153,13 +147,13 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
                          : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")";
     };
     if (s.has_loss && !std::isfinite(r.loss))
-      throw DataError(at + ": the loss is " + general(r.loss) + graphs(),
+      throw DataError(at + ": the loss is " + fmt("%g", r.loss) + graphs(),
                       "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
                       "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
     if (s.has_norm && !std::isfinite(r.grad_norm))
       throw DataError(
-          at + ": the gradient norm is " + general(r.grad_norm) +
-              (s.has_loss ? " (the loss " + general(r.loss) + ")" : std::string()) + graphs(),
+          at + ": the gradient norm is " + fmt("%g", r.grad_norm) +
+              (s.has_loss ? " (the loss " + fmt("%g", r.loss) + ")" : std::string()) + graphs(),
           "a finite loss with an overflowing gradient in the first epochs is most often a "
           "learning rate too high for the start: lower Training.Optimizer.learning_rate or "
           "raise it gradually (Training.warmup_steps, e.g. one or two epochs' steps); check "

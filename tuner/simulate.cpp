@@ -59,12 +59,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <sstream>
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ddgnn {
 
@@ -106,10 +106,7 @@ double copy_cost(const CostModel& model, const FetchFeatures& like) {
 }
 
 std::string fmt(double v) {
-  if (!std::isfinite(v)) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return std::isfinite(v) ? ddgnn::fmt("%.6g", v) : std::string();
 }
 
 }  // namespace
