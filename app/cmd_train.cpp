@@ -1,5 +1,6 @@
 // `ddgnn train --config c.json [--set KEY=VALUE]...` and `ddgnn evaluate`.
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,11 +40,21 @@ Command add_train_command(CLI::App& app) {
   auto run = [options]() -> int {
     ConfigOptions co;
     co.allow_unimplemented = options->allow_unimplemented;
-    const Config config = load_config(options->config, options->overrides, co);
     TrainOptions to;
     to.overwrite = options->overwrite;
-    // Every run is an MPI job (a world of one without mpiexec): errors stop all ranks.
-    return run_under_mpi([&](const MpiEnvironment&) { train(config, to); });
+    // Every run is an MPI job (a world of one without mpiexec): errors stop all ranks. The config
+    // is read under MPI, so that an error every rank meets in it is reported once, by rank 0.
+    return run_under_mpi([&](const MpiEnvironment&) {
+      Config config;
+      std::exception_ptr failed;
+      try {
+        config = load_config(options->config, options->overrides, co);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      throw_if_any_failed(MPI_COMM_WORLD, failed);
+      train(config, to);
+    });
   };
   return {sub, run};
 }

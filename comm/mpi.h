@@ -36,9 +36,16 @@ class MpiEnvironment {
   int m_rank = 0, m_size = 1, m_thread_level = 0;
 };
 
+// Prints the one line of `e` on stderr (core/error.h; with this rank when more than one runs),
+// then MPI_Abort stops every rank that would otherwise wait for this one (nothing to stop for a
+// world of one). An error that names another rank as its reporter (Error::reported_by) is left
+// to that rank, this one waiting up to 30 s for the abort before it reports the error itself, so
+// that a job's error reads once, not once a rank; the reporting rank leaves its rank out of the
+// line when the error is every rank's.
+void report_and_stop_job(const std::exception& e);
+
 // Runs `body` with MPI initialised and the log told this process's rank. An error is reported
-// while MPI is still up (one line on stderr, core/error.h), then MPI_Abort stops every rank that
-// would otherwise wait for this one. Returns the exit code (0, or 1 after an error on one rank).
+// while MPI is still up, by report_and_stop_job. Returns the exit code (0, or 1 after an error).
 int run_under_mpi(const std::function<void(const MpiEnvironment&)>& body);
 
 // Rank and size in a communicator (MPI_CHECKed).
@@ -57,8 +64,11 @@ int world_size_or_one();
 void abort_job(int code);
 
 // Collective over `comm`: when any rank's `local` holds an exception, every rank throws — the
-// failing ranks their own, the others a CommError quoting the lowest failing rank's message —
-// so that no rank goes on into a collective that a failed rank will never join.
+// failing ranks their own, the others a CommError quoting the lowest failing rank's message and
+// naming that rank as its reporter — so that no rank goes on into a collective that a failed
+// rank will never join. A failed rank whose message is the lowest's names that rank too, and
+// when every rank of MPI_COMM_WORLD failed with the one message, the lowest names itself (one
+// line for the job: a config error that every rank meets, say).
 void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local);
 
 // Collective: compares every rank's `text` with rank 0's (CRC-32 and length; when any differs,

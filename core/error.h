@@ -15,9 +15,15 @@ class Error : public std::runtime_error {
       : std::runtime_error(message), m_hint(std::move(hint)) {}
   const std::string& hint() const noexcept { return m_hint; }
   virtual const char* kind() const noexcept { return "error"; }
+  // An error of the whole job that another rank reports: every rank throws it (from figures all
+  // ranks share, or as the echo of a failed rank), and only `rank` prints it; the others stay
+  // silent while that rank stops the job. -1 (the default): this rank reports it.
+  int reported_by() const noexcept { return m_reported_by; }
+  void set_reported_by(int rank) noexcept { m_reported_by = rank; }
 
  private:
   std::string m_hint;
+  int m_reported_by = -1;
 };
 
 // A bad config file, key or value, or a bad command-line option.
@@ -39,6 +45,13 @@ class CommError : public Error {
  public:
   using Error::Error;
   const char* kind() const noexcept override { return "comm error"; }
+};
+
+// A run that cannot go on: a non-finite loss or gradient, a diverged model.
+class TrainingError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const noexcept override { return "training error"; }
 };
 
 // "path:line: message" — the location prefix used by readers.

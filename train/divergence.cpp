@@ -26,21 +26,23 @@ nlohmann::json diverged_event(int64_t epoch, double loss, const Divergence& d, d
           {"divergence_factor", factor}};
 }
 
-Error diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
-                     const std::string& last_checkpoint) {
+TrainingError diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
+                             const std::string& last_checkpoint) {
   const bool any = !last_checkpoint.empty();
-  return Error("the model diverged in epoch " + std::to_string(epoch) + ": its training loss " +
-                   fmt("%.4g", loss) + " is more than Training.divergence_factor (" +
-                   fmt("%g", factor) + ") times the lowest, " + fmt("%.4g", d.lowest) +
-                   " in epoch " + std::to_string(d.lowest_epoch) +
-                   "; the run stopped without checkpointing this epoch" +
-                   (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
-               "train again with a lower Optimizer.learning_rate or with the gradient norm clipped "
-               "(Training.grad_clip; metrics.csv's grad_norm column then shows the norms)" +
-                   std::string(any ? ", or resume from the last checkpoint with it clipped: --set "
-                                     "Training.continue=1 --set Training.grad_clip=N"
-                                   : "") +
-                   "; Training.divergence_factor=0 trains on regardless");
+  TrainingError e(
+      "the model diverged in epoch " + std::to_string(epoch) + ": its training loss " +
+          fmt("%.4g", loss) + " is more than Training.divergence_factor (" + fmt("%g", factor) +
+          ") times the lowest, " + fmt("%.4g", d.lowest) + " in epoch " +
+          std::to_string(d.lowest_epoch) + "; the run stopped without checkpointing this epoch" +
+          (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
+      "train again with a lower Optimizer.learning_rate or with the gradient norm clipped "
+      "(Training.grad_clip; metrics.csv's grad_norm column then shows the norms)" +
+          std::string(any ? ", or resume from the last checkpoint with it clipped: --set "
+                            "Training.continue=1 --set Training.grad_clip=N"
+                          : "") +
+          "; Training.divergence_factor=0 trains on regardless");
+  e.set_reported_by(0);  // every rank stops with it, from rank 0's figures
+  return e;
 }
 
 }  // namespace ddgnn

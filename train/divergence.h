@@ -26,8 +26,8 @@ Divergence check_divergence(RunState& state, double loss, int64_t epoch, double 
 nlohmann::json diverged_event(int64_t epoch, double loss, const Divergence& d, double factor);
 
 // The error that stops a diverged run: the epoch's loss against the lowest, the last checkpoint
-// ("" for none) and what to do.
-Error diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
-                     const std::string& last_checkpoint);
+// ("" for none) and what to do. Every rank throws it; rank 0 reports it for the job.
+TrainingError diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
+                             const std::string& last_checkpoint);
 
 }  // namespace ddgnn

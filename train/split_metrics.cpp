@@ -271,7 +271,7 @@ std::exception_ptr nonfinite_loss_error(const std::vector<at::Tensor>& losses,
     if (!finite[int64_t(k)].item<bool>())
       for (int64_t g : ids[k])
         if (shown++ < 12) graphs += (graphs.empty() ? "" : ", ") + std::to_string(g);
-  return std::make_exception_ptr(DataError(
+  return std::make_exception_ptr(TrainingError(
       "rank " + std::to_string(rank) + ": the " + split + " loss is not finite after epoch " +
           std::to_string(epoch) + ", in batches of graphs " + graphs + (shown > 12 ? ", ..." : ""),
       "the model diverged on these graphs: lower the learning rate or set Training.grad_clip, "

@@ -63,8 +63,8 @@ class SplitMetrics {
   mutable int64_t m_device_graphs = 0, m_device_atoms = 0;
 };
 
-// After a split is evaluated: a DataError naming the graphs (up to 12) of the batches whose loss
-// is not finite, from one read of every batch's flag (`losses` one scalar per batch, `ids` its
+// After a split is evaluated: a TrainingError naming the graphs (up to 12) of the batches whose
+// loss is not finite, from one read of every batch's flag (`losses` one scalar per batch, `ids` its
 // graphs); null when all are finite. `epoch` is the epoch the model has just trained.
 std::exception_ptr nonfinite_loss_error(const std::vector<at::Tensor>& losses,
                                         const std::vector<std::vector<int64_t>>& ids, int rank,

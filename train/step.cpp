@@ -147,11 +147,11 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
                          : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")";
     };
     if (s.has_loss && !std::isfinite(r.loss))
-      throw DataError(at + ": the loss is " + fmt("%g", r.loss) + graphs(),
-                      "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
-                      "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
+      throw TrainingError(at + ": the loss is " + fmt("%g", r.loss) + graphs(),
+                          "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "
+                          "those graphs (overlapping atoms, huge forces) with `ddgnn info`");
     if (s.has_norm && !std::isfinite(r.grad_norm))
-      throw DataError(
+      throw TrainingError(
           at + ": the gradient norm is " + fmt("%g", r.grad_norm) +
               (s.has_loss ? " (the loss " + fmt("%g", r.loss) + ")" : std::string()) + graphs(),
           "a finite loss with an overflowing gradient in the first epochs is most often a "

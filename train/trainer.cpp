@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -140,9 +139,7 @@ nlohmann::json Trainer::run() {
     if (m_world > 1) {
       // Stop the job here, before the store's windows and the communicators are freed: those
       // are collective, and the other ranks are waiting for this one somewhere else.
-      std::fprintf(stderr, "%s\n", error_line(e, m_rank).c_str());
-      std::fflush(stderr);
-      abort_job(1);
+      report_and_stop_job(e);
     }
     throw;
   }

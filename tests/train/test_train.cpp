@@ -745,6 +745,7 @@ TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
   c["Output"]["read_every_steps"] = 4;
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   expect_error(r, "the loss is ");
+  EXPECT_NE(r.out.find("ddgnn: training error: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("learning_rate"), std::string::npos) << r.out;
@@ -761,6 +762,7 @@ TEST(TrainBadInput, OverflowingGradientNamesTheBatchAndSuggestsAWarmup) {
   c["NeuralNetwork"]["Training"]["grad_clip"] = 1e30;
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   expect_error(r, "the gradient norm is inf (the loss ");
+  EXPECT_NE(r.out.find("ddgnn: training error: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on the batch of graphs ["), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Training.warmup_steps"), std::string::npos) << r.out;

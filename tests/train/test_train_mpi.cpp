@@ -37,6 +37,13 @@ Result mpirun(int np, const std::string& args, const std::string& env = "") {
 
 // A job that must fail: it ends with a non-zero status, by itself (not at the `timeout`, which
 // would mean a rank hung), within 60 s.
+// Occurrences of `needle` in `text`.
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 Result failing_mpirun(int np, const std::string& args, const std::string& env = "") {
   const auto t0 = std::chrono::steady_clock::now();
   Result r = mpirun(np, args, env);
@@ -328,6 +335,8 @@ TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {
   const Result r = failing_mpirun(4, "train -c " + cfg, "DDGNN_DEBUG_FAIL_AT_STEP=2:3");
   EXPECT_NE(r.out.find("[rank 2]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 2 fails at step 3"), std::string::npos) << r.out;
+  // Once, by the rank that failed: the others leave the report to it.
+  EXPECT_EQ(count(r.out, "fails at step 3"), 1) << r.out;
 }
 
 // A model that diverges (resumed with a learning rate far too high: the schedule sets it after
@@ -351,7 +360,10 @@ TEST(TrainMpi, ADivergedModelStopsEveryRankWithoutCheckpointingIt) {
                                          " --set Training.continue=1 --set Training.num_epoch=30"
                                          " --set Training.Optimizer.learning_rate=5");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("the model diverged in epoch"), std::string::npos) << r.out;
+  // One line for the job, by rank 0, without a rank: every rank stopped with it.
+  EXPECT_NE(r.out.find("ddgnn: training error: the model diverged in epoch"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.out, "the model diverged"), 1) << r.out;
   EXPECT_NE(r.out.find("hint: train again with a lower Optimizer.learning_rate"), std::string::npos)
       << r.out;
   const nlohmann::json event = testing::last_event(run_dir, "diverged");
@@ -459,7 +471,25 @@ TEST(TrainMpi, CorruptedPartitionIsReportedByItsOwner) {
   testing::overwrite_double(dir.file("d.h5"), "atoms/pos", 139000, 0, 123.0);  // the last block
   nlohmann::json c = step_config(dir.file("d.h5"), dir.file("r"), 2);
   const Result r = failing_mpirun(2, "train -c " + testing::write_config(dir, "c.json", c));
+  EXPECT_NE(r.out.find("data error [rank 1]: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("checksum mismatch in array 'atoms/pos'"), std::string::npos) << r.out;
+  // Once, by rank 1: rank 0, which stopped with it, leaves the report to it.
+  EXPECT_EQ(count(r.out, "checksum mismatch"), 1) << r.out;
+}
+
+// A config error that every rank meets (here a misspelt key) reads once for the job, from rank 0
+// and without a rank, not once a rank.
+TEST(TrainMpiBadInput, AConfigErrorOfEveryRankIsReportedOnce) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config(dir.file("lj.h5"), dir.file("r"), 2));
+  const Result r = failing_mpirun(3, "train -c " + cfg + " --set Training.num_epochz=3");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("ddgnn: config error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("num_epochz"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "ddgnn: config error"), 1) << r.out;
+  EXPECT_EQ(r.out.find("[rank "), std::string::npos) << r.out;
 }
 
 TEST(TrainMpiBadInput, LoaderSettingsAreRefusedClearly) {
