@@ -149,27 +149,23 @@ void throw_if_any_failed(MPI_Comm comm, const std::exception_ptr& local) {
   int first = local ? rank : size;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == size) return;
-  std::string message;
-  if (rank == first) try {
+  // This rank's own message (when it failed); the first failed rank's is sent to all.
+  std::string own;
+  if (local) try {
       std::rethrow_exception(local);
     } catch (const std::exception& e) {
-      message = e.what();
+      own = e.what();
     } catch (...) {
-      message = "unknown exception";
+      own = "unknown exception";
     }
+  std::string message = rank == first ? own : std::string();
   int len = int(message.size());
   MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, comm));
   message.resize(static_cast<size_t>(len));
   MPI_CHECK(MPI_Bcast(message.data(), len, MPI_CHAR, first, comm));
   // A failed rank whose error reads as the first's leaves the report to that rank; when every
   // rank of the job failed so, the first reports it for the whole job (without a rank).
-  bool same = false;
-  if (local) try {
-      std::rethrow_exception(local);
-    } catch (const std::exception& e) {
-      same = message == e.what();
-    } catch (...) {
-    }
+  const bool same = local && own == message;
   int all_same = same ? 1 : 0;
   const int first_world = world_rank_of(comm, first);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_LAND, comm));
