@@ -13,7 +13,8 @@
 // `generic`: the device-agnostic versions of the fused kernels, on any device (model/device.h);
 // `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast); `max_ell=N`,
 // `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults otherwise); `ops`: the
-// 40 costliest ATen ops of the timed steps by input shapes.
+// 40 costliest ATen ops of the timed steps by input shapes; `all_elements`: element-indexed weights
+// for every atomic number, not only for copper's (GnnSpec::elements, as `train` sets them).
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <sys/resource.h>
@@ -45,7 +46,8 @@
 
 namespace {
 
-bool g_bf16 = false;  // options: bf16
+bool g_bf16 = false;          // options: bf16
+bool g_all_elements = false;  // options: all_elements
 // options key=value: MACE's max_ell, node_max_ell and correlation (the defaults of LayerSpec
 // otherwise), e.g. the settings of a config under study.
 std::map<std::string, int64_t> g_layer;
@@ -172,6 +174,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.head.node_dim_headlayers = {60, 20};
   spec.heads = {{"energy", ddgnn::HeadSpec::kNode, 1}};
   spec.interatomic_potential = true;
+  if (!g_all_elements) spec.elements = {29};  // the data's elements, as `train` sets them
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
   gnn->to(device, at::kFloat);
@@ -276,6 +279,7 @@ int main(int argc, char** argv) {
     generic = std::make_unique<ddgnn::GenericKernels>();
   g_bf16 = options.find("bf16") != std::string::npos;
   g_ops = options.find("ops") != std::string::npos;
+  g_all_elements = options.find("all_elements") != std::string::npos;
   {
     std::stringstream ss(options);
     std::string token;

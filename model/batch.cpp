@@ -198,6 +198,7 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   }
   for (int64_t a = 0; a < n_atoms; ++a) zp[a] = z[a];
   b.z = to_device(z_host, device);
+  b.species = b.z;
   b.graph_of_atom = to_device(graph_of_atom, device);
   b.atoms_per_graph = to_device(atoms_per_graph, device);
   b.pos = pos64.to(dtype, /*non_blocking=*/false, /*copy=*/true);

@@ -21,7 +21,10 @@
 namespace ddgnn {
 
 struct GraphBatch {
-  at::Tensor z;              // [n_atoms] int64 atomic numbers
+  at::Tensor z;  // [n_atoms] int64 atomic numbers
+  // [n_atoms] int64: each atom's row in the model's element-indexed weights (GnnSpec::elements);
+  // make_batch sets z itself, Gnn::forward the rows of the model's elements.
+  at::Tensor species;
   at::Tensor pos;            // [n_atoms, 3] model dtype, Å (leaf; the trainer sets requires_grad)
   at::Tensor edge_index;     // [2, n_edges] int64: row 0 sender j, row 1 receiver i, by receiver
   at::Tensor edge_shift;     // [n_edges, 3] model dtype, Å: r_ij = pos[j] - pos[i] + shift

@@ -19,7 +19,12 @@ namespace ddgnn {
 
 void check_gnn_spec(const GnnSpec& spec) {
   if (spec.num_conv_layers < 1) throw ConfigError("num_conv_layers: must be >= 1");
-  if (spec.max_z < 1) throw ConfigError("max_z: must be >= 1");
+  if (spec.max_z < 1 || spec.max_z > 255) throw ConfigError("max_z: must be 1..255");
+  for (size_t k = 0; k < spec.elements.size(); ++k)
+    if (spec.elements[k] < 0 || spec.elements[k] > spec.max_z ||
+        (k > 0 && spec.elements[k] <= spec.elements[k - 1]))
+      throw ConfigError("elements: atomic numbers in 0.." + std::to_string(spec.max_z) +
+                        ", ascending, each once");
   if (spec.layer.hidden_dim < 1) throw ConfigError("hidden_dim: must be >= 1");
   if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
     throw ConfigError("dropout: must be >= 0 and < 1");
@@ -60,7 +65,12 @@ void check_gnn_spec(const GnnSpec& spec) {
 Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
   check_gnn_spec(spec);
   const int64_t f = spec.layer.hidden_dim;
-  m_embedding = register_module("embedding", torch::nn::Embedding(spec.max_z + 1, f));
+  m_embedding = register_module("embedding", torch::nn::Embedding(spec.num_species(), f));
+  m_row_of_z = at::full({256}, -1, at::kLong);
+  int64_t* row = m_row_of_z.data_ptr<int64_t>();
+  if (spec.elements.empty())
+    for (int64_t z = 0; z <= spec.max_z; ++z) row[z] = z;
+  for (size_t k = 0; k < spec.elements.size(); ++k) row[spec.elements[k]] = int64_t(k);
   if (spec.node_inputs > 0)
     m_node_input = register_module(
         "node_input", torch::nn::Linear(torch::nn::LinearOptions(spec.node_inputs, f).bias(false)));
@@ -94,7 +104,7 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
     LayerSpec ls = layer;
     ls.layer_index = i;
     ls.num_layers = spec.num_conv_layers;
-    ls.max_z = spec.max_z;
+    ls.num_species = spec.num_species();
     std::shared_ptr<MessagePassing> conv = make_layer(spec.mpnn_type, ls);
     if (spec.gps_heads > 0)
       conv = std::make_shared<GpsLayer>(std::move(conv), f, spec.gps_heads, spec.dropout);
@@ -131,7 +141,7 @@ Gnn::Gnn(const GnnSpec& spec) : m_spec(spec) {
         LayerSpec ls = layer;
         ls.layer_index = spec.num_conv_layers + int64_t(k);
         ls.num_layers = spec.num_conv_layers;
-        ls.max_z = spec.max_z;
+        ls.num_species = spec.num_species();
         conv = register_module(prefix + "conv", make_layer(spec.mpnn_type, ls));
         mlp = make_mlp(prefix, f, {h.output_dim});
       }
@@ -210,9 +220,36 @@ at::Tensor Gnn::condition_nodes(const at::Tensor& inv, const GraphBatch& batch) 
   return inv * (1 + at::tanh(parts[0])) + parts[1];
 }
 
+GraphBatch Gnn::with_species(const GraphBatch& batch) const {
+  GraphBatch out = batch;
+  const at::Tensor z = batch.z;
+  if (z.is_cpu()) {
+    const at::Tensor rows = m_row_of_z.index_select(0, z.clamp(0, 255));
+    if (z.numel() > 0 && (rows.min().item<int64_t>() < 0 || z.max().item<int64_t>() > 255)) {
+      const at::Tensor missing = (rows < 0).logical_or(z > 255).nonzero();
+      const int64_t atom = missing[0][0].item<int64_t>();
+      std::string known;
+      for (int64_t e : m_spec.elements) known += (known.empty() ? "" : ", ") + std::to_string(e);
+      throw DataError("atom " + std::to_string(atom) + " of the batch has atomic number " +
+                          std::to_string(z[atom].item<int64_t>()) +
+                          ", which the model has no weights for (" +
+                          (m_spec.elements.empty() ? "it reads 0.." + std::to_string(m_spec.max_z)
+                                                   : "it was trained on atomic numbers " + known) +
+                          ")",
+                      "predict with a model trained on data that holds this element");
+    }
+    out.species = rows;
+    return out;
+  }
+  if (!m_row_of_z_device.defined() || m_row_of_z_device.device() != z.device())
+    m_row_of_z_device = m_row_of_z.to(z.device());
+  out.species = m_row_of_z_device.index_select(0, z);
+  return out;
+}
+
 NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry) {
   NodeState s;
-  s.inv = m_embedding->forward(batch.z);  // [n_atoms, F]
+  s.inv = m_embedding->forward(batch.species);  // [n_atoms, F]
   if (m_node_input) {
     if (!batch.node_inputs.defined() || batch.node_inputs.size(1) != m_spec.node_inputs)
       throw Error(
@@ -243,7 +280,7 @@ NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry
 }
 
 at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
-  return trunk_state(batch, geometry).inv;
+  return trunk_state(with_species(batch), geometry).inv;
 }
 
 // The heads of one branch on `rows` of the graphs and atoms (undefined: all of them).
@@ -278,7 +315,8 @@ std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const NodeState& t
   return out;
 }
 
-std::vector<at::Tensor> Gnn::forward(const GraphBatch& batch, const at::Tensor& pos) {
+std::vector<at::Tensor> Gnn::forward(const GraphBatch& in, const at::Tensor& pos) {
+  const GraphBatch batch = with_species(in);
   const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
   Bf16Autocast autocast(pos.device().type(), m_bf16);
   const NodeState state = trunk_state(batch, geometry);

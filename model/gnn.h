@@ -49,6 +49,11 @@ class Gnn : public torch::nn::Module {
   // Invariant node features after the trunk: [n_atoms, F].
   at::Tensor trunk(const GraphBatch& batch, const EdgeGeometry& geometry);
 
+  // The batch with GraphBatch::species set to the rows of this model's elements. An atomic
+  // number the model has no row for is an Error naming it (checked where z is on the host; the
+  // trainer and `evaluate` check their datasets' elements before the first batch).
+  GraphBatch with_species(const GraphBatch& batch) const;
+
   const GnnSpec& spec() const { return m_spec; }
   // Training.precision bf16: forward runs the layers and heads under bfloat16 autocast
   // (model/device.h) after the edge geometry, and returns float32 outputs.
@@ -75,6 +80,10 @@ class Gnn : public torch::nn::Module {
   GnnSpec m_spec;
   bool m_bf16 = false;
   std::shared_ptr<torch::nn::EmbeddingImpl> m_embedding;
+  // [256] int64 on the host: the row of each atomic number, -1 for none (GnnSpec::elements);
+  // m_row_of_z_device: its copy on the device of the last batch.
+  at::Tensor m_row_of_z;
+  mutable at::Tensor m_row_of_z_device;
   std::shared_ptr<torch::nn::LinearImpl> m_node_input;  // GnnSpec::node_inputs > 0 only
   // GPS only: positional encodings to features, [embedding, encodings] to F, and (SchNet) the
   // edges' relative encodings to the filters' edge attributes.

@@ -165,6 +165,7 @@ nlohmann::json spec_to_json(const GnnSpec& s) {
           {"max_degree", s.layer.max_degree},
           {"num_conv_layers", s.num_conv_layers},
           {"max_z", s.max_z},
+          {"elements", s.elements},
           {"graph_pooling", to_string(s.graph_pooling)},
           {"num_sharedlayers", s.head.num_sharedlayers},
           {"dim_sharedlayers", s.head.dim_sharedlayers},
@@ -216,6 +217,7 @@ GnnSpec spec_from_json(const nlohmann::json& j) {
     s.layer.max_degree = j.value("max_degree", s.layer.max_degree);
     s.num_conv_layers = j.at("num_conv_layers");
     s.max_z = j.at("max_z");
+    s.elements = j.value("elements", std::vector<int64_t>());
     s.graph_pooling = parse_pooling(j.at("graph_pooling"));
     s.head.num_sharedlayers = j.at("num_sharedlayers");
     s.head.dim_sharedlayers = j.at("dim_sharedlayers");

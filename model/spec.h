@@ -84,7 +84,8 @@ struct LayerSpec {
   int64_t heads = 6;             // GAT: attention heads (HydraGNN's fixed 6), averaged
   double negative_slope = 0.05;  // GAT: slope of the attention's leaky ReLU (HydraGNN's 0.05)
   int64_t max_degree = 10;       // MFC: degrees with their own weights (HydraGNN: max_neighbours)
-  int64_t max_z = 118;           // largest atomic number (element-dependent weights)
+  // Rows of element-dependent weights (MACE's element weights), indexed by GraphBatch::species.
+  int64_t num_species = 119;
   // SchNet: width of the edge attributes its filter reads beside the Gaussians (GPS's relative
   // positional encodings, NodeState::edge_attr); 0: none.
   int64_t edge_attr_dim = 0;
@@ -138,7 +139,13 @@ struct GnnSpec {
   LayerSpec layer;  // hidden_dim F, radius, activation, ... (layer_index set by the trunk)
   std::string mpnn_type = "SchNet";
   int64_t num_conv_layers = 2;
-  int64_t max_z = kMaxAtomicNumber;  // embedding rows 0..max_z
+  int64_t max_z = kMaxAtomicNumber;  // largest atomic number the model reads
+  // The atomic numbers (ascending) that have weights of their own: the embedding's rows and
+  // MACE's element weights, row k for elements[k] (the elements of the run's dataset; a run's
+  // checkpoint keeps them). Empty: every atomic number 0..max_z is its own row.
+  std::vector<int64_t> elements;
+  // Rows of the element-indexed weights.
+  int64_t num_species() const { return elements.empty() ? max_z + 1 : int64_t(elements.size()); }
   Pooling graph_pooling = Pooling::kMean;
   // The head layers: graph heads' shared MLP, then one MLP per head; node heads' MLPs (branch 0
   // of multi-branch heads).

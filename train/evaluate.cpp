@@ -107,6 +107,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   Dataset ds(data);
   bind_to_dataset(setup, ds);
   const GraphBlock block = ds.read(0, ds.n_graphs());
+  check_elements_known(setup.spec, block.z, data);
   std::vector<int64_t> ids;
   // Each graph's split in the run: the run's own file split by (perc_train, seed); with explicit
   // files, the file's role; a file the run did not see: "other".

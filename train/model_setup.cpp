@@ -84,7 +84,47 @@ double max_triplets_per_graph(const TrainData& data, const ModelSetup& setup, in
   return most;
 }
 
+// The atoms of each element in the splits' graphs over every rank: [split * 256 + z].
+std::vector<long double> element_counts(const TrainData& data) {
+  std::vector<long double> n(3 * 256, 0.0L);
+  for (int split : {kTrain, kValidate, kTest})
+    data.visit_local(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+      for (int64_t id : ids) {
+        const int64_t a0 = block.atom_start[size_t(id)];
+        for (int64_t a = a0; a < a0 + block.n_atoms[size_t(id)]; ++a)
+          n[size_t(split * 256 + block.z[size_t(a)])] += 1;
+      }
+    });
+  data.sum_stats(n.data(), int64_t(n.size()));
+  return n;
+}
+
 }  // namespace
+
+std::string element_list(const std::vector<int64_t>& elements) {
+  std::string out;
+  for (int64_t z : elements) {
+    const std::string& symbol = element_symbol(int(z));
+    out += (out.empty() ? "" : ", ") + (symbol.empty() ? "Z=" + std::to_string(z) : symbol);
+  }
+  return out;
+}
+
+void check_elements_known(const GnnSpec& spec, const std::vector<uint8_t>& z,
+                          const std::string& where) {
+  if (spec.elements.empty()) return;  // every atomic number 0..max_z (checked by the model)
+  bool seen[256] = {};
+  for (uint8_t v : z) seen[v] = true;
+  std::vector<int64_t> missing;
+  for (int v = 0; v < 256; ++v)
+    if (seen[v] && !std::binary_search(spec.elements.begin(), spec.elements.end(), int64_t(v)))
+      missing.push_back(v);
+  if (!missing.empty())
+    throw DataError(where + " holds " + element_list(missing) +
+                        ", which the model has no weights for (it was trained on " +
+                        element_list(spec.elements) + ")",
+                    "use a model trained on data that holds these elements");
+}
 
 double Normalizer::energy_offset(const uint8_t* z, int64_t n_atoms) const {
   double sum = 0.0;
@@ -179,7 +219,7 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   if (resume) {
     const ModelSetup saved = model_setup_from_json(resume->at("model"));
     nlohmann::json mine = spec_to_json(setup.spec), theirs = spec_to_json(saved.spec);
-    for (const char* fitted : {"pna_deg", "avg_num_neighbors"}) {  // fitted to the training set
+    for (const char* fitted : {"pna_deg", "avg_num_neighbors", "elements"}) {  // from the data
       mine.erase(fitted);
       theirs.erase(fitted);
     }
@@ -192,6 +232,13 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
       throw DataError("the checkpoint holds another model (checkpoint vs config): " + what,
                       "resume with the config that wrote it, or start a new Output.run_dir");
     }
+    setup.spec.elements = saved.spec.elements;
+    const std::vector<long double> counts = element_counts(data);
+    std::vector<uint8_t> present;
+    for (int z = 0; z < 256; ++z)
+      if (counts[size_t(z)] + counts[size_t(256 + z)] + counts[size_t(512 + z)] > 0)
+        present.push_back(uint8_t(z));
+    check_elements_known(setup.spec, present, "the run's data");
     setup.spec.layer.pna_deg = saved.spec.layer.pna_deg;
     setup.spec.layer.avg_num_neighbors = saved.spec.layer.avg_num_neighbors;
     setup.norm = saved.norm;
@@ -220,6 +267,17 @@ ModelSetup make_model_setup(const TrainSettings& s, const TrainData& data,
   }
   setup.norm = fit_normalizer([&](const auto& f) { data.visit_local(kTrain, f); }, sum,
                               setup.targets.heads, s.needs_forces(), s.e0s);
+  // The elements of the data, each with its own rows of the element-indexed weights.
+  const std::vector<long double> counts = element_counts(data);
+  for (int64_t z = 0; z < 256; ++z)
+    if (counts[size_t(z)] + counts[size_t(256 + z)] + counts[size_t(512 + z)] > 0) {
+      if (z > setup.spec.max_z)
+        throw DataError("the data holds atomic number " + std::to_string(z) + ", above " +
+                            std::to_string(setup.spec.max_z),
+                        "check the dataset's species (`ddgnn info`)");
+      setup.spec.elements.push_back(z);
+      if (counts[size_t(z)] == 0) setup.untrained_elements.push_back(z);
+    }
   if (setup.spec.mpnn_type == "DimeNet") {  // the triplets' memory, before the first step
     // Every rank checks its share of the training split; all stop if any share exceeds.
     const double batch = max_triplets_per_graph(data, setup, 2000) * double(s.batch_size);

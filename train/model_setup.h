@@ -68,6 +68,9 @@ struct ModelSetup {
   Precision precision = Precision::kFloat32;
   Normalizer norm;
   c10::Device device = c10::Device(c10::kCPU);  // where batches are built (not in the record)
+  // Elements of the model (spec.elements) that the training split does not hold: their weights
+  // keep their initial values (make_model_setup; not in the record).
+  std::vector<int64_t> untrained_elements;
 };
 
 nlohmann::json to_json(const ModelSetup& setup);
@@ -96,6 +99,13 @@ bool names_a_branch(double value, int64_t n_branches);
 // head or input and what the file holds when one is missing or of another width.
 void bind_to_dataset(ModelSetup& setup, const Dataset& dataset);
 
+// Checks that the model has weights for every element of `z` (the atoms of `where`): a DataError
+// naming the elements it lacks and those it was trained on.
+void check_elements_known(const GnnSpec& spec, const std::vector<uint8_t>& z,
+                          const std::string& where);
+// "H, C, O": the symbols of atomic numbers.
+std::string element_list(const std::vector<int64_t>& elements);
+
 // The stress is predicted (and its errors reported) when the forces are conservative, the cells
 // periodic and the train split has graphs with a stress: sets s.targets.stress (collective over
 // the data's ranks). ConfigError when Architecture.stress_weight asks for a stress there is not.
@@ -103,9 +113,10 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& dataset);
 std::string bind_stress(TrainSettings& s, const TrainData& data);
 
 // The model of a run: from the settings, with the normaliser fitted on the training split (and
-// PNA's degree histogram) over all ranks (collective over the data's ranks); or, resuming, the
-// checkpoint record's normaliser and histogram, after checking that the record holds the model
-// the settings describe (DataError naming the differences).
+// PNA's degree histogram) over all ranks (collective over the data's ranks), and the elements of
+// every split as the model's elements (GnnSpec::elements); or, resuming, the checkpoint record's
+// normaliser, histogram and elements, after checking that the record holds the model the
+// settings describe (DataError naming the differences) and knows every element of the data.
 ModelSetup make_model_setup(const TrainSettings& settings, const TrainData& data,
                             const nlohmann::json* resume_record);
 

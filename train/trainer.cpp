@@ -298,6 +298,13 @@ void Trainer::build_model(const nlohmann::json* resume_record) {
     m_setup.device = c10::Device(c10::kCUDA, int8_t(m_place.gpu));
     at::globalContext().setFloat32MatmulPrecision("high");  // fp32: TF32 matmuls allowed
   }
+  if (m_root && !m_setup.untrained_elements.empty())
+    spdlog::warn(
+        "the training split holds no atom of {} (only the validation or test split "
+        "does): the model's weights for them stay untrained and their reference energy "
+        "is 0, so their predictions mean nothing; split the data so that the training "
+        "split holds every element",
+        element_list(m_setup.untrained_elements));
   at::manual_seed(m_s.seed);
   m_gnn = std::make_shared<Gnn>(m_setup.spec);
   m_gnn->to(m_setup.device, to_dtype(m_setup.precision));

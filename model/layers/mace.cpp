@@ -212,7 +212,7 @@ class Mace : public MessagePassing {
       // Terms of degree l, in the order forward() appends them: A_l, pairs, triples.
       const int64_t n = (l <= m_lsh) + m_pair_rows[size_t(l)] + m_triple_rows[size_t(l)];
       m_w_elem.push_back(register_parameter("element" + std::to_string(l),
-                                            at::randn({spec.max_z + 1, n, f}) / std::sqrt(n)));
+                                            at::randn({spec.num_species, n, f}) / std::sqrt(n)));
       m_w_prod.push_back(param("product" + std::to_string(l), {f, f}));
     }
     build_element_couplings();
@@ -303,7 +303,7 @@ class Mace : public MessagePassing {
     // B [N, K_out, F]: every term times its element weight, summed into its degree's rows, by the
     // same coupling kernel (the weights of the atom's element are the coupling's first factor).
     const at::Tensor w =
-        concat(m_w_elem, 1).index_select(0, batch.z).to(a.scalar_type());  // [N, terms, F]
+        concat(m_w_elem, 1).index_select(0, batch.species).to(a.scalar_type());  // [N, terms, F]
     at::Tensor b = couple_channels(w, a, m_elem_cc[0]);
     if (pairs.defined()) b = b + couple_channels(w, pairs, m_elem_cc[1]);
     if (triples.defined()) b = b + couple_channels(w, triples, m_elem_cc[2]);

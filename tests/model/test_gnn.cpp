@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -285,6 +286,67 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, GnnLayers, ::testing::ValuesIn(layer_cases()
 // With equivariance the first layer's displacement reaches the second layer: the energy changes
 // with coord2's weights; with a zero step the model is the one without equivariance (whose
 // parameters are the others: coord1 and coord2 exist only with it).
+// A model with rows for the elements of its data (GnnSpec::elements) predicts what the model with
+// a row for every atomic number predicts when its rows are those rows (the embedding and MACE's
+// element weights); an atom of another element is an error that names it.
+TEST_P(GnnLayers, RowsOfTheDataElementsPredictAsTheFullTable) {
+  const GnnSpec full_spec = make_spec(GetParam());
+  GnnSpec spec = full_spec;
+  spec.elements = {1, 8, 14};
+  auto full = build(full_spec);
+  auto own = build(spec);
+  const at::Tensor rows = at::tensor(std::vector<int64_t>{1, 8, 14});
+  {
+    at::NoGradGuard no_grad;
+    auto from = full->named_parameters();
+    int64_t indexed = 0;
+    for (auto& item : own->named_parameters()) {
+      const at::Tensor& source = from[item.key()];
+      if (source.sizes() == item.value().sizes()) {
+        item.value().copy_(source);
+      } else {  // rows by element
+        item.value().copy_(source.index_select(0, rows));
+        ++indexed;
+      }
+    }
+    EXPECT_EQ(indexed, 1 + (GetParam() == "MACE" ? full_spec.num_conv_layers : 0) +
+                           (GetParam() == "MACE" && full_spec.layer.node_max_ell > 0 ? 1 : 0));
+  }
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});  // H, C, O, Si
+  const GraphBatch cell = batch_of({periodic_cell()});           // H, O, Si
+  const Prediction a = predict_on(*full, cell, true), c = predict_on(*own, cell, true);
+  expect_close(c.energy, a.energy, 1e-12, "energy");
+  expect_close(c.forces, a.forces, 1e-12, "forces");
+  try {
+    predict_on(*own, b, true);
+    ADD_FAILURE() << "carbon went through a model without carbon";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "has atomic number 6, which the model has no weights for (it was trained on "
+                  "atomic numbers 1, 8, 14)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The elements travel in the spec's JSON (a checkpoint's record); a record from before them reads
+// as a row for every atomic number; elements out of order or range are refused.
+TEST(GnnElements, TheElementsSurviveTheSpecJsonAndAreChecked) {
+  GnnSpec spec = make_spec("SchNet");
+  spec.elements = {1, 6, 8};
+  EXPECT_EQ(spec.num_species(), 3);
+  EXPECT_EQ(spec_from_json(spec_to_json(spec)).elements, spec.elements);
+  nlohmann::json old = spec_to_json(spec);
+  old.erase("elements");
+  EXPECT_TRUE(spec_from_json(old).elements.empty());
+  EXPECT_EQ(spec_from_json(old).num_species(), kMaxAtomicNumber + 1);
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{8, 1}, std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 200}}) {
+    spec.elements = bad;
+    EXPECT_THROW(Gnn{spec}, ConfigError) << bad.size();
+  }
+}
+
 TEST(EgnnCoordinates, MovedAtomsChangeTheEnergy) {
   const GraphBatch b = batch_of({periodic_cell(), molecule()});
   auto on = build(make_spec("EGNN_equivariant"));

@@ -54,7 +54,7 @@ LayerSpec spec(int64_t max_ell = 3, int64_t node_max_ell = 2, int64_t correlatio
   s.correlation = correlation;
   s.avg_num_neighbors = 4.0;
   s.num_layers = 2;
-  s.max_z = 20;
+  s.num_species = 21;
   s.envelope.p = 5;
   return s;
 }

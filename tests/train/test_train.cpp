@@ -694,6 +694,65 @@ TEST(TrainBadInput, LoneAtomInPeriodicCells) {
   expect_error(run("train -c " + write_config(dir, "d.json", c)), "no neighbour within the radius");
 }
 
+// The model has weights for the elements of its data only (the embedding's rows, MACE's element
+// weights): they travel in the checkpoint; a file with another element is refused by `evaluate`
+// with the elements named, and an element that only the held-out splits hold is a warning.
+TEST(TrainBadInput, AModelKnowsTheElementsOfItsData) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 12;
+  write_lj_dataset(dir.file("train.h5"), o);  // argon- and neon-like atoms (Z = 18, 10)
+  const auto write_with_krypton = [&](const std::string& path) {
+    DatasetWriter w(path, WriterOptions{});
+    for (int k = 0; k < 5; ++k) {
+      Frame f;
+      f.z = {18, 36, 10, 18};
+      f.pos = {0, 0, 0, 3.6 + 0.05 * k, 0, 0, 0, 3.5, 0, 3.4, 3.4, 0.2 * k};
+      f.has_energy = true;
+      testing::lj_label(f, false, 0.0);
+      w.add(f, "frame");
+    }
+    w.commit();
+  };
+  write_with_krypton(dir.file("kr.h5"));
+  nlohmann::json c = small_config(dir.file("train.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Architecture"]["mpnn_type"] = "MACE";
+  c["NeuralNetwork"]["Architecture"]["max_ell"] = 1;
+  c["NeuralNetwork"]["Architecture"]["correlation"] = 2;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json record = read_checkpoint_record(dir.file("r") + "/checkpoints/best.pt");
+  EXPECT_EQ(record.at("model").at("spec").at("elements"), (std::vector<int64_t>{10, 18}));
+  const ModelSetup setup = model_setup_from_json(record.at("model"));
+  Gnn gnn(setup.spec);
+  gnn.to(to_dtype(setup.precision));
+  load_checkpoint_model(dir.file("r") + "/checkpoints/best.pt", gnn);  // the shapes match
+  const auto named = gnn.named_parameters();
+  EXPECT_EQ(named["embedding.weight"].size(0), 2);  // one row per element
+  EXPECT_EQ(named["conv0.element0"].size(0), 2);
+  ASSERT_EQ(run("evaluate --run " + dir.file("r") + " --split all").code, 0);
+  expect_error(
+      run("evaluate --run " + dir.file("r") + " --data " + dir.file("kr.h5") + " --split all"),
+      "kr.h5 holds Kr, which the model has no weights for (it was trained on Ne, Ar)");
+  // Krypton in the test file only: the run trains, with a warning that names it.
+  c["Dataset"]["path"] = {{"train", dir.file("train.h5")},
+                          {"validate", dir.file("train.h5")},
+                          {"test", dir.file("kr.h5")}};
+  c["Output"]["run_dir"] = dir.file("r2");
+  const Result held_out = run("train -c " + write_config(dir, "d.json", c));
+  ASSERT_EQ(held_out.code, 0) << held_out.out;
+  EXPECT_NE(held_out.out.find("the training split holds no atom of Kr (only the validation or test "
+                              "split does)"),
+            std::string::npos)
+      << held_out.out;
+  EXPECT_EQ(read_checkpoint_record(dir.file("r2") + "/checkpoints/best.pt")
+                .at("model")
+                .at("spec")
+                .at("elements"),
+            (std::vector<int64_t>{10, 18, 36}));
+}
+
 TEST(TrainBadInput, CheckpointOfAnotherShapeOrDtype) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
