@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `ddgnn train` on P ranks with the thread hygiene that several ranks per node need:
 # sleeping OpenMP waits, OpenBLAS and OpenMP threads set explicitly, Open MPI allowed as root
-# (containers). Inside a Slurm allocation it launches with srun, else with mpiexec.
+# (containers). Inside a Slurm allocation it launches with srun, else with mpiexec (stop that
+# with kill -USR1 PID: mpiexec passes SIGUSR1 on, while after a SIGTERM it kills the ranks 1 s later).
 #   jobs/train.sh -n 4 --config configs/cu_eam_schnet.json [more ddgnn train arguments]
 #   THREADS=2 jobs/train.sh -n 2 --config c.json      # intra-op threads per rank (default: auto)
 set -euo pipefail

@@ -126,7 +126,9 @@ Batches Loader::train_epoch(int64_t epoch, const ModelSetup& setup) {
       [this, batches = std::move(batches), &setup](size_t i) {
         return build(kTrain, batches[i], setup, /*training=*/true);
       },
-      /*detach_on_unwind=*/m_world > 1);
+      /*detach_on_unwind=*/m_world > 1,
+      // A stop request ends the epoch at that step on every rank: nothing is built after it.
+      [](const StepBatch& b) { return b.stop; });
 }
 
 void Loader::for_each_eval_batch(int split, const ModelSetup& setup,

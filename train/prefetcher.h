@@ -1,7 +1,9 @@
 // A producer thread that builds items 0 .. n-1 in order, at most `depth` ahead of the consumer
 // (depth 0: each item is built in next(), on the caller's thread). The loader uses it to fetch
 // and collate batch k+1 while step k computes. An error of the builder is rethrown by the next()
-// that would have returned the item.
+// that would have returned the item. An item that `last` accepts is the last one built: the
+// consumer that stops there (every rank at the same step) leaves no builder in a collective
+// of an item that another rank's builder, stopped first, never starts.
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace ddgnn {
@@ -21,8 +24,13 @@ class Prefetcher {
   // `detach_on_unwind`: when the consumer unwinds after an error (an exception in flight), a
   // builder that does not finish within 2 s is left behind instead of joined: on several ranks it
   // may sit in a collective that the other ranks never join, and the error path stops the job.
-  Prefetcher(size_t n, int64_t depth, std::function<T(size_t)> build, bool detach_on_unwind)
-      : m_n(n), m_depth(depth), m_build(std::move(build)), m_detach_on_unwind(detach_on_unwind) {
+  Prefetcher(size_t n, int64_t depth, std::function<T(size_t)> build, bool detach_on_unwind,
+             std::function<bool(const T&)> last = {})
+      : m_n(n),
+        m_depth(depth),
+        m_build(std::move(build)),
+        m_last(std::move(last)),
+        m_detach_on_unwind(detach_on_unwind) {
     if (m_depth > 0) m_thread = std::thread([this] { produce(); });
   }
   ~Prefetcher() {
@@ -47,8 +55,9 @@ class Prefetcher {
   T next() {
     if (m_depth == 0) return m_build(m_taken++);
     std::unique_lock<std::mutex> lock(m_mutex);
-    m_cv.wait(lock, [&] { return !m_queue.empty() || m_error; });
+    m_cv.wait(lock, [&] { return !m_queue.empty() || m_error || m_finished; });
     if (m_queue.empty() && m_error) std::rethrow_exception(m_error);
+    if (m_queue.empty()) throw std::logic_error("Prefetcher::next() after the last item");
     T item = std::move(m_queue.front());
     m_queue.pop_front();
     ++m_taken;
@@ -67,11 +76,13 @@ class Prefetcher {
           if (m_stop) break;
         }
         T item = m_build(i);
+        const bool last = m_last && m_last(item);
         {
           std::lock_guard<std::mutex> lock(m_mutex);
           m_queue.push_back(std::move(item));
         }
         m_cv.notify_all();
+        if (last) break;
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(m_mutex);
@@ -85,6 +96,7 @@ class Prefetcher {
   size_t m_n;
   int64_t m_depth;
   std::function<T(size_t)> m_build;
+  std::function<bool(const T&)> m_last;
   bool m_detach_on_unwind;
   size_t m_taken = 0;
   std::thread m_thread;

@@ -1,6 +1,6 @@
 // The prefetch pipeline (train/prefetcher.h): items come in order whatever the depth, the builder
 // never runs more than `depth` ahead of the consumer, and a builder's error reaches the consumer at
-// the item that failed.
+// the item that failed; nothing is built after an item that ends the sequence.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -71,6 +71,20 @@ TEST(Prefetcher, DestroyedBeforeTheEndStopsTheBuilder) {
     EXPECT_EQ(p.next(), 0);
   }
   EXPECT_LE(built.load(), 6);
+}
+
+// The training loop stops every rank at the step whose batch carries a stop request; the builder
+// must not start the item after it (on several ranks that item's collective would wait for
+// builders that stopped first).
+TEST(Prefetcher, NothingIsBuiltAfterTheLastItem) {
+  for (int64_t depth : {1, 3}) {
+    std::atomic<int> built{0};
+    Prefetcher<int> p(1000, depth, counting(built), false, [](const int& i) { return i == 4; });
+    for (int i = 0; i <= 4; ++i) EXPECT_EQ(p.next(), i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(built.load(), 5) << "depth " << depth;
+    EXPECT_THROW(p.next(), std::logic_error);
+  }
 }
 
 }  // namespace

@@ -432,34 +432,42 @@ TEST(TrainMpi, ARankWithAnotherConfigIsRefusedAtStart) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("r") + "/checkpoints")) << "the run started";
 }
 
-// SIGTERM to mpiexec (a batch system's time limit, a user's kill) once the first epoch is
-// checkpointed: every rank stops at the same step, rank 0 writes interrupted.pt (it loads), the
-// job exits non-zero saying what to do, and no rank is left.
-TEST(TrainMpi, SigtermToMpiexecStopsEveryRankWithACheckpoint) {
-  TempDir dir;
-  write_lj_dataset(dir.file("lj.h5"), step_data());
-  nlohmann::json c = step_config(dir.file("lj.h5"), dir.file("r"), 2);
-  c["NeuralNetwork"]["Training"]["num_epoch"] = 1000;
-  const std::string cfg = testing::write_config(dir, "c.json", c);
-  const std::string script =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + std::string(DDGNN_MPIEXEC) +
-      " -n 2 --oversubscribe " + DDGNN_BINARY + " train -c " + cfg + " > " + dir.file("out") +
-      " 2>&1 & pid=$!; for i in $(seq 600); do [ -f " + dir.file("r") +
-      "/checkpoints/epoch_00001.pt ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(("timeout 120 sh -c '" + script + "'").c_str());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string out = testing::read_text(dir.file("out"));
-  EXPECT_NE(status, 0) << out;
-  EXPECT_NE(WEXITSTATUS(status), 124) << "timed out\n" << out;
-  EXPECT_LT(s, 100.0) << out;
-  EXPECT_NE(out.find("stopped by SIGTERM in epoch"), std::string::npos) << out;
-  EXPECT_NE(out.find("Training.continue=1"), std::string::npos) << out;
-  const std::string ck = dir.file("r") + "/checkpoints/interrupted.pt";
-  ASSERT_TRUE(std::filesystem::exists(ck)) << out;
-  EXPECT_FALSE(testing::checkpoint_parameters(ck).empty());
-  EXPECT_NE(std::system(("pgrep -f '[t]rain -c " + cfg + "' > /dev/null").c_str()), 0)
-      << "a rank is left";
+// A stop request once the first epoch is checkpointed, delivered as the job gets it: SIGTERM to
+// every rank (a batch system at its time limit signals each task), or SIGUSR1 to a bare mpiexec
+// (Open MPI passes it on; SIGTERM to mpiexec makes it SIGKILL the ranks one second later). Every
+// rank stops at the same step, rank 0 writes interrupted.pt (it loads), the job exits non-zero
+// saying how to resume, and no rank is left.
+TEST(TrainMpi, AStopSignalStopsEveryRankWithACheckpoint) {
+  for (const auto& [name, send] : std::vector<std::pair<std::string, std::string>>{
+           {"SIGTERM", "pkill -TERM -P $pid"}, {"SIGUSR1", "kill -USR1 $pid"}}) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    write_lj_dataset(dir.file("lj.h5"), step_data());
+    nlohmann::json c = step_config(dir.file("lj.h5"), dir.file("r"), 2);
+    c["NeuralNetwork"]["Training"]["num_epoch"] = 1000;
+    const std::string cfg = testing::write_config(dir, "c.json", c);
+    // jobs/train.sh exec's mpiexec: $pid is mpiexec's, its children are the ranks.
+    const std::string script =
+        "DDGNN=" + std::string(DDGNN_BINARY) + " bash " + std::string(DDGNN_SOURCE_DIR) +
+        "/jobs/train.sh -n 2 -c " + cfg + " > " + dir.file("out") +
+        " 2>&1 & pid=$!; for i in $(seq 600); do [ -f " + dir.file("r") +
+        "/checkpoints/epoch_00001.pt ] && break; sleep 0.1; " + "done; " + send + "; wait $pid";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int status = std::system(("timeout 120 sh -c '" + script + "'").c_str());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string out = testing::read_text(dir.file("out"));
+    EXPECT_NE(status, 0) << out;
+    EXPECT_NE(WEXITSTATUS(status), 124) << "timed out\n" << out;
+    EXPECT_LT(s, 100.0) << out;
+    EXPECT_NE(out.find("stopped by " + name + " in epoch"), std::string::npos) << out;
+    EXPECT_NE(out.find("Training.continue=1"), std::string::npos) << out;
+    EXPECT_EQ(count(out, "stopped by"), 1) << "once for the job, not once a rank\n" << out;
+    const std::string ck = dir.file("r") + "/checkpoints/interrupted.pt";
+    ASSERT_TRUE(std::filesystem::exists(ck)) << out;
+    EXPECT_FALSE(testing::checkpoint_parameters(ck).empty());
+    EXPECT_NE(std::system(("pgrep -f '[t]rain -c " + cfg + "' > /dev/null").c_str()), 0)
+        << "a rank is left";
+  }
 }
 
 TEST(TrainMpi, CorruptedPartitionIsReportedByItsOwner) {
