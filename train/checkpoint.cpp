@@ -330,6 +330,22 @@ std::string checkpoint_name(int64_t epoch) {
   return buf;
 }
 
+Error interrupted_error(const std::string& by, int64_t epoch, int64_t steps_done,
+                        const std::string& checkpoint_dir) {
+  const auto last = epoch_checkpoints(checkpoint_dir);
+  Error e("stopped by " + by + " in epoch " + std::to_string(epoch) + " after " +
+              std::to_string(steps_done) +
+              " step(s): the weights and optimizer of that step are in " + checkpoint_dir +
+              "/interrupted.pt" +
+              (last.empty() ? std::string("; no whole epoch was checkpointed")
+                            : "; the last whole epoch in " + last.back()),
+          "resume from the last whole epoch with --set Training.continue=1, or from the "
+          "interrupted step with --set Training.continue=1 --set Training.startfrom="
+          "interrupted.pt");
+  e.set_reported_by(0);  // every rank stops at the same step
+  return e;
+}
+
 void keep_latest_checkpoints(const std::string& dir, int64_t keep) {
   auto all = epoch_checkpoints(dir);
   while (int64_t(all.size()) > keep) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "model/gnn.h"
 #include "model/optim.h"
 
@@ -86,6 +87,11 @@ RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r
 std::vector<std::string> epoch_checkpoints(const std::string& dir);
 // "epoch_00012.pt".
 std::string checkpoint_name(int64_t epoch);
+// The error that ends a run a signal stopped (`by`: "SIGTERM", ...) after `steps_done` steps of
+// `epoch`, its weights in <checkpoint_dir>/interrupted.pt: where they and the last whole epoch
+// are, and how to resume from either. Every rank throws it; rank 0 reports it for the job.
+Error interrupted_error(const std::string& by, int64_t epoch, int64_t steps_done,
+                        const std::string& checkpoint_dir);
 // Removes the oldest epoch checkpoints of `dir` until `keep` are left.
 void keep_latest_checkpoints(const std::string& dir, int64_t keep);
 // Makes <run_dir>/checkpoints. A run directory that holds a run is a ConfigError unless the run

@@ -568,17 +568,7 @@ void Trainer::stop_on_signal() {
     Waiting waiting("the checkpoint of the interrupted step");
     MPI_CHECK(MPI_Barrier(m_comm.get()));  // no rank leaves (and aborts) before it is written
   }
-  const auto last = epoch_checkpoints(ckdir);
-  Error e("stopped by " + by + " in epoch " + std::to_string(epoch) + " after " +
-              std::to_string(done) + " step(s): the weights and optimizer of that step are in " +
-              ckdir + "/interrupted.pt" +
-              (last.empty() ? std::string("; no whole epoch was checkpointed")
-                            : "; the last whole epoch in " + last.back()),
-          "resume from the last whole epoch with --set Training.continue=1, or from the "
-          "interrupted step with --set Training.continue=1 --set Training.startfrom="
-          "interrupted.pt");
-  e.set_reported_by(0);  // every rank stops at this step: the job's line is rank 0's
-  throw e;
+  throw interrupted_error(by, epoch, done, ckdir);
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {

@@ -451,7 +451,7 @@ TEST(TrainMpi, AStopSignalStopsEveryRankWithACheckpoint) {
         "DDGNN=" + std::string(DDGNN_BINARY) + " bash " + std::string(DDGNN_SOURCE_DIR) +
         "/jobs/train.sh -n 2 -c " + cfg + " > " + dir.file("out") +
         " 2>&1 & pid=$!; for i in $(seq 600); do [ -f " + dir.file("r") +
-        "/checkpoints/epoch_00001.pt ] && break; sleep 0.1; " + "done; " + send + "; wait $pid";
+        "/checkpoints/epoch_00001.pt ] && break; sleep 0.1; done; " + send + "; wait $pid";
     const auto t0 = std::chrono::steady_clock::now();
     const int status = std::system(("timeout 120 sh -c '" + script + "'").c_str());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
