@@ -14,7 +14,8 @@
 // `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast); `max_ell=N`,
 // `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults otherwise); `ops`: the
 // 40 costliest ATen ops of the timed steps by input shapes; `all_elements`: element-indexed weights
-// for every atomic number, not only for copper's (GnnSpec::elements, as `train` sets them).
+// for every atomic number, not only for copper's (GnnSpec::elements, as `train` sets them);
+// `kernels=wide|avx2|none`: the CPU loops of that level (model/kernels.h) instead of the CPU's own.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <sys/resource.h>
@@ -39,10 +40,12 @@
 #include "core/threads.h"
 #include "model/device.h"
 #include "model/gnn.h"
+#include "model/kernels.h"
 #include "model/layer.h"
 #include "model/optim.h"
 #include "model/precision.h"
 #include "model/predict.h"
+#include "model/small_mm.h"
 
 namespace {
 
@@ -260,7 +263,6 @@ int main(int argc, char** argv) {
   // does not know).
   const std::string blas = ddgnn::set_up_cpu_compute(1);
   const std::string kernels = ddgnn::blas_kernels() + (blas.empty() ? "" : " (" + blas + ")");
-  std::printf("BLAS kernels: %s\n", kernels.c_str());
   const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
   std::vector<std::string> types = ddgnn::known_layers();
   if (argc > 2 && std::string(argv[2]) != "all") {
@@ -280,13 +282,26 @@ int main(int argc, char** argv) {
   g_bf16 = options.find("bf16") != std::string::npos;
   g_ops = options.find("ops") != std::string::npos;
   g_all_elements = options.find("all_elements") != std::string::npos;
+  std::unique_ptr<ddgnn::kernels::CpuKernelsScope> kernel_level;
   {
     std::stringstream ss(options);
     std::string token;
     while (std::getline(ss, token, ','))
-      if (const size_t eq = token.find('='); eq != std::string::npos)
-        g_layer[token.substr(0, eq)] = std::stoll(token.substr(eq + 1));
+      if (const size_t eq = token.find('='); eq != std::string::npos) {
+        const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+        if (key == "kernels") {
+          using ddgnn::kernels::CpuKernels;
+          const CpuKernels level = value == "avx2"   ? CpuKernels::kAvx2
+                                   : value == "none" ? CpuKernels::kNone
+                                                     : CpuKernels::kWide;
+          kernel_level = std::make_unique<ddgnn::kernels::CpuKernelsScope>(level);
+        } else {
+          g_layer[key] = std::stoll(value);
+        }
+      }
   }
+  std::printf("BLAS kernels: %s; small products: %s\n", kernels.c_str(),
+              ddgnn::small_mm_kernels().c_str());
   if (device.is_cuda()) at::globalContext().setFloat32MatmulPrecision("high");  // TF32
   std::printf(
       "one thread, %s, device %s%s, %d timed steps after 3 warm-up; ms per step by "

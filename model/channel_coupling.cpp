@@ -88,21 +88,38 @@ ChannelCoupling saved(AutogradContext* ctx) {
 // Atoms [begin, end): out[a, r] = sum over entries of c x[a, i] * y[a, j]. ent holds the entries'
 // row offsets (r, i, j, times F), ordered by r, and runs[k]..runs[k + 1] are the entries of one r,
 // summed in registers (run_sum) and written once.
-template <typename T>
-DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
-                                     const int64_t* ent, const int64_t* runs, int64_t n_runs,
-                                     const T* coef, int64_t f, int64_t xs, int64_t ys, int64_t os) {
+template <int VB, typename T>
+__attribute__((always_inline)) inline void couple_body(int64_t begin, int64_t end, const T* xp,
+                                                       const T* yp, T* op, const int64_t* ent,
+                                                       const int64_t* runs, int64_t n_runs,
+                                                       const T* coef, int64_t f, int64_t xs,
+                                                       int64_t ys, int64_t os) {
   for (int64_t a = begin; a < end; ++a) {
     const T* xa = xp + a * xs;
     const T* ya = yp + a * ys;
     T* oa = op + a * os;
     std::fill(oa, oa + os, T(0));  // here, while the block is in cache, not in a pass of its own
     for (int64_t k = 0; k < n_runs; ++k)
-      run_sum<T>(
+      run_sum<VB, T>(
           oa + ent[3 * runs[k]], f, ent, runs[k], runs[k + 1],
           [&](const int64_t* e) { return coef[(e - ent) / 3]; },
           [&](const int64_t* e) { return xa + e[1]; }, [&](const int64_t* e) { return ya + e[2]; });
   }
+}
+
+// couple_body in 64-byte vectors (AVX-512, or a CPU other than x86) and in 32-byte ones (AVX2).
+template <typename T>
+DDGNN_VECTOR_KERNEL void couple_loop(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
+                                     const int64_t* ent, const int64_t* runs, int64_t n_runs,
+                                     const T* coef, int64_t f, int64_t xs, int64_t ys, int64_t os) {
+  couple_body<64>(begin, end, xp, yp, op, ent, runs, n_runs, coef, f, xs, ys, os);
+}
+template <typename T>
+DDGNN_AVX2_LOOP void couple_loop_avx2(int64_t begin, int64_t end, const T* xp, const T* yp, T* op,
+                                      const int64_t* ent, const int64_t* runs, int64_t n_runs,
+                                      const T* coef, int64_t f, int64_t xs, int64_t ys,
+                                      int64_t os) {
+  couple_body<32>(begin, end, xp, yp, op, ent, runs, n_runs, coef, f, xs, ys, os);
 }
 
 at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const ChannelCoupling& c) {
@@ -131,8 +148,11 @@ at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const Chan
     const scalar_t* yp = y.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
     at::parallel_for(0, n_atoms, 64, [&](int64_t begin, int64_t end) {
-      couple_loop<scalar_t>(begin, end, xp, yp, op, ent.data(), runs.data(),
-                            int64_t(runs.size()) - 1, coef.data(), f, c.I * f, c.J * f, c.R * f);
+      const auto loop = kernels::cpu_kernels() == kernels::CpuKernels::kAvx2
+                            ? couple_loop_avx2<scalar_t>
+                            : couple_loop<scalar_t>;
+      loop(begin, end, xp, yp, op, ent.data(), runs.data(), int64_t(runs.size()) - 1, coef.data(),
+           f, c.I * f, c.J * f, c.R * f);
     });
   });
   return out;

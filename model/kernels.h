@@ -16,7 +16,42 @@
 #define DDGNN_VECTOR_KERNEL
 #endif
 
+// A loop compiled for AVX2 with FMA alone, written for 32-byte vectors (GCC's AVX2 clones of the
+// loops above keep 64-byte blocks, which spill on AVX2's 16 registers, or stay scalar where a
+// branch is not if-converted): called where cpu_kernels() is kAvx2.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDGNN_AVX2_LOOP __attribute__((target("avx2,fma"), optimize("O3")))
+#else
+#define DDGNN_AVX2_LOOP
+#endif
+
 namespace ddgnn::kernels {
+
+// Which versions of the hot loops run: kWide the DDGNN_VECTOR_KERNEL ones (AVX-512, or a CPU
+// other than x86), kAvx2 the DDGNN_AVX2_LOOP ones where they exist, kNone (an x86 CPU without AVX2
+// and FMA) the DDGNN_VECTOR_KERNEL ones and ATen's products instead of small_mm's kernels. Found
+// once from the CPU, unless a CpuKernelsScope is alive.
+enum class CpuKernels { kWide, kAvx2, kNone };
+CpuKernels cpu_kernels();
+const char* to_string(CpuKernels level);
+
+// Whether this CPU can run the loops of `level` (kWide and kNone run anywhere, the
+// DDGNN_VECTOR_KERNEL loops picking their version by the CPU; kAvx2 needs AVX2 and FMA).
+bool cpu_can_run(CpuKernels level);
+
+// Runs the loops of `level` instead of the CPU's own while it lives, for every thread (tests and
+// benchmarks compare the versions on one CPU; not for use while other threads compute). Throws
+// ddgnn::Error when the CPU cannot run them.
+class CpuKernelsScope {
+ public:
+  explicit CpuKernelsScope(CpuKernels level);
+  ~CpuKernelsScope();
+  CpuKernelsScope(const CpuKernelsScope&) = delete;
+  CpuKernelsScope& operator=(const CpuKernelsScope&) = delete;
+
+ private:
+  int m_previous;
+};
 
 // y = softplus(x) - shift and s = sigmoid(x), n elements. softplus(x) = max(x, 0) +
 // log1p(exp(-|x|)): no overflow, and within 3e-7 relative of the float64 value (PyTorch's

@@ -1,13 +1,15 @@
 // The inner step of the fused coupling kernels (model/tensor_product.cpp,
 // model/channel_coupling.cpp): a run of entries that share one output row, their channel-wise
 // products summed in registers and the row read and written once. Header-only, no torch: it is
-// inlined into each caller's DDGNN_VECTOR_KERNEL loop and compiled for that loop's targets.
+// inlined into each caller's DDGNN_VECTOR_KERNEL or DDGNN_AVX2_LOOP loop and compiled for that
+// loop's targets.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
+
+#include "model/simd.h"
 
 namespace ddgnn {
 
@@ -32,35 +34,31 @@ KeyRuns runs_by_key(int64_t n, Key key) {
 }
 
 // out row o[0, f) += the sum over the run's entries [begin, end) of coef(entry) * a(entry)[q] *
-// b(entry)[q], in blocks of channels summed in two 512-bit registers (GCC's vector extension:
-// the vectoriser alone kept a block's sums in memory), so that o is read and written once per
-// run; the channels past the last block one at a time.
-template <typename T, typename Coef, typename RowA, typename RowB>
-inline void run_sum(T* __restrict__ o, int64_t f, const int64_t* ent, int64_t begin, int64_t end,
-                    Coef coef, RowA row_a, RowB row_b) {
-  typedef T V __attribute__((vector_size(64)));
+// b(entry)[q], in blocks of 32 float32 (16 float64) channels summed in registers (GCC's vector
+// extension: the vectoriser alone kept a block's sums in memory), two vectors of 64 bytes
+// (VB 64: AVX-512) or four of 32 (VB 32: AVX2, where 64-byte vectors are built through the stack),
+// so that o is read and written once per run; the channels past the last block one at a time.
+template <int VB, typename T, typename Coef, typename RowA, typename RowB>
+__attribute__((always_inline)) inline void run_sum(T* __restrict__ o, int64_t f, const int64_t* ent,
+                                                   int64_t begin, int64_t end, Coef coef,
+                                                   RowA row_a, RowB row_b) {
+  typedef T V __attribute__((vector_size(VB)));
   constexpr int64_t kLanes = int64_t(sizeof(V) / sizeof(T));
+  constexpr int kAcc = 128 / VB;  // vectors of one block
   int64_t q0 = 0;
-  for (; q0 + 2 * kLanes <= f; q0 += 2 * kLanes) {
-    V acc0 = {}, acc1 = {}, a0, a1, b0, b1;
+  for (; q0 + kAcc * kLanes <= f; q0 += kAcc * kLanes) {
+    V acc[kAcc];
+    for (int v = 0; v < kAcc; ++v) acc[v] = V{};
     for (int64_t k = begin; k < end; ++k) {
       const int64_t* x = ent + 3 * k;
       const T c = coef(x);
       const T* a = row_a(x) + q0;
       const T* b = row_b(x) + q0;
-      std::memcpy(&a0, a, sizeof a0);
-      std::memcpy(&a1, a + kLanes, sizeof a1);
-      std::memcpy(&b0, b, sizeof b0);
-      std::memcpy(&b1, b + kLanes, sizeof b1);
-      acc0 += c * a0 * b0;
-      acc1 += c * a1 * b1;
+      for (int v = 0; v < kAcc; ++v)
+        acc[v] += c * load_vec<V>(a + v * kLanes) * load_vec<V>(b + v * kLanes);
     }
-    std::memcpy(&a0, o + q0, sizeof a0);
-    std::memcpy(&a1, o + q0 + kLanes, sizeof a1);
-    a0 += acc0;
-    a1 += acc1;
-    std::memcpy(o + q0, &a0, sizeof a0);
-    std::memcpy(o + q0 + kLanes, &a1, sizeof a1);
+    for (int v = 0; v < kAcc; ++v)
+      store_vec(o + q0 + v * kLanes, load_vec<V>(o + q0 + v * kLanes) + acc[v]);
   }
   for (int64_t k = begin; k < end && q0 < f; ++k) {
     const int64_t* x = ent + 3 * k;

@@ -1,6 +1,9 @@
 // The small-operand matrix products of model/small_mm.h: CPU kernels with the small operand's
-// columns in 64-byte vectors (GCC's vector extension; AVX-512, AVX2 and baseline versions picked
-// at load time), as autograd functions whose backward passes call each other.
+// columns in vectors (GCC's vector extension), as autograd functions whose backward passes call
+// each other. The register blocks are sized to the CPU's vector registers: 64-byte vectors in
+// blocks for AVX-512's 32 registers, 32-byte vectors in smaller blocks for AVX2's 16 (the 64-byte
+// blocks spill to the stack there and run 5-10 times slower than OpenBLAS); on an x86 CPU with
+// neither, ATen's products.
 #include "model/small_mm.h"
 
 #include <ATen/ATen.h>
@@ -11,10 +14,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "model/device.h"
 #include "model/kernels.h"
+#include "model/simd.h"
 
 namespace ddgnn {
 
@@ -28,6 +34,26 @@ struct Lanes {
   typedef T V __attribute__((vector_size(64)));
   static constexpr int64_t n = int64_t(64 / sizeof(T));
 };
+
+// The vectors the kernels compute in: VB bytes (64: AVX-512, 32: AVX2). The packed layout and the
+// tiles stay in 64-byte units (Lanes) either way: a 64-byte vector is two 32-byte ones.
+template <typename T, int VB>
+struct Vec {
+  typedef T V __attribute__((vector_size(VB)));
+  static constexpr int64_t n = int64_t(VB / sizeof(T));
+  static constexpr int per_lanes = 64 / VB;  // vectors of VB bytes in one of Lanes<T>
+};
+
+// The AVX2 versions of the loops (kernels.h's DDGNN_AVX2_LOOP), with products and sums fused
+// into FMAs as ATen's own products do.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDGNN_AVX2_KERNEL __attribute__((target("avx2,fma"), optimize("O3", "fp-contract=fast")))
+#else
+#define DDGNN_AVX2_KERNEL
+#endif
+
+using kernels::cpu_kernels;
+using kernels::CpuKernels;
 
 constexpr int64_t kMaxVectors = 4;   // columns of one tile of the small operand: 4 vectors
 constexpr int64_t kMaxTiles = 8;     // tiles of the small operand: at most 32 vectors
@@ -78,70 +104,93 @@ const T* pack(const at::Tensor& a, const std::vector<Tile>& tiles, std::vector<T
   return out.data();
 }
 
-// R rows of y (stride ldy, n columns) = x rows (stride ldx) @ the packed a [k, NB vectors]
-// (+ packed bias), the R x NB sums in registers.
-template <typename T, int NB, int R>
+// R rows of y (stride ldy, n columns) = x rows (stride ldx) @ the packed a [k, NB 64-byte
+// vectors] (+ packed bias), the R x NB sums in registers of VB bytes.
+template <typename T, int NB, int R, int VB>
 __attribute__((always_inline)) inline void mm_rows(const T* x, int64_t ldx, const T* ap,
                                                    const T* bp, T* y, int64_t ldy, int64_t n,
                                                    int64_t k) {
-  using V = typename Lanes<T>::V;
-  constexpr int64_t L = Lanes<T>::n;
-  V acc[R][NB];
-  for (int b = 0; b < NB; ++b) {
-    V v = {};
-    if (bp != nullptr) std::memcpy(&v, bp + b * L, sizeof v);
+  using V = typename Vec<T, VB>::V;
+  constexpr int64_t L = Vec<T, VB>::n;
+  constexpr int NV = NB * Vec<T, VB>::per_lanes;  // vectors of VB bytes in a row of the tile
+  V acc[R][NV];
+  for (int b = 0; b < NV; ++b) {
+    const V v = bp != nullptr ? load_vec<V>(bp + b * L) : V{};
     for (int r = 0; r < R; ++r) acc[r][b] = v;
   }
   for (int64_t q = 0; q < k; ++q) {
-    V w[NB];
-    for (int b = 0; b < NB; ++b) std::memcpy(&w[b], ap + (q * NB + b) * L, sizeof(V));
+    V w[NV];
+    for (int b = 0; b < NV; ++b) w[b] = load_vec<V>(ap + (q * NV + b) * L);
     for (int r = 0; r < R; ++r) {
       const T s = x[r * ldx + q];
-      for (int b = 0; b < NB; ++b) acc[r][b] += s * w[b];
+      for (int b = 0; b < NV; ++b) acc[r][b] += s * w[b];
     }
   }
   for (int r = 0; r < R; ++r) {
     T* yr = y + r * ldy;
-    if (n == NB * L) {
-      for (int b = 0; b < NB; ++b) std::memcpy(yr + b * L, &acc[r][b], sizeof(V));
+    if (n == NV * L) {
+      for (int b = 0; b < NV; ++b) store_vec(yr + b * L, acc[r][b]);
     } else {
-      T buf[NB * L];
+      T buf[NV * L];
       std::memcpy(buf, acc[r], sizeof buf);
       std::memcpy(yr, buf, size_t(n) * sizeof(T));
     }
   }
 }
 
-// Rows [begin, end) of one tile of small_mm (n columns of y, row stride ldy), four at a time.
+// Rows of x that small_mm takes through a tile at once, NB 64-byte vectors wide: 4 x NB sums of
+// 64 bytes for AVX-512's 32 registers; at most 8 sums of 32 bytes for AVX2's 16.
+constexpr int mm_block_rows(int nb, int vb) {
+  return vb == 64 ? 4 : nb == 1 ? 4 : nb == 2 ? 2 : 1;
+}
+
+// Rows [begin, end) of one tile of small_mm (n columns of y, row stride ldy), R at a time.
+template <typename T, int NB, int VB>
+__attribute__((always_inline)) inline void mm_loop_body(const T* x, int64_t ldx, const T* ap,
+                                                        const T* bp, T* y, int64_t ldy,
+                                                        int64_t begin, int64_t end, int64_t n,
+                                                        int64_t k) {
+  constexpr int R = mm_block_rows(NB, VB);
+  int64_t m = begin;
+  for (; m + R <= end; m += R)
+    mm_rows<T, NB, R, VB>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
+  for (; m < end; ++m) mm_rows<T, NB, 1, VB>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
+}
+
 template <typename T, int NB>
 DDGNN_VECTOR_KERNEL void mm_loop(const T* x, int64_t ldx, const T* ap, const T* bp, T* y,
                                  int64_t ldy, int64_t begin, int64_t end, int64_t n, int64_t k) {
-  int64_t m = begin;
-  for (; m + 4 <= end; m += 4) mm_rows<T, NB, 4>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
-  for (; m < end; ++m) mm_rows<T, NB, 1>(x + m * ldx, ldx, ap, bp, y + m * ldy, ldy, n, k);
+  mm_loop_body<T, NB, 64>(x, ldx, ap, bp, y, ldy, begin, end, n, k);
 }
 
-// KB rows of z [.., n] = x columns [k0, k0 + kb) ^T @ g, summed over `rows` rows in registers
-// (added to z when `accumulate`).
-// g's rows are read as whole vectors (lanes past n dropped) where that stays inside g's memory
-// (rows below safe_rows), through a copy in the last rows.
-template <typename T, int NB, int KB, bool Full>
+template <typename T, int NB>
+DDGNN_AVX2_KERNEL void mm_loop_avx2(const T* x, int64_t ldx, const T* ap, const T* bp, T* y,
+                                    int64_t ldy, int64_t begin, int64_t end, int64_t n, int64_t k) {
+  mm_loop_body<T, NB, 32>(x, ldx, ap, bp, y, ldy, begin, end, n, k);
+}
+
+// KB rows of z [.., n] = x columns [k0, k0 + kb) ^T @ g, summed over `rows` rows in registers of
+// VB bytes (added to z when `accumulate`).
+// g's rows are read as whole 64-byte vectors (lanes past n dropped) where that stays inside g's
+// memory (rows below safe_rows), through a copy in the last rows.
+template <typename T, int NB, int KB, bool Full, int VB>
 __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, const T* g,
                                                     int64_t ldg, T* z, int64_t ldz, int64_t rows,
                                                     int64_t safe_rows, int64_t n, int64_t kb,
                                                     bool accumulate) {
-  using V = typename Lanes<T>::V;
-  constexpr int64_t L = Lanes<T>::n;
-  V acc[KB][NB];
+  using V = typename Vec<T, VB>::V;
+  constexpr int64_t L = Vec<T, VB>::n;
+  constexpr int NV = NB * Vec<T, VB>::per_lanes;
+  V acc[KB][NV];
   for (int j = 0; j < KB; ++j)
-    for (int b = 0; b < NB; ++b) acc[j][b] = V{};
+    for (int b = 0; b < NV; ++b) acc[j][b] = V{};
   for (int64_t m = 0; m < rows; ++m) {
-    V gv[NB];
+    V gv[NV];
     const T* gr = g + m * ldg;
     if (m < safe_rows) {
-      for (int b = 0; b < NB; ++b) std::memcpy(&gv[b], gr + b * L, sizeof(V));
+      for (int b = 0; b < NV; ++b) gv[b] = load_vec<V>(gr + b * L);
     } else {
-      T buf[NB * L] = {};
+      T buf[NV * L] = {};
       std::memcpy(buf, gr, size_t(n) * sizeof(T));
       std::memcpy(gv, buf, sizeof buf);
     }
@@ -149,11 +198,11 @@ __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, con
     for (int j = 0; j < KB; ++j) {
       if (!Full && j >= kb) break;
       const T s = xr[j];
-      for (int b = 0; b < NB; ++b) acc[j][b] += s * gv[b];
+      for (int b = 0; b < NV; ++b) acc[j][b] += s * gv[b];
     }
   }
   for (int j = 0; j < (Full ? KB : int(kb)); ++j) {
-    T buf[NB * L];
+    T buf[NV * L];
     std::memcpy(buf, acc[j], sizeof buf);
     if (accumulate)
       for (int64_t c = 0; c < n; ++c) z[j * ldz + c] += buf[c];
@@ -162,18 +211,21 @@ __attribute__((always_inline)) inline void tn_block(const T* x, int64_t ldx, con
   }
 }
 
-// The columns of x that small_tn sums per block for NB vectors of g: KB x NB sums in registers.
-constexpr int tn_block_columns(int64_t nb) {
-  return int(16 / nb);
+// The columns of x that small_tn sums per block for NB 64-byte vectors of g: KB x NB sums in
+// registers, 16 of 64 bytes for AVX-512, at most 8 of 32 bytes for AVX2.
+constexpr int tn_block_columns(int64_t nb, int vb) {
+  return vb == 64 ? int(16 / nb) : std::max(1, int(4 / nb));
 }
 
 // Blocks [block_begin, block_end) of KB columns of x for one tile of small_tn: the n columns of
 // g from g (of which `avail` are left in each row, n included) into z (row stride ldz).
-template <typename T, int NB>
-DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, int64_t avail,
-                                 T* z, int64_t ldz, int64_t rows, int64_t k, int64_t n,
-                                 int64_t block_begin, int64_t block_end) {
-  constexpr int KB = tn_block_columns(NB);
+template <typename T, int NB, int VB>
+__attribute__((always_inline)) inline void tn_loop_body(const T* x, int64_t ldx, const T* g,
+                                                        int64_t ldg, int64_t avail, T* z,
+                                                        int64_t ldz, int64_t rows, int64_t k,
+                                                        int64_t n, int64_t block_begin,
+                                                        int64_t block_end) {
+  constexpr int KB = tn_block_columns(NB, VB);
   constexpr int64_t W = NB * Lanes<T>::n;
   // Row m's vectors end at m ldg + W; g's last value is at (rows - 1) ldg + avail - 1.
   const int64_t room = (rows - 1) * ldg + avail - W;
@@ -188,13 +240,64 @@ DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ld
     for (int64_t blk = block_begin; blk < block_end; ++blk) {
       const int64_t k0 = blk * KB, kb = std::min<int64_t>(KB, k - k0);
       if (kb == KB)
-        tn_block<T, NB, KB, true>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
-                                  m0 > 0);
+        tn_block<T, NB, KB, true, VB>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
+                                      m0 > 0);
       else
-        tn_block<T, NB, KB, false>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
-                                   m0 > 0);
+        tn_block<T, NB, KB, false, VB>(xc + k0, ldx, gc, ldg, z + k0 * ldz, ldz, mr, safe, n, kb,
+                                       m0 > 0);
     }
   }
+}
+
+template <typename T, int NB>
+DDGNN_VECTOR_KERNEL void tn_loop(const T* x, int64_t ldx, const T* g, int64_t ldg, int64_t avail,
+                                 T* z, int64_t ldz, int64_t rows, int64_t k, int64_t n,
+                                 int64_t block_begin, int64_t block_end) {
+  tn_loop_body<T, NB, 64>(x, ldx, g, ldg, avail, z, ldz, rows, k, n, block_begin, block_end);
+}
+
+template <typename T, int NB>
+DDGNN_AVX2_KERNEL void tn_loop_avx2(const T* x, int64_t ldx, const T* g, int64_t ldg, int64_t avail,
+                                    T* z, int64_t ldz, int64_t rows, int64_t k, int64_t n,
+                                    int64_t block_begin, int64_t block_end) {
+  tn_loop_body<T, NB, 32>(x, ldx, g, ldg, avail, z, ldz, rows, k, n, block_begin, block_end);
+}
+
+// with_width(nb, f): f(std::integral_constant<int, NB>) for a tile of nb = NB 64-byte vectors
+// (1 to 4), so that each width runs its own instance of the loops.
+template <typename F>
+void with_width(int64_t nb, F f) {
+  switch (nb) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    default:
+      return f(std::integral_constant<int, 4>{});
+  }
+}
+
+// One tile of small_mm through the loop of this CPU's vectors and of the tile's width.
+template <typename T>
+void mm_tile(bool avx2, int64_t nb, const T* x, int64_t ldx, const T* ap, const T* bp, T* y,
+             int64_t ldy, int64_t begin, int64_t end, int64_t n, int64_t k) {
+  with_width(nb, [&](auto w) {
+    constexpr int kNb = decltype(w)::value;
+    (avx2 ? mm_loop_avx2<T, kNb> : mm_loop<T, kNb>)(x, ldx, ap, bp, y, ldy, begin, end, n, k);
+  });
+}
+
+// Blocks [begin, end) of one tile of small_tn, likewise.
+template <typename T>
+void tn_tile(bool avx2, int64_t nb, const T* x, int64_t ldx, const T* g, int64_t ldg, int64_t avail,
+             T* z, int64_t ldz, int64_t rows, int64_t k, int64_t n, int64_t begin, int64_t end) {
+  with_width(nb, [&](auto w) {
+    constexpr int kNb = decltype(w)::value;
+    (avx2 ? tn_loop_avx2<T, kNb> : tn_loop<T, kNb>)(x, ldx, g, ldg, avail, z, ldz, rows, k, n,
+                                                    begin, end);
+  });
 }
 
 // t itself when its rows are contiguous (stride 1 along dim 1), else a contiguous copy.
@@ -207,6 +310,7 @@ at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::T
   const int64_t m = x.size(0), k = x.size(1), n = a.size(1);
   at::Tensor y = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return y;
+  const bool avx2 = cpu_kernels() == CpuKernels::kAvx2;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_mm", [&] {
     const std::vector<Tile> tiles = tiles_of<scalar_t>(n, k), bias_tiles = tiles_of<scalar_t>(n, 1);
     static thread_local std::vector<scalar_t> a_buf, b_buf;
@@ -225,19 +329,7 @@ at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::T
           const scalar_t* at = ap + tile.offset;
           const scalar_t* bt = bptr == nullptr ? nullptr : bptr + bias_tiles[t].offset;
           scalar_t* yt = yp + tile.c0;
-          switch (tile.nb) {
-            case 1:
-              mm_loop<scalar_t, 1>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
-              break;
-            case 2:
-              mm_loop<scalar_t, 2>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
-              break;
-            case 3:
-              mm_loop<scalar_t, 3>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
-              break;
-            default:
-              mm_loop<scalar_t, 4>(xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
-          }
+          mm_tile<scalar_t>(avx2, tile.nb, xp, ldx, at, bt, yt, n, r0, r1, tile.n, k);
         }
       }
     });
@@ -250,6 +342,7 @@ at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
   const int64_t rows = x.size(0), k = x.size(1), n = g.size(1);
   if (rows == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
   at::Tensor z = at::empty({k, n}, x.options());
+  const bool avx2 = cpu_kernels() == CpuKernels::kAvx2;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_tn", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();
@@ -259,17 +352,9 @@ at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
       const scalar_t* gt = gp + t.c0;
       scalar_t* zt = zp + t.c0;
       const int64_t avail = n - t.c0;
-      at::parallel_for(0, ceil_div(k, tn_block_columns(t.nb)), 1, [&](int64_t begin, int64_t end) {
-        switch (t.nb) {
-          case 1:
-            return tn_loop<scalar_t, 1>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
-          case 2:
-            return tn_loop<scalar_t, 2>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
-          case 3:
-            return tn_loop<scalar_t, 3>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
-          default:
-            return tn_loop<scalar_t, 4>(xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
-        }
+      const int64_t blocks = ceil_div(k, tn_block_columns(t.nb, avx2 ? 32 : 64));
+      at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+        tn_tile<scalar_t>(avx2, t.nb, xp, ldx, gt, ldg, avail, zt, n, rows, k, t.n, begin, end);
       });
     }
   });
@@ -316,7 +401,8 @@ bool differentiable(const at::Tensor& t) {
 
 // Whether the kernels take x [M, K] with a small operand of n columns (`other`).
 bool fits(const at::Tensor& x, const at::Tensor& other, int64_t n) {
-  if (!fused_kernels(x) || !other.device().is_cpu()) return false;
+  if (!fused_kernels(x) || !other.device().is_cpu() || cpu_kernels() == CpuKernels::kNone)
+    return false;
   const auto type = x.scalar_type();
   if ((type != at::kFloat && type != at::kDouble) || other.scalar_type() != type) return false;
   const int64_t lanes = type == at::kFloat ? Lanes<float>::n : Lanes<double>::n;
@@ -342,6 +428,17 @@ at::Tensor small_tn(const at::Tensor& x, const at::Tensor& g) {
   if (x.dim() == 2 && g.dim() == 2 && x.size(0) == g.size(0) && fits(x, g, g.size(1)))
     return differentiable(x) || differentiable(g) ? SmallTn::apply(x, g) : small_tn_raw(x, g);
   return at::mm(x.t(), g);
+}
+
+std::string small_mm_kernels() {
+  switch (cpu_kernels()) {
+    case CpuKernels::kAvx2:
+      return "AVX2 (32-byte vectors)";
+    case CpuKernels::kNone:
+      return "ATen's products";
+    default:
+      return "64-byte vectors";
+  }
 }
 
 at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

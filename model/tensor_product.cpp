@@ -159,9 +159,10 @@ Runs runs_by(const Coupling& c, int key) {
 // order (W and G, the large operands, are read sequentially); entries in runs of one row i. With
 // `zero_first` (the edges sorted by destination) a row is zeroed at its first edge, in cache,
 // instead of in a pass of its own.
-template <typename T>
-DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* gp, const T* wp,
-                                         const T* xp, T* op, bool zero_first) {
+template <int VB, typename T>
+__attribute__((always_inline)) inline void tp_message_body(const Loop& L, const Runs& R,
+                                                           const T* gp, const T* wp, const T* xp,
+                                                           T* op, bool zero_first) {
   const int64_t f = L.f, n_runs = int64_t(R.starts.size()) - 1;
   const int64_t* ent = R.entries.data();
   for (int64_t e = 0; e < L.e_count; ++e) {
@@ -172,7 +173,7 @@ DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* 
     if (zero_first && (e == 0 || L.to[e] != L.to[e - 1])) std::fill(oe, oe + L.ni * f, T(0));
     for (int64_t r = 0; r < n_runs; ++r) {
       const int64_t begin = R.starts[size_t(r)], end = R.starts[size_t(r + 1)];
-      run_sum<T>(
+      run_sum<VB, T>(
           oe + ent[3 * begin] * f, f, ent, begin, end,
           [&](const int64_t* x) { return ge[x[0] * L.gi + x[1] * L.gj]; },
           [&](const int64_t* x) { return we + x[2] * f; },
@@ -182,9 +183,10 @@ DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* 
 }
 
 // tp_weight_grad's loop; entries in runs of one path p.
-template <typename T>
-DDGNN_VECTOR_KERNEL void tp_weight_grad_loop(const Loop& L, const Runs& R, const T* gp, const T* xp,
-                                             const T* yp, T* op) {
+template <int VB, typename T>
+__attribute__((always_inline)) inline void tp_weight_grad_body(const Loop& L, const Runs& R,
+                                                               const T* gp, const T* xp,
+                                                               const T* yp, T* op) {
   const int64_t f = L.f, n_runs = int64_t(R.starts.size()) - 1;
   const int64_t* ent = R.entries.data();
   for (int64_t e = 0; e < L.e_count; ++e) {
@@ -195,13 +197,39 @@ DDGNN_VECTOR_KERNEL void tp_weight_grad_loop(const Loop& L, const Runs& R, const
     std::fill(oe, oe + L.np * f, T(0));  // in cache, instead of a zero-filled output
     for (int64_t r = 0; r < n_runs; ++r) {
       const int64_t begin = R.starts[size_t(r)], end = R.starts[size_t(r + 1)];
-      run_sum<T>(
+      run_sum<VB, T>(
           oe + ent[3 * begin + 2] * f, f, ent, begin, end,
           [&](const int64_t* x) { return ge[x[0] * L.gi + x[1] * L.gj]; },
           [&](const int64_t* x) { return xe + x[1] * f; },
           [&](const int64_t* x) { return ye + x[0] * f; });
     }
   }
+}
+
+// The two loops above in 64-byte vectors (AVX-512, or a CPU other than x86) and in 32-byte ones
+// (AVX2), and the one this CPU runs.
+template <typename T>
+DDGNN_VECTOR_KERNEL void tp_message_loop(const Loop& L, const Runs& R, const T* gp, const T* wp,
+                                         const T* xp, T* op, bool zero_first) {
+  tp_message_body<64>(L, R, gp, wp, xp, op, zero_first);
+}
+template <typename T>
+DDGNN_AVX2_LOOP void tp_message_loop_avx2(const Loop& L, const Runs& R, const T* gp, const T* wp,
+                                          const T* xp, T* op, bool zero_first) {
+  tp_message_body<32>(L, R, gp, wp, xp, op, zero_first);
+}
+template <typename T>
+DDGNN_VECTOR_KERNEL void tp_weight_grad_loop(const Loop& L, const Runs& R, const T* gp, const T* xp,
+                                             const T* yp, T* op) {
+  tp_weight_grad_body<64>(L, R, gp, xp, yp, op);
+}
+template <typename T>
+DDGNN_AVX2_LOOP void tp_weight_grad_loop_avx2(const Loop& L, const Runs& R, const T* gp,
+                                              const T* xp, const T* yp, T* op) {
+  tp_weight_grad_body<32>(L, R, gp, xp, yp, op);
+}
+bool avx2_loops() {
+  return kernels::cpu_kernels() == kernels::CpuKernels::kAvx2;
 }
 
 // tp_coupling_grad's loop. The sum over f runs in kLanes interleaved partial sums (so that it
@@ -255,8 +283,10 @@ at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const 
       for (int64_t r = 0; r < dst.n_rows; ++r)
         if (ptr[r] == ptr[r + 1]) std::fill(op + r * row, op + (r + 1) * row, scalar_t(0));
     }
-    tp_message_loop<scalar_t>(loop, runs, g.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                              x.data_ptr<scalar_t>(), op, sorted);
+    (avx2_loops() ? tp_message_loop_avx2<scalar_t>
+                  : tp_message_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
+                                               w.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), op,
+                                               sorted);
   });
   return out;
 }
@@ -272,8 +302,10 @@ at::Tensor tp_weight_grad_raw(const at::Tensor& g_in, const at::Tensor& x_in,
   const Loop loop = loop_of(g, c, src, dst, e_count, f);
   const Runs runs = runs_by(c, 2);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_weight_grad", [&] {
-    tp_weight_grad_loop<scalar_t>(loop, runs, g.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
-                                  y.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
+    (avx2_loops() ? tp_weight_grad_loop_avx2<scalar_t>
+                  : tp_weight_grad_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
+                                                   x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
+                                                   out.data_ptr<scalar_t>());
   });
   return out;
 }

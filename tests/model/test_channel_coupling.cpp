@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/cpu_levels.h"
 #include "core/error.h"
 #include "model/channel_coupling.h"
 #include "model/device.h"
@@ -14,7 +15,8 @@
 namespace ddgnn {
 namespace {
 
-constexpr int64_t kN = 6, kF = 11;
+// kF = 37: the kernel's blocks of channels (32 float32, 16 float64) and a tail past them.
+constexpr int64_t kN = 6, kF = 37;
 
 // Random coefficients on R x I x J, some (r, i, j) absent and one repeated.
 ChannelCoupling random_coupling(int seed, int64_t r, int64_t i, int64_t j) {
@@ -52,16 +54,19 @@ at::Tensor leaf(at::IntArrayRef shape, at::ScalarType type = at::kDouble) {
 }
 
 TEST(ChannelCoupling, ValuesMatchReferenceAndLoop) {
-  torch::manual_seed(1);
-  const ChannelCoupling c = random_coupling(1, 5, 4, 3);
-  const at::Tensor x = at::randn({kN, 4, kF}, at::kDouble), y = at::randn({kN, 3, kF}, at::kDouble);
-  const at::Tensor fused = couple_channels(x, y, c), loop = by_loop(x, y, c);
-  ASSERT_EQ(fused.sizes(), (at::IntArrayRef{kN, 5, kF}));
-  EXPECT_GT(loop.abs().max().item<double>(), 0.1);
-  EXPECT_LT(max_abs_diff(fused, loop), 1e-12);
-  EXPECT_LT(max_abs_diff(couple_channels_reference(x, y, c), loop), 1e-12);
-  const GenericKernels generic;
-  EXPECT_TRUE(at::equal(couple_channels(x, y, c), couple_channels_reference(x, y, c)));
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(1);
+    const ChannelCoupling c = random_coupling(1, 5, 4, 3);
+    const at::Tensor x = at::randn({kN, 4, kF}, at::kDouble),
+                     y = at::randn({kN, 3, kF}, at::kDouble);
+    const at::Tensor fused = couple_channels(x, y, c), loop = by_loop(x, y, c);
+    ASSERT_EQ(fused.sizes(), (at::IntArrayRef{kN, 5, kF}));
+    EXPECT_GT(loop.abs().max().item<double>(), 0.1);
+    EXPECT_LT(max_abs_diff(fused, loop), 1e-12);
+    EXPECT_LT(max_abs_diff(couple_channels_reference(x, y, c), loop), 1e-12);
+    const GenericKernels generic;
+    EXPECT_TRUE(at::equal(couple_channels(x, y, c), couple_channels_reference(x, y, c)));
+  });
 }
 
 TEST(ChannelCoupling, DerivativeCouplingsSwapRoles) {
@@ -131,13 +136,16 @@ TEST(ChannelCoupling, GradientsMatchFiniteDifferences) {
 }
 
 TEST(ChannelCoupling, Float32MatchesFloat64) {
-  torch::manual_seed(4);
-  const ChannelCoupling c = random_coupling(4, 5, 3, 3);
-  const at::Tensor x = at::randn({kN, 3, kF}, at::kDouble), y = at::randn({kN, 3, kF}, at::kDouble);
-  const at::Tensor out64 = couple_channels(x, y, c);
-  const at::Tensor out32 = couple_channels(x.to(at::kFloat), y.to(at::kFloat), c);
-  ASSERT_EQ(out32.scalar_type(), at::kFloat);
-  EXPECT_LT(max_abs_diff(out32.to(at::kDouble), out64), 1e-5 * out64.abs().max().item<double>());
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(4);
+    const ChannelCoupling c = random_coupling(4, 5, 3, 3);
+    const at::Tensor x = at::randn({kN, 3, kF}, at::kDouble),
+                     y = at::randn({kN, 3, kF}, at::kDouble);
+    const at::Tensor out64 = couple_channels(x, y, c);
+    const at::Tensor out32 = couple_channels(x.to(at::kFloat), y.to(at::kFloat), c);
+    ASSERT_EQ(out32.scalar_type(), at::kFloat);
+    EXPECT_LT(max_abs_diff(out32.to(at::kDouble), out64), 1e-5 * out64.abs().max().item<double>());
+  });
 }
 
 TEST(ChannelCoupling, EmptyInputsGiveZeros) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/cpu_levels.h"
 #include "../common/structures.h"
 #include "core/alloc.h"
 #include "core/error.h"
@@ -212,50 +213,54 @@ TEST(FastPath, SoftplusAndSspToThirdOrder) {
 // over the whole float range (including where exp underflows and softplus(x) == x), and their
 // first and second derivatives to float32 rounding.
 TEST(FastPath, Float32SoftplusKernelsMatchFloat64) {
-  const at::Tensor x64 =
-      at::cat({at::linspace(-120.0, 120.0, 240001, at::kDouble), randn({1000}) * 3.0,
-               at::tensor({0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e6, -1e6}, at::kDouble)});
-  const at::Tensor x32 = x64.to(at::kFloat);
-  const at::Tensor xr = x32.to(at::kDouble);  // what the float32 path sees, exactly
-  for (const std::string name : {"softplus", "ssp"}) {
-    const double shift = name == "ssp" ? std::log(2.0) : 0.0;
-    const at::Tensor ref = at::softplus(xr) - shift;
-    const at::Tensor got = apply_activation(name, x32).to(at::kDouble);
-    // Relative to the larger of the terms (softplus and the shift): the shift cancels near zero.
-    const at::Tensor err = (got - ref).abs() / (at::softplus(xr) + shift + 1e-30);
-    EXPECT_LE(err.max().item<double>(), 5e-7) << name;
-    EXPECT_TRUE(at::isfinite(got).all().item<bool>()) << name;
-  }
-  // Derivatives: the sigmoid saved by the kernel, and the double backward's two products.
-  const at::Tensor w64 = randn({x64.numel()});
-  at::Tensor x = x32.clone().requires_grad_(true), w = w64.to(at::kFloat).requires_grad_(true);
-  const at::Tensor y = (apply_activation("ssp", x) * w).sum();
-  const at::Tensor g = torch::autograd::grad({y}, {x}, {}, true, true)[0];
-  const auto h = torch::autograd::grad({(g * g).sum()}, {x, w});
-  const at::Tensor s = at::sigmoid(xr), wr = w.detach().to(at::kDouble);
-  const at::Tensor g_ref = wr * s;
-  const at::Tensor hx_ref = 2.0 * g_ref * wr * s * (1.0 - s), hw_ref = 2.0 * g_ref * s;
-  // Relative, with a floor a millionth of the largest value: where sigmoid(x) rounds to 1 in
-  // float32 (x > 17), s (1 - s) is 0 there, as it is in ATen's sigmoid_backward.
-  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
-    const double floor = 1e-6 * b.abs().max().item<double>();
-    return ((a.to(at::kDouble) - b).abs() / (b.abs() + floor)).max().item<double>();
-  };
-  EXPECT_LE(rel(g, g_ref), 1e-6);
-  EXPECT_LE(rel(h[0], hx_ref), 1e-5);
-  EXPECT_LE(rel(h[1], hw_ref), 1e-5);
+  testing::for_each_cpu_level([&] {
+    const at::Tensor x64 =
+        at::cat({at::linspace(-120.0, 120.0, 240001, at::kDouble), randn({1000}) * 3.0,
+                 at::tensor({0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e6, -1e6}, at::kDouble)});
+    const at::Tensor x32 = x64.to(at::kFloat);
+    const at::Tensor xr = x32.to(at::kDouble);  // what the float32 path sees, exactly
+    for (const std::string name : {"softplus", "ssp"}) {
+      const double shift = name == "ssp" ? std::log(2.0) : 0.0;
+      const at::Tensor ref = at::softplus(xr) - shift;
+      const at::Tensor got = apply_activation(name, x32).to(at::kDouble);
+      // Relative to the larger of the terms (softplus and the shift): the shift cancels near zero.
+      const at::Tensor err = (got - ref).abs() / (at::softplus(xr) + shift + 1e-30);
+      EXPECT_LE(err.max().item<double>(), 5e-7) << name;
+      EXPECT_TRUE(at::isfinite(got).all().item<bool>()) << name;
+    }
+    // Derivatives: the sigmoid saved by the kernel, and the double backward's two products.
+    const at::Tensor w64 = randn({x64.numel()});
+    at::Tensor x = x32.clone().requires_grad_(true), w = w64.to(at::kFloat).requires_grad_(true);
+    const at::Tensor y = (apply_activation("ssp", x) * w).sum();
+    const at::Tensor g = torch::autograd::grad({y}, {x}, {}, true, true)[0];
+    const auto h = torch::autograd::grad({(g * g).sum()}, {x, w});
+    const at::Tensor s = at::sigmoid(xr), wr = w.detach().to(at::kDouble);
+    const at::Tensor g_ref = wr * s;
+    const at::Tensor hx_ref = 2.0 * g_ref * wr * s * (1.0 - s), hw_ref = 2.0 * g_ref * s;
+    // Relative, with a floor a millionth of the largest value: where sigmoid(x) rounds to 1 in
+    // float32 (x > 17), s (1 - s) is 0 there, as it is in ATen's sigmoid_backward.
+    const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+      const double floor = 1e-6 * b.abs().max().item<double>();
+      return ((a.to(at::kDouble) - b).abs() / (b.abs() + floor)).max().item<double>();
+    };
+    EXPECT_LE(rel(g, g_ref), 1e-6);
+    EXPECT_LE(rel(h[0], hx_ref), 1e-5);
+    EXPECT_LE(rel(h[1], hw_ref), 1e-5);
+  });
 }
 
 // A NaN that reaches the fused softplus stays NaN (the trainer's non-finite-loss check then names
 // it), and its exp does not convert NaN to an integer (undefined; caught by the UBSan build).
 TEST(FastPath, Float32SoftplusKernelsKeepNaN) {
-  const at::Tensor x = at::tensor({1.0f, std::nanf(""), -3.0f, std::nanf("")}, at::kFloat);
-  for (const std::string name : {"softplus", "ssp"}) {
-    const at::Tensor y = apply_activation(name, x);
-    EXPECT_TRUE(at::isnan(y[1]).item<bool>()) << name;
-    EXPECT_TRUE(at::isnan(y[3]).item<bool>()) << name;
-    EXPECT_TRUE(at::isfinite(y[0]).item<bool>() && at::isfinite(y[2]).item<bool>()) << name;
-  }
+  testing::for_each_cpu_level([&] {
+    const at::Tensor x = at::tensor({1.0f, std::nanf(""), -3.0f, std::nanf("")}, at::kFloat);
+    for (const std::string name : {"softplus", "ssp"}) {
+      const at::Tensor y = apply_activation(name, x);
+      EXPECT_TRUE(at::isnan(y[1]).item<bool>()) << name;
+      EXPECT_TRUE(at::isnan(y[3]).item<bool>()) << name;
+      EXPECT_TRUE(at::isfinite(y[0]).item<bool>() && at::isfinite(y[2]).item<bool>()) << name;
+    }
+  });
 }
 
 // The geometry of EdgeGeometry against edge_vectors() and the formulas in batch.h.

@@ -2,8 +2,8 @@
 // the fused CPU kernels, both on the CPU (GenericKernels forces the former): every op's value,
 // first derivatives and second derivatives (the force loss's backward) in float64 on random
 // inputs; segment maps; the full prediction of every mpnn_type (energy, forces and the gradient
-// of a loss with forces in it with respect to every parameter); float32 agreement. On a CUDA
-// device: tests/gpu/.
+// of a loss with forces in it with respect to every parameter); float32 agreement; the same for
+// every level of CPU loops this CPU can run (model/kernels.h). On a CUDA device: tests/gpu/.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -25,10 +25,12 @@
 #include "model/batch.h"
 #include "model/device.h"
 #include "model/gnn.h"
+#include "model/kernels.h"
 #include "model/layer.h"
 #include "model/predict.h"
 #include "model/schnet_filter.h"
 #include "model/segment.h"
+#include "model/small_mm.h"
 
 namespace ddgnn {
 namespace {
@@ -424,6 +426,49 @@ INSTANTIATE_TEST_SUITE_P(Models, GenericModel, ::testing::ValuesIn(model_cases()
 
 TEST(GenericModelFloat32, SchNetAgreesToFloat32Precision) {
   compare_model({"SchNet", "SchNet", {}}, at::kFloat, 1e-5);
+}
+
+// The CPU loops of every level this CPU can run (model/kernels.h: 64-byte vectors, AVX2's 32-byte
+// ones, ATen's products) against the generic versions, for every model: what each kind of CPU
+// computes, checked on one.
+class CpuKernelLevels : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CpuKernelLevels, EveryLevelThisCpuRunsAgreesWithTheGenericVersions) {
+  using kernels::CpuKernels;
+  int levels = 0;
+  for (const CpuKernels level : {CpuKernels::kWide, CpuKernels::kAvx2, CpuKernels::kNone}) {
+    if (!kernels::cpu_can_run(level)) continue;
+    SCOPED_TRACE(kernels::to_string(level));
+    const kernels::CpuKernelsScope scope(level);
+    ASSERT_EQ(kernels::cpu_kernels(), level);
+    ++levels;
+    compare_model(GetParam(), at::kDouble, 1e-9);
+    compare_model(GetParam(), at::kFloat, 1e-4);
+  }
+  EXPECT_GE(levels, 2);  // kWide and kNone run on every CPU
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CpuKernelLevels, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CpuKernelLevels, AScopeForcesALevelAndPutsTheCpusOwnBack) {
+  using kernels::CpuKernels;
+  const CpuKernels own = kernels::cpu_kernels();
+  {
+    const kernels::CpuKernelsScope none(CpuKernels::kNone);
+    EXPECT_EQ(kernels::cpu_kernels(), CpuKernels::kNone);
+    EXPECT_EQ(small_mm_kernels(), "ATen's products");
+    {
+      const kernels::CpuKernelsScope wide(CpuKernels::kWide);
+      EXPECT_EQ(kernels::cpu_kernels(), CpuKernels::kWide);
+    }
+    EXPECT_EQ(kernels::cpu_kernels(), CpuKernels::kNone);
+  }
+  EXPECT_EQ(kernels::cpu_kernels(), own);
+  if (!kernels::cpu_can_run(CpuKernels::kAvx2)) {
+    EXPECT_THROW(kernels::CpuKernelsScope(CpuKernels::kAvx2), Error);
+    EXPECT_EQ(kernels::cpu_kernels(), own);
+  }
 }
 
 // Training.precision bf16: the layers' matrix products in bfloat16 by autocast, float32 weights,

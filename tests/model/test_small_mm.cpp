@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../common/aten_calls.h"
+#include "../common/cpu_levels.h"
 #include "model/device.h"
 #include "model/small_mm.h"
 
@@ -28,26 +29,30 @@ std::vector<int64_t> column_counts(at::ScalarType type) {
 }
 
 TEST(SmallMm, ProductsEqualAtenOverShapesAndStrides) {
-  torch::manual_seed(1);
-  for (const auto type : {at::kFloat, at::kDouble})
-    for (const int64_t n : column_counts(type))
-      for (const int64_t k : {1, 5, 32, 41})
-        for (const int64_t m : {1, 3, 4, 7, 517}) {
-          const std::string where = std::string(c10::toString(type)) + " m=" + std::to_string(m) +
-                                    " k=" + std::to_string(k) + " n=" + std::to_string(n);
-          // x with rows padded (a row stride above k), a and bias as views of larger tensors.
-          const at::Tensor x = at::randn({m, k + 3}, type).narrow(1, 1, k);
-          const at::Tensor a = at::randn({n, k + 2}, type).narrow(1, 0, k).t();  // [k, n] strided
-          const at::Tensor bias = at::randn({2 * n}, type).narrow(0, n, n);
-          const double tol = tolerance(type, k);
-          EXPECT_TRUE(at::allclose(small_mm(x, a), at::mm(x, a), tol, tol)) << where;
-          EXPECT_TRUE(at::allclose(small_mm(x, a, bias), at::addmm(bias, x, a), tol, tol)) << where;
-          // x^T g with g's rows padded too: the whole-vector reads must stay inside g.
-          const at::Tensor g = at::randn({m, n + 5}, type).narrow(1, 2, n);
-          EXPECT_TRUE(at::allclose(small_tn(x, g), at::mm(x.t(), g), tol * m, tol * m)) << where;
-          const at::Tensor gc = g.contiguous();
-          EXPECT_TRUE(at::allclose(small_tn(x, gc), at::mm(x.t(), gc), tol * m, tol * m)) << where;
-        }
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(1);
+    for (const auto type : {at::kFloat, at::kDouble})
+      for (const int64_t n : column_counts(type))
+        for (const int64_t k : {1, 5, 32, 41})
+          for (const int64_t m : {1, 3, 4, 7, 517}) {
+            const std::string where = std::string(c10::toString(type)) + " m=" + std::to_string(m) +
+                                      " k=" + std::to_string(k) + " n=" + std::to_string(n);
+            // x with rows padded (a row stride above k), a and bias as views of larger tensors.
+            const at::Tensor x = at::randn({m, k + 3}, type).narrow(1, 1, k);
+            const at::Tensor a = at::randn({n, k + 2}, type).narrow(1, 0, k).t();  // [k, n] strided
+            const at::Tensor bias = at::randn({2 * n}, type).narrow(0, n, n);
+            const double tol = tolerance(type, k);
+            EXPECT_TRUE(at::allclose(small_mm(x, a), at::mm(x, a), tol, tol)) << where;
+            EXPECT_TRUE(at::allclose(small_mm(x, a, bias), at::addmm(bias, x, a), tol, tol))
+                << where;
+            // x^T g with g's rows padded too: the whole-vector reads must stay inside g.
+            const at::Tensor g = at::randn({m, n + 5}, type).narrow(1, 2, n);
+            EXPECT_TRUE(at::allclose(small_tn(x, g), at::mm(x.t(), g), tol * m, tol * m)) << where;
+            const at::Tensor gc = g.contiguous();
+            EXPECT_TRUE(at::allclose(small_tn(x, gc), at::mm(x.t(), gc), tol * m, tol * m))
+                << where;
+          }
+  });
 }
 
 TEST(SmallMm, EmptyOperands) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/cpu_levels.h"
 #include "core/error.h"
 #include "model/device.h"
 #include "model/segment.h"
@@ -151,26 +152,30 @@ std::vector<at::Tensor> with_grad(const std::vector<at::Tensor>& in) {
 }
 
 TEST(TensorProduct, ValuesMatchReferenceAndLoops) {
-  torch::manual_seed(1);
-  const Case c(1);
-  ASSERT_LT(c.pattern.entries.size(), size_t(kI * kJ));  // some (i, j) absent
-  for (Op op : kOps) {
-    const auto in = inputs(op, c, at::kDouble);
-    const at::Tensor fused = run(op, false, in, c), ref = run(op, true, in, c);
-    const at::Tensor loops = by_loops(op, in, c);
-    ASSERT_EQ(fused.sizes(), loops.sizes()) << name(op);
-    EXPECT_GT(loops.abs().max().item<double>(), 0.1) << name(op);
-    EXPECT_LT(max_abs_diff(fused, ref), 1e-12) << name(op);
-    EXPECT_LT(max_abs_diff(ref, loops), 1e-12) << name(op);
-    EXPECT_LT(max_abs_diff(fused, loops), 1e-12) << name(op);
-  }
-  // The atom that receives no edge gets zeros; tp_coupling_grad is zero where no entry is.
-  const auto in = inputs(Op::kMessage, c, at::kDouble);
-  EXPECT_EQ(run(Op::kMessage, false, in, c)[4].abs().max().item<double>(), 0.0);
-  at::Tensor present = at::zeros({kI, kJ}, at::kBool);
-  for (const auto& [i, j, p] : c.pattern.entries) present[i][j] = true;
-  const at::Tensor cg = run(Op::kCouplingGrad, false, inputs(Op::kCouplingGrad, c, at::kDouble), c);
-  EXPECT_EQ(cg.masked_select(present.logical_not().expand_as(cg)).abs().max().item<double>(), 0.0);
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(1);
+    const Case c(1);
+    ASSERT_LT(c.pattern.entries.size(), size_t(kI * kJ));  // some (i, j) absent
+    for (Op op : kOps) {
+      const auto in = inputs(op, c, at::kDouble);
+      const at::Tensor fused = run(op, false, in, c), ref = run(op, true, in, c);
+      const at::Tensor loops = by_loops(op, in, c);
+      ASSERT_EQ(fused.sizes(), loops.sizes()) << name(op);
+      EXPECT_GT(loops.abs().max().item<double>(), 0.1) << name(op);
+      EXPECT_LT(max_abs_diff(fused, ref), 1e-12) << name(op);
+      EXPECT_LT(max_abs_diff(ref, loops), 1e-12) << name(op);
+      EXPECT_LT(max_abs_diff(fused, loops), 1e-12) << name(op);
+    }
+    // The atom that receives no edge gets zeros; tp_coupling_grad is zero where no entry is.
+    const auto in = inputs(Op::kMessage, c, at::kDouble);
+    EXPECT_EQ(run(Op::kMessage, false, in, c)[4].abs().max().item<double>(), 0.0);
+    at::Tensor present = at::zeros({kI, kJ}, at::kBool);
+    for (const auto& [i, j, p] : c.pattern.entries) present[i][j] = true;
+    const at::Tensor cg =
+        run(Op::kCouplingGrad, false, inputs(Op::kCouplingGrad, c, at::kDouble), c);
+    EXPECT_EQ(cg.masked_select(present.logical_not().expand_as(cg)).abs().max().item<double>(),
+              0.0);
+  });
 }
 
 // Edges in destination order: tp_message zeroes each row at its first edge instead of the whole
@@ -206,17 +211,19 @@ TEST(TensorProduct, GenericKernelsRunTheReference) {
 }
 
 TEST(TensorProduct, FirstDerivativesMatchReference) {
-  torch::manual_seed(3);
-  const Case c(3);
-  for (Op op : kOps) {
-    const auto in = with_grad(inputs(op, c, at::kDouble));
-    const at::Tensor r = at::randn_like(run(op, true, in, c));
-    const auto fused = first_grads(op, false, in, r, c), ref = first_grads(op, true, in, r, c);
-    for (size_t k = 0; k < in.size(); ++k) {
-      EXPECT_GT(ref[k].abs().max().item<double>(), 0.1) << name(op) << " input " << k;
-      EXPECT_LT(max_abs_diff(fused[k], ref[k]), 1e-12) << name(op) << " input " << k;
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(3);
+    const Case c(3);
+    for (Op op : kOps) {
+      const auto in = with_grad(inputs(op, c, at::kDouble));
+      const at::Tensor r = at::randn_like(run(op, true, in, c));
+      const auto fused = first_grads(op, false, in, r, c), ref = first_grads(op, true, in, r, c);
+      for (size_t k = 0; k < in.size(); ++k) {
+        EXPECT_GT(ref[k].abs().max().item<double>(), 0.1) << name(op) << " input " << k;
+        EXPECT_LT(max_abs_diff(fused[k], ref[k]), 1e-12) << name(op) << " input " << k;
+      }
     }
-  }
+  });
 }
 
 // The force-loss path: gradients of (dL/d input_k * S).sum() w.r.t. every input, every op and k.
@@ -290,26 +297,28 @@ TEST(TensorProduct, GradientsMatchFiniteDifferences) {
 }
 
 TEST(TensorProduct, Float32MatchesFloat64) {
-  torch::manual_seed(6);
-  const Case c(6);
-  for (Op op : kOps) {
-    const auto in64 = with_grad(inputs(op, c, at::kDouble));
-    std::vector<at::Tensor> in32;
-    for (const auto& t : in64) in32.push_back(t.detach().to(at::kFloat).requires_grad_(true));
-    const at::Tensor out64 = run(op, true, in64, c), out32 = run(op, false, in32, c);
-    ASSERT_EQ(out32.scalar_type(), at::kFloat);
-    const double scale = out64.abs().max().item<double>();
-    EXPECT_LT(max_abs_diff(out32.to(at::kDouble), out64), 1e-5 * scale) << name(op);
-    const at::Tensor r = at::randn_like(out64);
-    const auto g64 = first_grads(op, true, in64, r, c);
-    const auto g32 = first_grads(op, false, in32, r.to(at::kFloat), c);
-    for (size_t k = 0; k < in64.size(); ++k) {
-      ASSERT_EQ(g32[k].scalar_type(), at::kFloat);
-      const double gscale = g64[k].abs().max().item<double>();
-      EXPECT_LT(max_abs_diff(g32[k].to(at::kDouble), g64[k]), 1e-5 * gscale)
-          << name(op) << " input " << k;
+  testing::for_each_cpu_level([&] {
+    torch::manual_seed(6);
+    const Case c(6);
+    for (Op op : kOps) {
+      const auto in64 = with_grad(inputs(op, c, at::kDouble));
+      std::vector<at::Tensor> in32;
+      for (const auto& t : in64) in32.push_back(t.detach().to(at::kFloat).requires_grad_(true));
+      const at::Tensor out64 = run(op, true, in64, c), out32 = run(op, false, in32, c);
+      ASSERT_EQ(out32.scalar_type(), at::kFloat);
+      const double scale = out64.abs().max().item<double>();
+      EXPECT_LT(max_abs_diff(out32.to(at::kDouble), out64), 1e-5 * scale) << name(op);
+      const at::Tensor r = at::randn_like(out64);
+      const auto g64 = first_grads(op, true, in64, r, c);
+      const auto g32 = first_grads(op, false, in32, r.to(at::kFloat), c);
+      for (size_t k = 0; k < in64.size(); ++k) {
+        ASSERT_EQ(g32[k].scalar_type(), at::kFloat);
+        const double gscale = g64[k].abs().max().item<double>();
+        EXPECT_LT(max_abs_diff(g32[k].to(at::kDouble), g64[k]), 1e-5 * gscale)
+            << name(op) << " input " << k;
+      }
     }
-  }
+  });
 }
 
 TEST(TensorProduct, NoEdgesGivesZeros) {
