@@ -148,9 +148,7 @@ at::Tensor couple_raw(const at::Tensor& x_in, const at::Tensor& y_in, const Chan
     const scalar_t* yp = y.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
     at::parallel_for(0, n_atoms, 64, [&](int64_t begin, int64_t end) {
-      const auto loop = kernels::cpu_kernels() == kernels::CpuKernels::kAvx2
-                            ? couple_loop_avx2<scalar_t>
-                            : couple_loop<scalar_t>;
+      const auto loop = kernels::avx2_loops() ? couple_loop_avx2<scalar_t> : couple_loop<scalar_t>;
       loop(begin, end, xp, yp, op, ent.data(), runs.data(), int64_t(runs.size()) - 1, coef.data(),
            f, c.I * f, c.J * f, c.R * f);
     });

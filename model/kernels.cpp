@@ -177,7 +177,7 @@ DDGNN_AVX2_LOOP void each_element_avx2(int64_t n, At at) {
 
 template <typename At>
 inline void for_elements(int64_t n, At at) {
-  if (cpu_kernels() == CpuKernels::kAvx2)
+  if (avx2_loops())
     each_element_avx2(n, at);
   else
     each_element(n, at);

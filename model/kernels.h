@@ -35,6 +35,12 @@ enum class CpuKernels { kWide, kAvx2, kNone };
 CpuKernels cpu_kernels();
 const char* to_string(CpuKernels level);
 
+// Whether the DDGNN_AVX2_LOOP versions run (cpu_kernels() is kAvx2): the one test of the level
+// that the loops' dispatchers make.
+inline bool avx2_loops() {
+  return cpu_kernels() == CpuKernels::kAvx2;
+}
+
 // Whether this CPU can run the loops of `level` (kWide and kNone run anywhere, the
 // DDGNN_VECTOR_KERNEL loops picking their version by the CPU; kAvx2 needs AVX2 and FMA).
 bool cpu_can_run(CpuKernels level);

@@ -310,7 +310,7 @@ at::Tensor small_mm_raw(const at::Tensor& x_in, const at::Tensor& a, const at::T
   const int64_t m = x.size(0), k = x.size(1), n = a.size(1);
   at::Tensor y = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return y;
-  const bool avx2 = cpu_kernels() == CpuKernels::kAvx2;
+  const bool avx2 = kernels::avx2_loops();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_mm", [&] {
     const std::vector<Tile> tiles = tiles_of<scalar_t>(n, k), bias_tiles = tiles_of<scalar_t>(n, 1);
     static thread_local std::vector<scalar_t> a_buf, b_buf;
@@ -342,7 +342,7 @@ at::Tensor small_tn_raw(const at::Tensor& x_in, const at::Tensor& g_in) {
   const int64_t rows = x.size(0), k = x.size(1), n = g.size(1);
   if (rows == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
   at::Tensor z = at::empty({k, n}, x.options());
-  const bool avx2 = cpu_kernels() == CpuKernels::kAvx2;
+  const bool avx2 = kernels::avx2_loops();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_tn", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();

@@ -228,9 +228,6 @@ DDGNN_AVX2_LOOP void tp_weight_grad_loop_avx2(const Loop& L, const Runs& R, cons
                                               const T* xp, const T* yp, T* op) {
   tp_weight_grad_body<32>(L, R, gp, xp, yp, op);
 }
-bool avx2_loops() {
-  return kernels::cpu_kernels() == kernels::CpuKernels::kAvx2;
-}
 
 // tp_coupling_grad's loop. The sum over f runs in kLanes interleaved partial sums (so that it
 // vectorises without reassociation flags).
@@ -283,10 +280,10 @@ at::Tensor tp_message_raw(const at::Tensor& g_in, const at::Tensor& w_in, const 
       for (int64_t r = 0; r < dst.n_rows; ++r)
         if (ptr[r] == ptr[r + 1]) std::fill(op + r * row, op + (r + 1) * row, scalar_t(0));
     }
-    (avx2_loops() ? tp_message_loop_avx2<scalar_t>
-                  : tp_message_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
-                                               w.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), op,
-                                               sorted);
+    (kernels::avx2_loops() ? tp_message_loop_avx2<scalar_t>
+                           : tp_message_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
+                                                        w.data_ptr<scalar_t>(),
+                                                        x.data_ptr<scalar_t>(), op, sorted);
   });
   return out;
 }
@@ -302,10 +299,11 @@ at::Tensor tp_weight_grad_raw(const at::Tensor& g_in, const at::Tensor& x_in,
   const Loop loop = loop_of(g, c, src, dst, e_count, f);
   const Runs runs = runs_by(c, 2);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "tp_weight_grad", [&] {
-    (avx2_loops() ? tp_weight_grad_loop_avx2<scalar_t>
-                  : tp_weight_grad_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
-                                                   x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
-                                                   out.data_ptr<scalar_t>());
+    (kernels::avx2_loops() ? tp_weight_grad_loop_avx2<scalar_t>
+                           : tp_weight_grad_loop<scalar_t>)(loop, runs, g.data_ptr<scalar_t>(),
+                                                            x.data_ptr<scalar_t>(),
+                                                            y.data_ptr<scalar_t>(),
+                                                            out.data_ptr<scalar_t>());
   });
   return out;
 }
