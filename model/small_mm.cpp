@@ -29,12 +29,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-template <typename T>
-struct Lanes {
-  typedef T V __attribute__((vector_size(64)));
-  static constexpr int64_t n = int64_t(64 / sizeof(T));
-};
-
 // The vectors the kernels compute in: VB bytes (64: AVX-512, 32: AVX2). The packed layout and the
 // tiles stay in 64-byte units (Lanes) either way: a 64-byte vector is two 32-byte ones.
 template <typename T, int VB>
@@ -43,6 +37,8 @@ struct Vec {
   static constexpr int64_t n = int64_t(VB / sizeof(T));
   static constexpr int per_lanes = 64 / VB;  // vectors of VB bytes in one of Lanes<T>
 };
+template <typename T>
+using Lanes = Vec<T, 64>;
 
 // The AVX2 versions of the loops (kernels.h's DDGNN_AVX2_LOOP), with products and sums fused
 // into FMAs as ATen's own products do.
