@@ -13,7 +13,10 @@
 // radial frequencies (HydraGNN's stack shares one basis); a triplet is dropped only when kj is
 // ji's reverse, not whenever k is the atom i (which would drop i's own periodic images in cells
 // smaller than twice the cutoff); the angle enters through its cosine (no atan2, whose gradient
-// is singular for collinear atoms); the Bessel functions are evaluated in float64.
+// is singular for collinear atoms); the Bessel functions are evaluated in float64. The same
+// function in fewer operations than PyG's blocks (tested against them written in plain ops):
+// the embedding's x_i and x_j maps on the atoms, chains of linear maps without bias or
+// activation between them as one weight, the triplet and output sums fused.
 #include "model/layers/dimenet.h"
 
 #include <ATen/ATen.h>
@@ -145,7 +148,9 @@ class DimeNet : public MessagePassing {
 
     // Interaction block.
     const at::Tensor into_i = ddgnn::silu(dense(*m_ji, m));
-    at::Tensor from_k = ddgnn::silu(dense(*m_kj, m)) * dense(*m_rbf2, dense(*m_rbf1, rbf));
+    // W_rbf2 W_rbf1 rbf: two maps without bias or activation between them, applied as one [R, F]
+    // weight made each step (an [E, R] x [R, F] product instead of two over the edges).
+    at::Tensor from_k = ddgnn::silu(dense(*m_kj, m)) * small_mm(rbf, chain(*m_rbf1, *m_rbf2));
     from_k = ddgnn::silu(dense(*m_down, from_k));  // [E, I]
     // Each triplet's message from_k[kj] * W_sbf(sbf) summed into ji, fused: no [T, I] gather or
     // product, in the forward or its derivatives.
@@ -158,15 +163,27 @@ class DimeNet : public MessagePassing {
     h = ddgnn::silu(dense(*m_skip, h)) + m;
     for (int64_t r = 0; r < m_after; ++r, k += 2) h = residual(h, k);
 
-    // Output block: node features [N, F].
-    at::Tensor y = scatter_sum(dense(*m_out_rbf, rbf) * h, recv);
-    y = ddgnn::silu(dense(*m_out_hidden, dense(*m_out_up, y)));
+    // Output block: node features [N, F]. The edges' messages times their radial filter, summed
+    // into the receivers in one pass (gather_mul_sum over the edges themselves: no [E, F]
+    // product).
+    const SegmentIndex edges = make_segment_index(at::arange(e, send.index.options()), e);
+    at::Tensor y = gather_mul_sum(h, dense(*m_out_rbf, rbf), edges, recv);
+    // out_hidden(out_up y): out_up has no bias and no activation follows it, so the two are one
+    // [F, O] map (with out_hidden's bias), made each step: an [N, F] x [F, O] product instead of
+    // that and an [N, O] x [O, O] one, a third of the layer's arithmetic at O = 256.
+    y = ddgnn::silu(small_mm(y, chain(*m_out_up, *m_out_hidden), m_out_hidden->bias));
     NodeState out;
     out.inv = dense(*m_out, y);
     return out;
   }
 
  private:
+  // [in, out] = (second.weight first.weight)^T: the weight of x -> second(first(x)) with first
+  // unbiased, for small_mm (second's bias not included).
+  static at::Tensor chain(const torch::nn::LinearImpl& first, const torch::nn::LinearImpl& second) {
+    return small_mm(first.weight.t(), second.weight.t());
+  }
+
   at::Tensor residual(const at::Tensor& h, size_t k) {
     return h + ddgnn::silu(dense(*m_residual[k + 1], ddgnn::silu(dense(*m_residual[k], h))));
   }

@@ -2,8 +2,9 @@
 // fused radial part of the spherical basis and its derivatives against plain ops; the
 // triplets against an enumeration of every pair of edges; the energy invariant under rotation,
 // translation, permutation and periodic-image shift; forces against central finite differences;
-// the force loss's parameter gradient against finite differences; continuity at the cutoff; a
-// batch of two graphs equals each alone; too many triplets and bad keys are clear errors.
+// the force loss's parameter gradient against finite differences; the layer against PyG's blocks
+// written in plain ops; continuity at the cutoff; a batch of two graphs equals each alone; too
+// many triplets and bad keys are clear errors.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -255,6 +256,72 @@ TEST(DimeNetLayer, ContinuousAtTheCutoffAndBatchOfTwoEqualsEachAlone) {
   const at::Tensor together = run(*l, both, both.pos);
   EXPECT_LT((together.narrow(0, 0, 8) - run(*l, a, a.pos)).abs().max().item<double>(), 1e-12);
   EXPECT_LT((together.narrow(0, 8, 6) - run(*l, m, m.pos)).abs().max().item<double>(), 1e-12);
+}
+
+// The layer against PyG's blocks written out in plain ATen ops, every Linear applied on its own
+// and in PyG's order (embedding [x_i, x_j, act(rbf)], the kj and ji maps, the two radial and two
+// spherical projections, the triplet sum, the residual layers, the output block's up projection
+// and hidden layer): the layer's shortcuts (x_i and x_j mapped on the atoms, chains of
+// linear maps folded into one weight, the fused triplet sum) change nothing but rounding.
+TEST(DimeNetLayer, EqualsPyGsBlocksInPlainOps) {
+  const LayerSpec s = spec();
+  auto l = layer(s);
+  const GraphBatch b = batch_of({periodic_cell(), molecule()});
+  const EdgeGeometry g(b, b.pos, kRadius);
+  const auto params = l->named_parameters();
+  auto lin = [&](const std::string& name, const at::Tensor& x) {
+    const at::Tensor y = at::matmul(x, params[name + ".weight"].t());
+    const at::Tensor* bias = params.find(name + ".bias");
+    return bias ? y + *bias : y;
+  };
+  auto act = [](const at::Tensor& x) { return x * at::sigmoid(x); };
+  const int64_t p = s.envelope.p + 1, e = g.len().size(0), n = b.n_atoms();
+
+  // Bases: rbf [E, R]; sbf [T, S R] = the radial part of edge kj times Y_l(angle at i).
+  const at::Tensor x = g.len() / kRadius;
+  const at::Tensor rbf =
+      dimenet_envelope(x, p).unsqueeze(1) * at::sin(params["freq"] * x.unsqueeze(1));
+  const Triplets t = dimenet_triplets(b);
+  const at::Tensor rad = spherical_bessel_radial_reference(
+      g.len(), dimenet_columns(s.num_spherical, s.num_radial, kRadius, p), at::kDouble);
+  const at::Tensor v_ji = g.vec().index_select(0, t.ji);
+  const at::Tensor cosine =
+      at::cosine_similarity(v_ji, g.vec().index_select(0, t.kj) + v_ji, 1, 0.0);
+  at::Tensor ang = at::empty({t.kj.size(0), s.num_spherical}, at::kDouble);
+  for (int64_t k = 0; k < ang.size(0); ++k)
+    for (int64_t deg = 0; deg < s.num_spherical; ++deg)
+      ang[k][deg] = std::legendre(unsigned(deg), cosine[k].item<double>()) *
+                    std::sqrt((2.0 * double(deg) + 1.0) / (4.0 * M_PI));
+  const at::Tensor sbf =
+      (rad.index_select(0, t.kj).view({-1, s.num_spherical, s.num_radial}) * ang.unsqueeze(2))
+          .view({-1, s.num_spherical * s.num_radial});
+
+  const at::Tensor& recv = b.receivers->index;
+  const at::Tensor& send = b.senders->index;
+  const at::Tensor h0 = lin("lin", features(b));
+  const at::Tensor m = act(lin(
+      "emb",
+      at::cat({h0.index_select(0, recv), h0.index_select(0, send), act(lin("emb_rbf", rbf))}, 1)));
+  at::Tensor kj = act(lin("int_kj", m)) * lin("int_rbf2", lin("int_rbf1", rbf));
+  kj = act(lin("int_down", kj));
+  kj = kj.index_select(0, t.kj) * lin("int_sbf2", lin("int_sbf1", sbf));
+  kj = at::zeros({e, s.int_emb_size}, at::kDouble).index_add(0, t.ji, kj);
+  at::Tensor h = act(lin("int_ji", m)) + act(lin("int_up", kj));
+  int64_t r = 0;
+  auto residual = [&] {
+    const std::string a = "int_res" + std::to_string(r++), c = "int_res" + std::to_string(r++);
+    h = h + act(lin(c, act(lin(a, h))));
+  };
+  for (int64_t k = 0; k < s.num_before_skip; ++k) residual();
+  h = act(lin("int_skip", h)) + m;
+  for (int64_t k = 0; k < s.num_after_skip; ++k) residual();
+  at::Tensor y = at::zeros({n, kF}, at::kDouble).index_add(0, recv, lin("out_rbf", rbf) * h);
+  y = lin("out", act(lin("out_hidden", lin("out_up", y))));
+
+  const at::Tensor got = run(*l, b, b.pos);
+  EXPECT_GT(y.abs().max().item<double>(), 1e-3);
+  EXPECT_LT((got - y).abs().max().item<double>(),
+            1e-12 * std::max(1.0, y.abs().max().item<double>()));
 }
 
 TEST(DimeNetLayer, TooManyTripletsIsADataErrorAndBadKeysAreConfigErrors) {
