@@ -3,19 +3,24 @@
 // timed separately). Shapes: (a) 27-atom simple-cubic cells (a = 3.8 Å, displacements
 // up to 0.19 Å), radius 5 Å, max_neighbours 5, hidden 32, 4 layers, SchNet 10 Gaussians and 8
 // filters, node head 32→60→20→1, batch 64; (b) 108-atom fcc Cu (a = 3.615 Å, 0.1 Å
-// displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16.
-// usage: bench_train [steps=30] [types=all] [shapes=ab] [trace_prefix|-] [device=cpu] [options]
-// e.g. bench_train 30 SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of each run as
-// a Chrome trace of LibTorch's autograd profiler, <prefix>.<type>.<shape>.json; timings then
-// include its overhead). device cuda: the model and batches on the GPU (graphs built there),
-// TF32 matmuls; graphs/s then from a loop without synchronisation (the phases are timed in
+// displacements), radius 5 Å (≈ 43 neighbours), hidden 64, 3 layers, 64 filters, batch 16;
+// (c) ethanol (0.1 Å displacements, 72 edges a molecule), batch 8, hidden 64, 2 layers, node head
+// 64→32→1, MACE's settings those of configs/ethanol_mace.json (max_ell 2, node_max_ell 1,
+// correlation 3, 8 Bessel functions, envelope order 5, avg_num_neighbors 8), four times the steps.
+//
+// usage: bench_train [steps=30] [types=all] [shapes=ab, of abc] [trace_prefix|-] [device=cpu]
+// [options], e.g. bench_train 30 SchNet,PAINN a /tmp/t (a trace prefix writes the timed steps of
+// each run as a Chrome trace of LibTorch's autograd profiler, <prefix>.<type>.<shape>.json;
+// timings then include its overhead). device cuda: the model and batches on the GPU (graphs built
+// there), TF32 matmuls; graphs/s then from a loop without synchronisation (the phases are timed in
 // another, synchronised after each phase), and the peak GPU memory. options, comma-separated:
 // `generic`: the device-agnostic versions of the fused kernels, on any device (model/device.h);
 // `bf16`: Training.precision bf16 (matrix products in bfloat16 by autocast); `max_ell=N`,
-// `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults otherwise); `ops`: the
-// 40 costliest ATen ops of the timed steps by input shapes; `all_elements`: element-indexed weights
-// for every atomic number, not only for copper's (GnnSpec::elements, as `train` sets them);
-// `kernels=wide|avx2|none`: the CPU loops of that level (model/kernels.h) instead of the CPU's own.
+// `node_max_ell=N`, `correlation=N`: MACE's settings (LayerSpec's defaults, or shape (c)'s,
+// otherwise); `ops`: the 40 costliest ATen ops of the timed steps by input shapes; `all_elements`:
+// element-indexed weights for every atomic number, not only for the shape's (GnnSpec::elements, as
+// `train` sets them); `kernels=wide|avx2|none`: the CPU loops of that level (model/kernels.h)
+// instead of the CPU's own.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <sys/resource.h>
@@ -121,12 +126,19 @@ void print_op_times(int steps) {
 
 struct Shape {
   const char* name;
-  int n_rep;    // cells per axis
+  int n_rep;    // cells per axis (0: a molecule, ethanol)
   int basis;    // atoms per cell (1: simple cubic, 4: fcc)
   double a;     // Å
   double disp;  // Å, max displacement
   int64_t batch, max_neighbours, hidden, layers, gaussians, filters;
 };
+
+// Ethanol near its equilibrium geometry (Å): C, C, O, then the hydroxyl H and five H.
+constexpr uint8_t kEthanolZ[9] = {6, 6, 8, 1, 1, 1, 1, 1, 1};
+constexpr double kEthanol[9][3] = {
+    {1.1879, -0.3829, 0.0},     {0.0, 0.5526, 0.0},       {-1.1867, -0.2472, 0.0},
+    {-1.9237, 0.3850, 0.0},     {2.0985, 0.2306, 0.0},    {1.1184, -1.0093, 0.8869},
+    {1.1184, -1.0093, -0.8869}, {0.0710, 1.1908, 0.8846}, {0.0710, 1.1908, -0.8846}};
 
 ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng, c10::Device device) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -135,6 +147,20 @@ ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng, c10::Device de
   std::vector<double> pos, cells, energy, forces;
   std::vector<int64_t> offsets = {0};
   for (int64_t g = 0; g < s.batch; ++g) {
+    if (s.n_rep == 0) {  // a molecule in a box with no periodicity
+      for (int i = 0; i < 9; ++i) {
+        z.push_back(kEthanolZ[i]);
+        for (int c = 0; c < 3; ++c) {
+          pos.push_back(kEthanol[i][c] + s.disp * u(rng));
+          forces.push_back(u(rng));
+        }
+      }
+      cells.insert(cells.end(), {20, 0, 0, 0, 20, 0, 0, 0, 20});
+      pbc.insert(pbc.end(), {0, 0, 0});
+      offsets.push_back(int64_t(z.size()));
+      energy.push_back(u(rng));
+      continue;
+    }
     for (int i = 0; i < s.n_rep; ++i)
       for (int j = 0; j < s.n_rep; ++j)
         for (int k = 0; k < s.n_rep; ++k)
@@ -171,13 +197,26 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.layer.num_gaussians = s.gaussians;
   spec.layer.num_filters = s.filters;
   spec.layer.activation = "ssp";
+  if (s.n_rep == 0) {  // the molecule: configs/ethanol_mace.json's settings
+    spec.layer.activation = "silu";
+    spec.layer.num_radial = 8;
+    spec.layer.envelope = {ddgnn::Envelope::kPolynomial, 5};
+    spec.layer.max_ell = 2;
+    spec.layer.node_max_ell = 1;
+    spec.layer.correlation = 3;
+    spec.layer.avg_num_neighbors = 8;
+  }
   set_layer_options(spec.layer);
   spec.num_conv_layers = s.layers;
   spec.head.node_num_headlayers = 2;
-  spec.head.node_dim_headlayers = {60, 20};
+  spec.head.node_dim_headlayers =
+      s.n_rep == 0 ? std::vector<int64_t>{64, 32} : std::vector<int64_t>{60, 20};
   spec.heads = {{"energy", ddgnn::HeadSpec::kNode, 1}};
   spec.interatomic_potential = true;
-  if (!g_all_elements) spec.elements = {29};  // the data's elements, as `train` sets them
+  if (!g_all_elements)
+    spec.elements = s.n_rep == 0
+                        ? std::vector<int64_t>{1, 6, 8}
+                        : std::vector<int64_t>{29};  // the data's elements, as `train` sets them
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
   gnn->to(device, at::kFloat);
@@ -272,6 +311,7 @@ int main(int argc, char** argv) {
   }
   const Shape a{"(a) sc27", 3, 1, 3.8, 0.19, 64, 5, 32, 4, 10, 8};
   const Shape b{"(b) Cu108", 3, 4, 3.615, 0.1, 16, 0, 64, 3, 50, 64};
+  const Shape c{"(c) eth9", 0, 9, 0, 0.1, 8, 32, 64, 2, 50, 64};
   const std::string shapes = argc > 3 ? argv[3] : "ab";
   const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
   const c10::Device device(argc > 5 ? argv[5] : "cpu");
@@ -315,6 +355,8 @@ int main(int argc, char** argv) {
     for (const auto& t : types) run(a, t, steps, trace, device);
   if (shapes.find('b') != std::string::npos)
     for (const auto& t : types) run(b, t, std::max(3, steps / 5), trace, device);
+  if (shapes.find('c') != std::string::npos)
+    for (const auto& t : types) run(c, t, steps * 4, trace, device);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);
