@@ -126,11 +126,12 @@ void print_op_times(int steps) {
 
 struct Shape {
   const char* name;
-  int n_rep;    // cells per axis (0: a molecule, ethanol)
+  int n_rep;    // cells per axis
   int basis;    // atoms per cell (1: simple cubic, 4: fcc)
   double a;     // Å
   double disp;  // Å, max displacement
   int64_t batch, max_neighbours, hidden, layers, gaussians, filters;
+  bool ethanol = false;  // ethanol molecules instead of cells (n_rep, basis and a unused)
 };
 
 // Ethanol near its equilibrium geometry (Å): C, C, O, then the hydroxyl H and five H.
@@ -147,7 +148,7 @@ ddgnn::GraphBatch random_batch(const Shape& s, std::mt19937& rng, c10::Device de
   std::vector<double> pos, cells, energy, forces;
   std::vector<int64_t> offsets = {0};
   for (int64_t g = 0; g < s.batch; ++g) {
-    if (s.n_rep == 0) {  // a molecule in a box with no periodicity
+    if (s.ethanol) {  // a molecule in a box with no periodicity
       for (int i = 0; i < 9; ++i) {
         z.push_back(kEthanolZ[i]);
         for (int c = 0; c < 3; ++c) {
@@ -197,7 +198,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.layer.num_gaussians = s.gaussians;
   spec.layer.num_filters = s.filters;
   spec.layer.activation = "ssp";
-  if (s.n_rep == 0) {  // the molecule: configs/ethanol_mace.json's settings
+  if (s.ethanol) {  // configs/ethanol_mace.json's settings
     spec.layer.activation = "silu";
     spec.layer.num_radial = 8;
     spec.layer.envelope = {ddgnn::Envelope::kPolynomial, 5};
@@ -210,13 +211,12 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   spec.num_conv_layers = s.layers;
   spec.head.node_num_headlayers = 2;
   spec.head.node_dim_headlayers =
-      s.n_rep == 0 ? std::vector<int64_t>{64, 32} : std::vector<int64_t>{60, 20};
+      s.ethanol ? std::vector<int64_t>{64, 32} : std::vector<int64_t>{60, 20};
   spec.heads = {{"energy", ddgnn::HeadSpec::kNode, 1}};
   spec.interatomic_potential = true;
+  // The data's elements, as `train` sets them.
   if (!g_all_elements)
-    spec.elements = s.n_rep == 0
-                        ? std::vector<int64_t>{1, 6, 8}
-                        : std::vector<int64_t>{29};  // the data's elements, as `train` sets them
+    spec.elements = s.ethanol ? std::vector<int64_t>{1, 6, 8} : std::vector<int64_t>{29};
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
   gnn->to(device, at::kFloat);
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
   }
   const Shape a{"(a) sc27", 3, 1, 3.8, 0.19, 64, 5, 32, 4, 10, 8};
   const Shape b{"(b) Cu108", 3, 4, 3.615, 0.1, 16, 0, 64, 3, 50, 64};
-  const Shape c{"(c) eth9", 0, 9, 0, 0.1, 8, 32, 64, 2, 50, 64};
+  const Shape c{"(c) eth9", 0, 0, 0, 0.1, 8, 32, 64, 2, 50, 64, /*ethanol=*/true};
   const std::string shapes = argc > 3 ? argv[3] : "ab";
   const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
   const c10::Device device(argc > 5 ? argv[5] : "cpu");
