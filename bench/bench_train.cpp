@@ -32,8 +32,10 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <random>
@@ -294,7 +296,37 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: bench_train [steps=30] [types=all] [shapes=ab, of abc] [trace_prefix|-] [device=cpu]\n"
+    "                   [options: generic,bf16,ops,all_elements,kernels=wide|avx2|none,\n"
+    "                    max_ell=N,node_max_ell=N,correlation=N]\n"
+    "e.g. bench_train 30 SchNet,PAINN a; bench_train 30 MACE c - cpu kernels=avx2\n";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "bench_train: %s\n%s", what.c_str(), kUsage);
+  std::exit(2);
+}
+
+// An integer ≥ least, the whole string (atoi would read "--help" or "3x" as a number).
+long long parse_integer(const std::string& text, const std::string& what, long long least) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < least)
+    usage_error(what + " must be an integer ≥ " + std::to_string(least) + ", got '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
   ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
   // As training does: one thread (OpenBLAS's pool too: its idle workers otherwise spin in
   // sched_yield, ~15% of a SchNet step on 2 cores), subnormals flushed, OpenBLAS's kernels matched
@@ -302,41 +334,63 @@ int main(int argc, char** argv) {
   // does not know).
   const std::string blas = ddgnn::set_up_cpu_compute(1);
   const std::string kernels = ddgnn::blas_kernels() + (blas.empty() ? "" : " (" + blas + ")");
-  const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
-  std::vector<std::string> types = ddgnn::known_layers();
+  if (argc > 7) usage_error("at most six arguments, got " + std::to_string(argc - 1));
+  const int steps =
+      argc > 1 ? int(std::min<long long>(parse_integer(argv[1], "steps", 1), 1 << 20)) : 30;
+  const std::vector<std::string> known = ddgnn::known_layers();
+  std::vector<std::string> types = known;
   if (argc > 2 && std::string(argv[2]) != "all") {
     types.clear();
     std::stringstream ss(argv[2]);
-    for (std::string t; std::getline(ss, t, ',');) types.push_back(t);
+    for (std::string t; std::getline(ss, t, ',');) {
+      if (std::find(known.begin(), known.end(), t) == known.end()) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ",") + k;
+        usage_error("unknown type '" + t + "'; known: all or a comma-separated subset of " + list);
+      }
+      types.push_back(t);
+    }
   }
   const Shape a{"(a) sc27", 3, 1, 3.8, 0.19, 64, 5, 32, 4, 10, 8};
   const Shape b{"(b) Cu108", 3, 4, 3.615, 0.1, 16, 0, 64, 3, 50, 64};
   const Shape c{"(c) eth9", 0, 0, 0, 0.1, 8, 32, 64, 2, 50, 64, /*ethanol=*/true};
   const std::string shapes = argc > 3 ? argv[3] : "ab";
+  if (shapes.empty() || shapes.find_first_not_of("abc") != std::string::npos)
+    usage_error("shapes must be letters of abc, got '" + shapes + "'");
   const std::string trace = argc > 4 && std::string(argv[4]) != "-" ? argv[4] : "";
   const c10::Device device(argc > 5 ? argv[5] : "cpu");
   const std::string options = argc > 6 ? argv[6] : "";
   std::unique_ptr<ddgnn::GenericKernels> generic;
-  if (options.find("generic") != std::string::npos)
-    generic = std::make_unique<ddgnn::GenericKernels>();
-  g_bf16 = options.find("bf16") != std::string::npos;
-  g_ops = options.find("ops") != std::string::npos;
-  g_all_elements = options.find("all_elements") != std::string::npos;
   std::unique_ptr<ddgnn::kernels::CpuKernelsScope> kernel_level;
   {
     std::stringstream ss(options);
     std::string token;
     while (std::getline(ss, token, ','))
-      if (const size_t eq = token.find('='); eq != std::string::npos) {
+      if (const size_t eq = token.find('='); eq == std::string::npos) {
+        if (token == "generic")
+          generic = std::make_unique<ddgnn::GenericKernels>();
+        else if (token == "bf16")
+          g_bf16 = true;
+        else if (token == "ops")
+          g_ops = true;
+        else if (token == "all_elements")
+          g_all_elements = true;
+        else
+          usage_error("unknown option '" + token + "'");
+      } else {
         const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
         if (key == "kernels") {
           using ddgnn::kernels::CpuKernels;
+          if (value != "wide" && value != "avx2" && value != "none")
+            usage_error("kernels must be wide, avx2 or none, got '" + value + "'");
           const CpuKernels level = value == "avx2"   ? CpuKernels::kAvx2
                                    : value == "none" ? CpuKernels::kNone
                                                      : CpuKernels::kWide;
           kernel_level = std::make_unique<ddgnn::kernels::CpuKernelsScope>(level);
+        } else if (key == "max_ell" || key == "node_max_ell" || key == "correlation") {
+          g_layer[key] = parse_integer(value, key, 0);  // the layer checks its range
         } else {
-          g_layer[key] = std::stoll(value);
+          usage_error("unknown option '" + key + "'");
         }
       }
   }
@@ -368,4 +422,13 @@ int main(int argc, char** argv) {
   }
 #endif
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return bench_main(argc, argv);
+  } catch (const std::exception& e) {  // a layer's ConfigError for its settings, among others
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
 }
