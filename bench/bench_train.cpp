@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -44,6 +45,7 @@
 #include <string>
 
 #include "core/alloc.h"
+#include "core/error.h"
 #include "core/threads.h"
 #include "model/device.h"
 #include "model/gnn.h"
@@ -294,10 +296,6 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   if (g_ops) print_op_times(steps);
 }
 
-}  // namespace
-
-namespace {
-
 constexpr const char* kUsage =
     "usage: bench_train [steps=30] [types=all] [shapes=ab, of abc] [trace_prefix|-] [device=cpu]\n"
     "                   [options: generic,bf16,ops,all_elements,kernels=wide|avx2|none,\n"
@@ -309,13 +307,15 @@ constexpr const char* kUsage =
   std::exit(2);
 }
 
-// An integer ≥ least, the whole string (atoi would read "--help" or "3x" as a number).
-long long parse_integer(const std::string& text, const std::string& what, long long least) {
+// An integer in [least, most], the whole string (atoi would read "--help" or "3x" as a number).
+long long parse_integer(const std::string& text, const std::string& what, long long least,
+                        long long most) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < least)
-    usage_error(what + " must be an integer ≥ " + std::to_string(least) + ", got '" + text + "'");
+  if (text.empty() || *end != '\0' || errno != 0 || v < least || v > most)
+    usage_error(what + " must be an integer from " + std::to_string(least) + " to " +
+                std::to_string(most) + ", got '" + text + "'");
   return v;
 }
 
@@ -335,8 +335,8 @@ int bench_main(int argc, char** argv) {
   const std::string blas = ddgnn::set_up_cpu_compute(1);
   const std::string kernels = ddgnn::blas_kernels() + (blas.empty() ? "" : " (" + blas + ")");
   if (argc > 7) usage_error("at most six arguments, got " + std::to_string(argc - 1));
-  const int steps =
-      argc > 1 ? int(std::min<long long>(parse_integer(argv[1], "steps", 1), 1 << 20)) : 30;
+  // At most 2^20: shape (c) runs four times the steps, in an int.
+  const int steps = argc > 1 ? int(parse_integer(argv[1], "steps", 1, 1 << 20)) : 30;
   const std::vector<std::string> known = ddgnn::known_layers();
   std::vector<std::string> types = known;
   if (argc > 2 && std::string(argv[2]) != "all") {
@@ -381,14 +381,13 @@ int bench_main(int argc, char** argv) {
         const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
         if (key == "kernels") {
           using ddgnn::kernels::CpuKernels;
-          if (value != "wide" && value != "avx2" && value != "none")
-            usage_error("kernels must be wide, avx2 or none, got '" + value + "'");
-          const CpuKernels level = value == "avx2"   ? CpuKernels::kAvx2
-                                   : value == "none" ? CpuKernels::kNone
-                                                     : CpuKernels::kWide;
-          kernel_level = std::make_unique<ddgnn::kernels::CpuKernelsScope>(level);
+          std::optional<CpuKernels> level;  // by the names the kernels report themselves
+          for (const CpuKernels l : {CpuKernels::kWide, CpuKernels::kAvx2, CpuKernels::kNone})
+            if (value == ddgnn::kernels::to_string(l)) level = l;
+          if (!level) usage_error("kernels must be wide, avx2 or none, got '" + value + "'");
+          kernel_level = std::make_unique<ddgnn::kernels::CpuKernelsScope>(*level);
         } else if (key == "max_ell" || key == "node_max_ell" || key == "correlation") {
-          g_layer[key] = parse_integer(value, key, 0);  // the layer checks its range
+          g_layer[key] = parse_integer(value, key, 0, INT_MAX);  // the layer checks its range
         } else {
           usage_error("unknown option '" + key + "'");
         }
@@ -428,7 +427,7 @@ int main(int argc, char** argv) {
   try {
     return bench_main(argc, argv);
   } catch (const std::exception& e) {  // a layer's ConfigError for its settings, among others
-    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    std::fprintf(stderr, "%s\n", ddgnn::error_line(e, -1).c_str());  // with the hint
     return 1;
   }
 }
