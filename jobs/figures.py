@@ -11,8 +11,10 @@
       points with more ranks than cores (N, default this machine's) are drawn hollow and named
       oversubscribed; CAMPAIGN.csv is what `jobs/campaign.py collect` writes (swept keys
       NeuralNetwork.Architecture.mpnn_type or Architecture.mpnn_type)
-  python3 jobs/figures.py learning RUN_DIR [RUN_DIR ...] --out learning.png
-      validation energy and force MAE per epoch of each run (metrics.csv), log scale
+  python3 jobs/figures.py learning RUN_DIR [RUN_DIR ...] --out learning.png [--time]
+          [--split validate|test|train]
+      energy and force MAE of one split (validation unless --split says) per epoch of each run
+      (metrics.csv), or against minutes with --time, log scale
   python3 jobs/figures.py auto GRID.csv [--remeasured AGAIN.csv] --out auto_backends.png
           [--table auto_backends.md]
       `Loader.backend: auto` against always one backend on a bench-loader grid (every
@@ -196,9 +198,13 @@ def scaling_figure(path, cores):
     return fig
 
 
-def learning_figure(run_dirs, by_time=False):
-    """Validation energy and force MAE of each run against its epoch, or with `by_time` against
-    the minutes since it started (metrics.csv's elapsed_s), to compare models at equal time."""
+SPLIT_NAMES = {"validate": "validation", "test": "test", "train": "training"}
+
+
+def learning_figure(run_dirs, by_time=False, split="validate"):
+    """The energy and force MAE of one split (metrics.csv's validate_, test_ or train_ columns)
+    of each run against its epoch, or with `by_time` against the minutes since it started
+    (metrics.csv's elapsed_s), to compare models at equal time."""
     plt = pyplot()
     fig, (e_ax, f_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for run in run_dirs:
@@ -217,12 +223,12 @@ def learning_figure(run_dirs, by_time=False):
         else:
             epochs = [number(path, n, "epoch", r["epoch"], integer=True)
                       for n, r in enumerate(rows, start=2)]
-        for ax, col in ((e_ax, "validate_energy_mae_mev_atom"), (f_ax, "validate_force_mae_mev_a")):
+        for ax, col in ((e_ax, f"{split}_energy_mae_mev_atom"), (f_ax, f"{split}_force_mae_mev_a")):
             if col in rows[0] and rows[0][col]:
                 ax.plot(epochs, [number(path, n, col, r[col]) for n, r in enumerate(rows, 2)],
                         label=name, marker="o" if len(rows) < 4 else None, markersize=4)
-    for ax, what in ((e_ax, "validation energy MAE (meV/atom)"),
-                     (f_ax, "validation force MAE (meV/Å)")):
+    for ax, what in ((e_ax, f"{SPLIT_NAMES[split]} energy MAE (meV/atom)"),
+                     (f_ax, f"{SPLIT_NAMES[split]} force MAE (meV/Å)")):
         ax.set_yscale("log")
         ax.set_xlabel("minutes" if by_time else "epoch")
         ax.set_ylabel(what)
@@ -490,6 +496,8 @@ def main(argv=None):
     p = sub.add_parser("learning")
     p.add_argument("runs", nargs="+")
     p.add_argument("--time", action="store_true", help="against minutes instead of epochs")
+    p.add_argument("--split", choices=sorted(SPLIT_NAMES), default="validate",
+                   help="the split whose errors are drawn (default validate)")
     p.add_argument("--out", required=True)
     p = sub.add_parser("auto")
     p.add_argument("csv")
@@ -511,7 +519,7 @@ def main(argv=None):
                 write_text(args.table, table)
                 print(f"wrote {args.table}")
         else:
-            fig = learning_figure(args.runs, args.time)
+            fig = learning_figure(args.runs, args.time, args.split)
         write_png(fig, args.out)
     except InputError as e:
         print(f"figures: error: {e}", file=sys.stderr)

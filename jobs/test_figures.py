@@ -204,6 +204,26 @@ class Figures(InTempDir):
                                           self.path("again.csv"), "--out", self.path("x.png")),
                           "again.csv: no measurement at 1 rank, 1 KiB records, batch 16")
 
+    def test_learning_draws_the_split_asked_for(self):
+        os.mkdir(self.path("run"))
+        header = ["epoch", "elapsed_s"] + [f"{split}_{what}" for split in ("validate", "test")
+                                           for what in ("energy_mae_mev_atom", "force_mae_mev_a")]
+        write(self.path("run/metrics.csv"), header,
+              [[1, 60, 2.0, 20.0, 3.0, 30.0], [2, 120, 1.0, 10.0, 1.5, 15.0]])
+        for split, forces, label in ((None, [20.0, 10.0], "validation force MAE (meV/Å)"),
+                                     ("test", [30.0, 15.0], "test force MAE (meV/Å)")):
+            fig = (figures.learning_figure([self.path("run")], by_time=True) if split is None
+                   else figures.learning_figure([self.path("run")], by_time=True, split=split))
+            f_ax = fig.get_axes()[1]
+            self.assertEqual(f_ax.get_ylabel(), label)
+            (line,) = f_ax.get_lines()
+            self.assertEqual(list(line.get_xdata()), [1.0, 2.0])  # minutes
+            self.assertEqual(list(line.get_ydata()), forces)
+        r = self.run_script("learning", self.path("run"), "--split", "test", "--out",
+                            self.path("test.png"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.getsize(self.path("test.png")) > 0)
+
     def test_bad_input(self):
         write(self.path("grid.csv"), ["backend", "ranks"], [["rma", 1]])
         self.assert_error(self.run_script("loader", self.path("grid.csv"), "--out",
