@@ -46,6 +46,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/threads.h"
 #include "model/device.h"
 #include "model/gnn.h"
@@ -343,11 +344,9 @@ int bench_main(int argc, char** argv) {
     types.clear();
     std::stringstream ss(argv[2]);
     for (std::string t; std::getline(ss, t, ',');) {
-      if (std::find(known.begin(), known.end(), t) == known.end()) {
-        std::string list;
-        for (const auto& k : known) list += (list.empty() ? "" : ",") + k;
-        usage_error("unknown type '" + t + "'; known: all or a comma-separated subset of " + list);
-      }
+      if (std::find(known.begin(), known.end(), t) == known.end())
+        usage_error("unknown type '" + t + "'; known: all or a comma-separated subset of " +
+                    ddgnn::join_names(known, ","));
       types.push_back(t);
     }
   }

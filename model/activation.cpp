@@ -11,6 +11,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "model/device.h"
 #include "model/kernels.h"
 
@@ -200,9 +201,8 @@ std::vector<std::string> known_activations() {
 
 void check_activation(const std::string& name) {
   if (table().count(name)) return;
-  std::string known;
-  for (const auto& n : known_activations()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown activation function '" + name + "'", "known activations: " + known);
+  throw ConfigError("unknown activation function '" + name + "'",
+                    "known activations: " + join_names(known_activations()));
 }
 
 at::Tensor apply_activation(const std::string& name, const at::Tensor& x) {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "model/layers.h"
 
 namespace ddgnn {
@@ -62,8 +63,7 @@ std::shared_ptr<MessagePassing> make_layer(const std::string& name, const LayerS
     if (it != registry().end()) factory = it->second;
   }
   if (!factory) {
-    std::string known;
-    for (const auto& n : known_layers()) known += (known.empty() ? "" : ", ") + n;
+    const std::string known = join_names(known_layers());
     throw ConfigError(
         "unknown mpnn_type '" + name + "'",
         known.empty() ? "no layers are built into this ddgnn" : "known types: " + known);

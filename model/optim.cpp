@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace ddgnn {
 
@@ -36,12 +37,6 @@ std::unique_ptr<torch::optim::Optimizer> make_fused_adam(
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string join_names() {
-  std::string out;
-  for (const auto& name : known_optimizer_names()) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
 
 template <typename From, typename To>
 using same_const_t = std::conditional_t<std::is_const_v<From>, const To, To>;
@@ -57,8 +52,9 @@ void visit_options(Options& options, Fn&& fn) {
   if (auto* o = dynamic_cast<same_const_t<Options, optim::RMSpropOptions>*>(&options)) {
     return fn(*o);
   }
-  throw Error("optimizer options of an unknown type: cannot reach the learning rate",
-              "use an optimizer made by make_optimizer (" + join_names() + ")");
+  throw Error(
+      "optimizer options of an unknown type: cannot reach the learning rate",
+      "use an optimizer made by make_optimizer (" + join_names(known_optimizer_names()) + ")");
 }
 
 double group_lr(const torch::optim::OptimizerParamGroup& group) {
@@ -117,7 +113,8 @@ OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::Adam*>(&optimizer)) return OptimizerType::kAdam;
   if (dynamic_cast<const torch::optim::AdamW*>(&optimizer)) return OptimizerType::kAdamW;
   if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer)) return OptimizerType::kRMSprop;
-  throw Error("optimizer of an unknown type", "known optimizers: " + join_names());
+  throw Error("optimizer of an unknown type",
+              "known optimizers: " + join_names(known_optimizer_names()));
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
@@ -151,7 +148,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
                                                               .centered(false)
                                                               .weight_decay(weight_decay));
   }
-  throw ConfigError("unknown optimizer type", "known optimizers: " + join_names());
+  throw ConfigError("unknown optimizer type",
+                    "known optimizers: " + join_names(known_optimizer_names()));
 }
 
 double get_lr(const torch::optim::Optimizer& optimizer) {

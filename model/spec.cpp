@@ -10,23 +10,18 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace ddgnn {
 
 namespace {
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 // The index of `name` in `names`; a ConfigError naming `what` and listing the names otherwise.
 size_t index_of(const std::vector<std::string>& names, const std::string& name,
                 const std::string& what) {
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return i;
-  throw ConfigError(what + ": unknown value '" + name + "'", "allowed: " + join(names));
+  throw ConfigError(what + ": unknown value '" + name + "'", "allowed: " + join_names(names));
 }
 
 const char* kind_name(HeadSpec::Kind k) {

@@ -1,5 +1,6 @@
 // Batches: two graphs concatenated with their radius graphs, segment maps and targets; the edge
-// geometry's memoised expansions; the layer registry's error for an unknown mpnn_type.
+// geometry's memoised expansions; the layer registry's error for an unknown mpnn_type and its list
+// of names.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -70,6 +71,9 @@ TEST(LayerRegistry, UnknownNameIsAConfigError) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown mpnn_type 'SchNett'"), std::string::npos);
+    // The hint lists the registry's names, ", " between them.
+    EXPECT_NE(e.hint().find("known types: "), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find(", SchNet"), std::string::npos) << e.hint();
   }
 }
 
