@@ -140,7 +140,8 @@ void run_generic(const char* tag, const Shape& shape) {
         cutoff,
         fused ? ddgnn::envelope_values(d, cutoff, ddgnn::Envelope()) : std::array<at::Tensor, 3>{},
         at::Tensor(),
-        ddgnn::Envelope()};
+        ddgnn::Envelope(),
+        at::Tensor()};
     const at::Tensor wf =
         ddgnn::schnet_filter(d, fused ? gauss : at::Tensor(), basis, a1, b1, a2, b2);
     double_backward(wf, d, {d, a1, b1, a2, b2});

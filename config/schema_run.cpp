@@ -47,6 +47,20 @@ void add_run_keys(std::vector<KeySpec>& s) {
           .def(0)
           .ge(0)
           .ddgnn_only());
+  add(key("Loader.static_shapes", T::kBool,
+          "pad every training batch into one of a few fixed shapes (graphs, atoms, edges and "
+          "DimeNet's triplets) chosen from the training set at start, so that every step of a "
+          "shape runs the same operators on tensors of the same sizes (what a CUDA graph "
+          "replays); padding is masked out of the loss, the metrics and batch statistics, and a "
+          "batch that fits no shape runs as it is")
+          .def(false)
+          .ddgnn_only());
+  add(key("Loader.static_buckets", T::kInt,
+          "how many fixed shapes Loader.static_shapes chooses (more: less padding, more shapes)")
+          .def(3)
+          .ge(1)
+          .le(16)
+          .ddgnn_only());
   add(key("Loader.shuffle", T::kBool, "shuffle the training samples every epoch")
           .def(true)
           .ddgnn_only());

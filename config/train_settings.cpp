@@ -358,6 +358,8 @@ TrainSettings train_settings(const Config& c) {
   s.drop_remainder = c.get<bool>("Loader.drop_remainder");
   s.atom_budget = c.get<int64_t>("Loader.atom_budget");
   s.prefetch_depth = c.get<int64_t>("Loader.prefetch_depth");
+  s.static_shapes = c.get<bool>("Loader.static_shapes");
+  s.static_buckets = c.get<int64_t>("Loader.static_buckets");
   const std::string backend = c.get<std::string>("Loader.backend");
   if (backend != "auto") s.backend = parse_backend(backend, "Loader.backend");
   if (s.backend == Backend::kNccl)

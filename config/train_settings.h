@@ -112,6 +112,9 @@ struct TrainSettings {
 
   bool shuffle = true, drop_remainder = false;
   int64_t atom_budget = 0, prefetch_depth = 2;
+  // Loader.static_shapes: training batches padded into static_buckets fixed shapes.
+  bool static_shapes = false;
+  int64_t static_buckets = 3;
   std::optional<Backend> backend;  // Loader.backend; empty: auto (train/train_data.h)
   int64_t width = 0;               // Loader.width: ranks per replica group (0 = all)
   double memory_budget_gb = 16.0;  // Loader.memory_budget_gb, per node

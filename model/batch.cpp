@@ -194,6 +194,7 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
   int64_t* gp = graph_of_atom.data_ptr<int64_t>();
   for (int64_t g = 0; g < n_graphs; ++g) {
     atoms_per_graph.data_ptr<int64_t>()[g] = atom_offsets[g + 1] - atom_offsets[g];
+    b.max_graph_atoms = std::max(b.max_graph_atoms, atom_offsets[g + 1] - atom_offsets[g]);
     for (int64_t a = atom_offsets[g]; a < atom_offsets[g + 1]; ++a) gp[a] = g;
   }
   for (int64_t a = 0; a < n_atoms; ++a) zp[a] = z[a];
@@ -226,6 +227,33 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
     if (pbc[3 * g] && pbc[3 * g + 1] && pbc[3 * g + 2])
       std::copy_n(cells + 9 * g, 9, bulk_cells.begin() + 9 * g);
   b.cell = target(bulk_cells.data(), {n_graphs, 3, 3});
+  return b;
+}
+
+GraphBatch to_device(const GraphBatch& in, c10::Device device) {
+  if (in.z.device() == device) return in;
+  const auto move = [&](const at::Tensor& t) { return t.defined() ? to_device(t, device) : t; };
+  const auto move_index = [&](const std::shared_ptr<const SegmentIndex>& s) {
+    if (!s) return s;
+    auto out = std::make_shared<SegmentIndex>();
+    out->index = move(s->index);
+    out->ptr = move(s->ptr);
+    out->n_rows = s->n_rows;
+    // Undefined on the CPU when the index is sorted; the generic operations read it.
+    out->order = s->order.defined() ? move(s->order)
+                                    : to_device(at::arange(s->index.size(0), at::kLong), device);
+    return std::shared_ptr<const SegmentIndex>(std::move(out));
+  };
+  GraphBatch b = in;
+  for (at::Tensor* t :
+       {&b.z, &b.pos, &b.edge_index, &b.edge_shift, &b.graph_of_atom, &b.atoms_per_graph, &b.cell,
+        &b.node_inputs, &b.branch, &b.graph_attr, &b.energy, &b.forces, &b.stress, &b.stress_mask,
+        &b.cap_boundary, &b.triplets, &b.laplacian_pe, &b.graph_weight, &b.atom_weight})
+    *t = move(*t);
+  b.species = in.species.is_same(in.z) ? b.z : move(in.species);
+  b.receivers = move_index(in.receivers);
+  b.senders = move_index(in.senders);
+  b.graphs = move_index(in.graphs);
   return b;
 }
 

@@ -31,6 +31,9 @@ struct GraphBatch {
   at::Tensor graph_of_atom;  // [n_atoms] int64, non-decreasing
   at::Tensor atoms_per_graph;  // [n_graphs] int64
   int64_t n_graphs = 0;
+  // The most atoms of one graph (known on the host: the per-graph dense layouts of max pooling
+  // and GPS attention are sized by it without reading the device).
+  int64_t max_graph_atoms = 0;
   // Segment maps (edge -> receiver, edge -> sender, atom -> graph), shared by the batch's copies
   // (the autograd functions that use them keep their own handles, model/saved_index.h).
   std::shared_ptr<const SegmentIndex> receivers, senders, graphs;
@@ -61,9 +64,25 @@ struct GraphBatch {
   // for each edge of a capped receiver the index of that receiver's boundary edge (its
   // (max_neighbours + 1)-th nearest, its last), -1 for the edges of the others.
   at::Tensor cap_boundary;
+  // What some models read that depends on the graph alone, made with the batch on the loader's
+  // thread (add_graph_inputs, model/gnn.h) so that a training step computes none of it:
+  // DimeNet's triplets [2, T] int64 (rows kj and ji, dimenet_triplets) and GPS's Laplacian
+  // eigenvector encodings [n_atoms, pe_dim] float64 (laplacian_pe). Undefined: the model makes
+  // them in its forward.
+  at::Tensor triplets, laplacian_pe;
+  // A batch padded to a fixed shape (model/pad_batch.h): its own graphs and atoms come first, the
+  // last pad_graphs graphs and pad_atoms atoms are padding. graph_weight [n_graphs] and atom_weight
+  // [n_atoms] (model dtype) weigh each row in the loss's means: 1 / (real graphs) for a real graph,
+  // 1 / (real atoms) for a real atom, 0 for padding; undefined when the batch is not padded (every
+  // row counts alike).
+  int64_t pad_graphs = 0, pad_atoms = 0;
+  at::Tensor graph_weight, atom_weight;
 
   int64_t n_atoms() const { return z.size(0); }
   int64_t n_edges() const { return edge_index.size(1); }
+  int64_t real_graphs() const { return n_graphs - pad_graphs; }
+  int64_t real_atoms() const { return n_atoms() - pad_atoms; }
+  bool padded() const { return graph_weight.defined(); }
 };
 
 // How make_batch builds the radius graph.
@@ -85,6 +104,11 @@ GraphBatch make_batch(const uint8_t* z, const double* pos, const int64_t* atom_o
                       const RadiusGraphOptions& graph_options, c10::ScalarType dtype,
                       c10::Device device = c10::Device(c10::kCPU),
                       GraphBuild build = GraphBuild::kAuto);
+
+// `batch` with every tensor on `device` (its segment maps included, each map's edge order made
+// explicit off the CPU, where the generic segment operations read it); the batch itself when it is
+// there already. Copies from the host go through pinned memory without blocking.
+GraphBatch to_device(const GraphBatch& batch, c10::Device device);
 
 // The envelope `e` (model/spec.h) at x = d / rc [E] (x in [0, 1]); differentiable ATen ops.
 at::Tensor envelope_of(const at::Tensor& x, const Envelope& e);

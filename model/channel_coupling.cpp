@@ -184,19 +184,25 @@ struct CoupleChannels : public torch::autograd::Function<CoupleChannels> {
 at::Tensor couple_channels_reference(const at::Tensor& X, const at::Tensor& Y,
                                      const ChannelCoupling& c) {
   const int64_t n = int64_t(c.entries.size());
-  at::Tensor host = at::empty({3, n}, at::kLong), coef = at::empty({n}, at::kDouble);
-  int64_t* hp = host.data_ptr<int64_t>();
-  double* cp = coef.data_ptr<double>();
-  for (int64_t k = 0; k < n; ++k) {
-    const auto& e = c.entries[size_t(k)];
-    hp[k] = e.r;
-    hp[n + k] = e.i;
-    hp[2 * n + k] = e.j;
-    cp[k] = e.c;
-  }
-  const at::Tensor idx = host.to(X.device());
-  const at::Tensor prod = X.index_select(1, idx[1]) * Y.index_select(1, idx[2]) *
-                          coef.to(X.device(), X.scalar_type()).view({1, n, 1});  // [N, n, F]
+  const at::Tensor& idx = c.tables->get(0, X.device(), at::kLong, [&] {
+    at::Tensor host = at::empty({3, n}, at::kLong);
+    int64_t* hp = host.data_ptr<int64_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      const auto& e = c.entries[size_t(k)];
+      hp[k] = e.r;
+      hp[n + k] = e.i;
+      hp[2 * n + k] = e.j;
+    }
+    return host;
+  });
+  const at::Tensor& coef = c.tables->get(1, X.device(), X.scalar_type(), [&] {
+    at::Tensor host = at::empty({n}, at::kDouble);
+    double* cp = host.data_ptr<double>();
+    for (int64_t k = 0; k < n; ++k) cp[k] = c.entries[size_t(k)].c;
+    return host;
+  });
+  const at::Tensor prod =
+      X.index_select(1, idx[1]) * Y.index_select(1, idx[2]) * coef.view({1, n, 1});  // [N, n, F]
   return at::zeros({X.size(0), c.R, X.size(2)}, X.options()).index_add(1, idx[0], prod);
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/device_table.h"
+
 namespace ddgnn {
 
 // out[n, r, f] = sum over entries (r, i, j, c) of c X[n, i, f] Y[n, j, f], for R rows r, I rows
@@ -21,6 +23,9 @@ struct ChannelCoupling {
   };
   int64_t R = 0, I = 0, J = 0;
   std::vector<Entry> entries;
+  // The entries as index and coefficient tensors on each device the reference ran on (shared by
+  // copies; the entries must not change once it has run).
+  SharedDeviceTables tables = std::make_shared<DeviceTables>();
 
   // The couplings of the derivatives: dX = couple_channels(G, Y, for_x()) with G [N, R, F] the
   // gradient of out, dY = couple_channels(G, X, for_y()).

@@ -12,6 +12,7 @@
 #include "model/activation.h"
 #include "model/device.h"
 #include "model/gps.h"
+#include "model/layers/dimenet.h"
 #include "model/segment.h"
 #include "model/small_mm.h"
 
@@ -182,13 +183,13 @@ at::Tensor Gnn::run_mlp(const Mlp& mlp, at::Tensor x, bool last_activation) cons
 at::Tensor Gnn::pool(const at::Tensor& h, const GraphBatch& batch) const {
   const SegmentIndex& g = *batch.graphs;
   if (m_spec.graph_pooling == Pooling::kAdd) return scatter_sum(h, g);
-  const at::Tensor count = batch.atoms_per_graph.to(h.options()).unsqueeze(1);  // [n_graphs, 1]
+  const at::Tensor count = batch.atoms_per_graph.to(h.scalar_type()).unsqueeze(1);  // [n_graphs, 1]
   if (m_spec.graph_pooling == Pooling::kMean) return scatter_sum(h, g) / count.clamp_min(1.0);
   // max: dense [n_graphs, max_atoms, F] padded with -inf, then amax over atoms (atoms of a graph
   // are contiguous since graph_of_atom is non-decreasing).
   const int64_t n_graphs = batch.n_graphs;
   if (h.size(0) == 0) return at::zeros({n_graphs, h.size(1)}, h.options());
-  const int64_t max_atoms = batch.atoms_per_graph.max().item<int64_t>();
+  const int64_t max_atoms = batch.max_graph_atoms;
   const at::Tensor slot =
       at::arange(h.size(0), batch.graph_of_atom.options()) - g.ptr.index_select(0, g.index);
   at::Tensor dense = at::full({n_graphs, max_atoms, h.size(1)},
@@ -224,21 +225,22 @@ GraphBatch Gnn::with_species(const GraphBatch& batch) const {
   GraphBatch out = batch;
   const at::Tensor z = batch.z;
   if (z.is_cpu()) {
-    const at::Tensor rows = m_row_of_z.index_select(0, z.clamp(0, 255));
-    if (z.numel() > 0 && (rows.min().item<int64_t>() < 0 || z.max().item<int64_t>() > 255)) {
-      const at::Tensor missing = (rows < 0).logical_or(z > 255).nonzero();
-      const int64_t atom = missing[0][0].item<int64_t>();
+    // Checked in host memory (no device to wait for): the first atom the model has no row for.
+    const at::Tensor zc = z.to(at::kLong).contiguous();
+    const int64_t* zp = zc.data_ptr<int64_t>();
+    const int64_t* row = m_row_of_z.data_ptr<int64_t>();
+    for (int64_t atom = 0; atom < zc.numel(); ++atom) {
+      if (zp[atom] >= 0 && zp[atom] <= 255 && row[zp[atom]] >= 0) continue;
       std::string known;
       for (int64_t e : m_spec.elements) known += (known.empty() ? "" : ", ") + std::to_string(e);
       throw DataError("atom " + std::to_string(atom) + " of the batch has atomic number " +
-                          std::to_string(z[atom].item<int64_t>()) +
-                          ", which the model has no weights for (" +
+                          std::to_string(zp[atom]) + ", which the model has no weights for (" +
                           (m_spec.elements.empty() ? "it reads 0.." + std::to_string(m_spec.max_z)
                                                    : "it was trained on atomic numbers " + known) +
                           ")",
                       "predict with a model trained on data that holds this element");
     }
-    out.species = rows;
+    out.species = m_row_of_z.index_select(0, z);
     return out;
   }
   if (!m_row_of_z_device.defined() || m_row_of_z_device.device() != z.device())
@@ -260,7 +262,7 @@ NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry
   }
   at::Tensor edge_attr;
   if (m_pos_emb) {
-    const at::Tensor pe = laplacian_pe(batch, m_spec.pe_dim).to(s.inv.dtype());
+    const at::Tensor pe = batch.laplacian_pe.to(s.inv.dtype());
     s.inv = m_node_lin->forward(at::cat({s.inv, m_pos_emb->forward(pe)}, 1));
     if (m_rel_pos_emb)
       edge_attr = m_rel_pos_emb->forward(
@@ -280,26 +282,23 @@ NodeState Gnn::trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry
 }
 
 at::Tensor Gnn::trunk(const GraphBatch& batch, const EdgeGeometry& geometry) {
-  return trunk_state(with_species(batch), geometry).inv;
+  GraphBatch b = with_species(batch);
+  add_graph_inputs(b, m_spec);
+  return trunk_state(b, geometry).inv;
 }
 
-// The heads of one branch on `rows` of the graphs and atoms (undefined: all of them).
+// The heads of one branch on every graph and atom.
 std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const NodeState& trunk,
                                         const at::Tensor& pooled, const GraphBatch& batch,
-                                        const EdgeGeometry& geometry, const at::Tensor& graph_rows,
-                                        const at::Tensor& atom_rows) {
-  const auto rows = [](const at::Tensor& x, const at::Tensor& r) {
-    return r.defined() ? x.index_select(0, r) : x;
-  };
+                                        const EdgeGeometry& geometry) {
   const at::Tensor& h = trunk.inv;
   std::vector<at::Tensor> out;
   at::Tensor shared;
   for (size_t k = 0; k < m_spec.heads.size(); ++k) {
     if (m_spec.heads[k].kind == HeadSpec::kGraph) {
-      if (!shared.defined())
-        shared = run_mlp(branch.shared, rows(pooled, graph_rows), /*last_activation=*/true);
+      if (!shared.defined()) shared = run_mlp(branch.shared, pooled, /*last_activation=*/true);
       out.push_back(run_mlp(branch.heads[k], shared, false));
-    } else if (branch.node_convs[k]) {  // the convolution sees every atom, the MLP the rows
+    } else if (branch.node_convs[k]) {
       const auto& conv = branch.node_convs[k];
       NodeState s;
       s.inv = h;
@@ -307,16 +306,27 @@ std::vector<at::Tensor> Gnn::run_branch(const Branch& branch, const NodeState& t
       if (conv->equivariant()) s.equiv = at::zeros({h.size(0), 3, h.size(1)}, h.options());
       s = conv->forward(s, batch, geometry);
       if (conv->activates_output()) s.inv = apply_activation(m_spec.layer.activation, s.inv);
-      out.push_back(run_mlp(branch.heads[k], rows(s.inv, atom_rows), false));
+      out.push_back(run_mlp(branch.heads[k], s.inv, false));
     } else {
-      out.push_back(run_mlp(branch.heads[k], rows(h, atom_rows), false));
+      out.push_back(run_mlp(branch.heads[k], h, false));
     }
   }
   return out;
 }
 
+void add_graph_inputs(GraphBatch& batch, const GnnSpec& spec) {
+  if (spec.mpnn_type == "DimeNet" && !batch.triplets.defined()) {
+    const Triplets t = dimenet_triplets(batch);
+    batch.triplets = at::stack({t.kj, t.ji});
+  }
+  if (spec.gps_heads > 0 &&
+      !(batch.laplacian_pe.defined() && batch.laplacian_pe.size(1) == spec.pe_dim))
+    batch.laplacian_pe = laplacian_pe(batch, spec.pe_dim);
+}
+
 std::vector<at::Tensor> Gnn::forward(const GraphBatch& in, const at::Tensor& pos) {
-  const GraphBatch batch = with_species(in);
+  GraphBatch batch = with_species(in);
+  add_graph_inputs(batch, m_spec);
   const EdgeGeometry geometry(batch, pos, m_spec.layer.radius, m_spec.layer.envelope);
   Bf16Autocast autocast(pos.device().type(), m_bf16);
   const NodeState state = trunk_state(batch, geometry);
@@ -328,28 +338,19 @@ std::vector<at::Tensor> Gnn::forward(const GraphBatch& in, const at::Tensor& pos
     pooled = m_cond2->forward(
         apply_activation(m_spec.layer.activation,
                          m_cond1->forward(at::cat({pooled, graph_attr_of(batch, pooled)}, 1))));
-  std::vector<at::Tensor> out;
-  if (m_branches.size() == 1 || !batch.branch.defined()) {
-    out = run_branch(m_branches[0], state, pooled, batch, geometry, {}, {});
-  } else {
-    // Each graph through its branch: the rows of each branch's graphs and atoms, gathered, run
-    // and written back into one output per head.
+  std::vector<at::Tensor> out = run_branch(m_branches[0], state, pooled, batch, geometry);
+  if (m_branches.size() > 1 && batch.branch.defined()) {
+    // Each graph through its branch: every branch's head layers run on all the rows, and each
+    // row takes the output of its own (masks: the host never learns which rows are whose).
     const at::Tensor atom_branch = batch.branch.index_select(0, batch.graph_of_atom);
-    for (size_t b = 0; b < m_branches.size(); ++b) {
-      const at::Tensor graph_rows = (batch.branch == int64_t(b)).nonzero().squeeze(1);
-      if (graph_rows.numel() == 0) continue;
-      const at::Tensor atom_rows = (atom_branch == int64_t(b)).nonzero().squeeze(1);
-      std::vector<at::Tensor> part =
-          run_branch(m_branches[b], state, pooled, batch, geometry, graph_rows, atom_rows);
-      if (out.empty())
-        for (size_t k = 0; k < part.size(); ++k) {
-          const bool graph = m_spec.heads[k].kind == HeadSpec::kGraph;
-          out.push_back(
-              at::zeros({graph ? batch.n_graphs : h.size(0), part[k].size(1)}, part[k].options()));
-        }
-      for (size_t k = 0; k < part.size(); ++k)
-        out[k] = out[k].index_copy(
-            0, m_spec.heads[k].kind == HeadSpec::kGraph ? graph_rows : atom_rows, part[k]);
+    for (size_t b = 1; b < m_branches.size(); ++b) {
+      const std::vector<at::Tensor> part =
+          run_branch(m_branches[b], state, pooled, batch, geometry);
+      for (size_t k = 0; k < part.size(); ++k) {
+        const at::Tensor& branch =
+            m_spec.heads[k].kind == HeadSpec::kGraph ? batch.branch : atom_branch;
+        out[k] = at::where(branch.eq(int64_t(b)).unsqueeze(1), part[k], out[k]);
+      }
     }
   }
   if (m_bf16)

@@ -27,6 +27,12 @@ namespace ddgnn {
 // ConfigError naming the offending key.
 void check_gnn_spec(const GnnSpec& spec);
 
+// What `spec`'s model reads that depends on the graph alone, made and put into the batch where
+// it is not there yet (GraphBatch::triplets for DimeNet, GraphBatch::laplacian_pe with GPS): the
+// loader calls it when it builds a batch, so that a training step makes none of it (making them
+// reads the device on the host); Gnn::forward calls it for batches made elsewhere.
+void add_graph_inputs(GraphBatch& batch, const GnnSpec& spec);
+
 // Trunk: h0 = Embedding(z) [n_atoms, F]; for each layer, (h, v) = layer(h, v) then h = act(h)
 // (HydraGNN applies its activation after every conv; layers' own internal activations and
 // residuals are kept; equivariant vectors v start at zero [n_atoms, 3, F] and get no activation).
@@ -74,8 +80,7 @@ class Gnn : public torch::nn::Module {
   NodeState trunk_state(const GraphBatch& batch, const EdgeGeometry& geometry);
   std::vector<at::Tensor> run_branch(const Branch& branch, const NodeState& trunk,
                                      const at::Tensor& pooled, const GraphBatch& batch,
-                                     const EdgeGeometry& geometry, const at::Tensor& graph_rows,
-                                     const at::Tensor& atom_rows);
+                                     const EdgeGeometry& geometry);
 
   GnnSpec m_spec;
   bool m_bf16 = false;

@@ -28,7 +28,7 @@ at::Tensor laplacian_pe(const GraphBatch& batch, int64_t k) {
   const int64_t n_graphs = batch.n_graphs, n_atoms = batch.n_atoms();
   const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
   if (n_atoms == 0 || n_graphs == 0) return at::zeros({n_atoms, k}, f64);
-  const int64_t n = batch.atoms_per_graph.max().item<int64_t>();
+  const int64_t n = batch.max_graph_atoms;
   const at::Tensor slot = slot_in_graph(batch);
   const at::Tensor graph = batch.graph_of_atom;
   // A [B, n, n]: edges between distinct atoms, counted (periodic images add up).
@@ -83,7 +83,7 @@ GpsLayer::GpsLayer(std::shared_ptr<MessagePassing> layer, int64_t channels, int6
 at::Tensor GpsLayer::attention(const at::Tensor& x, const GraphBatch& batch) {
   const int64_t c = x.size(1), d = c / m_heads, b = batch.n_graphs;
   if (x.size(0) == 0) return x;
-  const int64_t n = batch.atoms_per_graph.max().item<int64_t>();
+  const int64_t n = batch.max_graph_atoms;
   const at::Tensor slot = slot_in_graph(batch);
   const at::Tensor graph = batch.graph_of_atom;
   // Queries, keys and values of each atom, laid out per graph: [B, H, n, d].
@@ -104,6 +104,40 @@ at::Tensor GpsLayer::attention(const at::Tensor& x, const GraphBatch& batch) {
   return m_out_proj(out.index({graph, slot}));
 }
 
+namespace {
+
+// bn(x) [n_atoms, F] in training mode with the statistics of the atoms of weight > 0 only (a padded
+// batch's GraphBatch::atom_weight, 1 / (real atoms) each): the mean and biased variance normalise,
+// the running averages take the mean and the unbiased variance, as torch's BatchNorm1d computes
+// them over the real atoms alone.
+at::Tensor weighted_batch_norm(torch::nn::BatchNorm1dImpl& bn, const at::Tensor& x,
+                               const at::Tensor& atom_weight) {
+  const auto& o = bn.options;
+  const at::Tensor w = atom_weight.to(x.scalar_type()).unsqueeze(1);  // [n_atoms, 1]
+  const at::Tensor mean = (x * w).sum(0);                             // [F]
+  const at::Tensor centred = x - mean;
+  const at::Tensor var = (centred * centred * w).sum(0);
+  at::Tensor y = centred * at::rsqrt(var + o.eps());
+  if (o.affine()) y = y * bn.weight + bn.bias;
+  if (o.track_running_stats()) {
+    c10::NoGradGuard no_grad;
+    const double m = o.momentum().value_or(0.1);
+    const at::Tensor n = atom_weight.gt(0).sum().to(x.scalar_type());
+    bn.running_mean.mul_(1.0 - m).add_(mean.detach() * m);
+    bn.running_var.mul_(1.0 - m).add_(var.detach() * (n / (n - 1.0).clamp_min(1.0)) * m);
+    bn.num_batches_tracked.add_(1);
+  }
+  return y;
+}
+
+}  // namespace
+
+at::Tensor GpsLayer::norm(torch::nn::BatchNorm1d& bn, const at::Tensor& x,
+                          const GraphBatch& batch) {
+  if (!batch.atom_weight.defined() || !is_training()) return bn(x);
+  return weighted_batch_norm(*bn, x, batch.atom_weight);
+}
+
 NodeState GpsLayer::forward(const NodeState& in, const GraphBatch& batch,
                             const EdgeGeometry& geometry) {
   const at::Tensor& x = in.inv;
@@ -111,11 +145,11 @@ NodeState GpsLayer::forward(const NodeState& in, const GraphBatch& batch,
     return m_dropout > 0 ? at::dropout(t, m_dropout, is_training()) : t;
   };
   NodeState out = m_layer->forward(in, batch, geometry);
-  const at::Tensor local = m_norm1(drop(out.inv) + x);
-  const at::Tensor global = m_norm2(drop(attention(x, batch)) + x);
+  const at::Tensor local = norm(m_norm1, drop(out.inv) + x, batch);
+  const at::Tensor global = norm(m_norm2, drop(attention(x, batch)) + x, batch);
   at::Tensor y = local + global;
   y = y + drop(m_mlp2(drop(at::relu(m_mlp1(y)))));
-  out.inv = m_norm3(y);
+  out.inv = norm(m_norm3, y, batch);
   return out;
 }
 

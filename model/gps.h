@@ -33,7 +33,8 @@ at::Tensor laplacian_pe(const GraphBatch& batch, int64_t k);
 // attention: multi-head scaled dot-product self-attention among the atoms of each graph (one
 // Linear to queries, keys and values, one to the output, as torch.nn.MultiheadAttention), mlp:
 // Linear(F, 2F), ReLU, Linear(2F, F), dropout after each hidden step, batch norms over the atoms
-// of the batch (running statistics in eval mode). The layer's equivariant state passes through.
+// of the batch (running statistics in eval mode; a padded batch's own atoms only). The layer's
+// equivariant state passes through.
 class GpsLayer : public MessagePassing {
  public:
   GpsLayer(std::shared_ptr<MessagePassing> layer, int64_t channels, int64_t heads, double dropout);
@@ -47,6 +48,8 @@ class GpsLayer : public MessagePassing {
   at::Tensor attention(const at::Tensor& x, const GraphBatch& batch);
 
  private:
+  // bn(x) over the atoms of the batch (its own atoms only when it is padded).
+  at::Tensor norm(torch::nn::BatchNorm1d& bn, const at::Tensor& x, const GraphBatch& batch);
   std::shared_ptr<MessagePassing> m_layer;
   int64_t m_heads;
   double m_dropout;

@@ -99,8 +99,8 @@ std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& parameters
 torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
   std::vector<torch::Tensor> norms;
   norms.reserve(grads.size());
-  const auto options = grads.front().options();
-  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(options));
+  const auto dtype = grads.front().scalar_type();
+  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(dtype));
   return norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
 }
 
@@ -365,7 +365,7 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
   // As torch.nn.utils.clip_grad_norm_: always multiply by the clamped coefficient (≤ 1), which
   // avoids a device sync before the decision.
   const auto coefficient = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
-  for (const auto& g : grads) g.detach().mul_(coefficient.to(g.device(), g.scalar_type()));
+  for (const auto& g : grads) g.detach().mul_(coefficient.to(g.scalar_type()));
   return norm;
 }
 

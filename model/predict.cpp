@@ -62,7 +62,12 @@ Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch,
     std::vector<at::Tensor> inputs = {pos};
     if (stress) inputs.push_back(strain);
     // allow_unused: a model that reads no geometry (GIN) has dE/dx = 0.
-    auto g = torch::autograd::grad({p.energy.sum()}, inputs, /*grad_outputs=*/{},
+    // A padded batch: the energies of its own graphs only (batch statistics, as GPS's batch
+    // norms, would let the padding's energy depend on the real atoms' positions).
+    const at::Tensor total =
+        batch.padded() ? (p.energy * batch.graph_weight.gt(0).to(p.energy.scalar_type())).sum()
+                       : p.energy.sum();
+    auto g = torch::autograd::grad({total}, inputs, /*grad_outputs=*/{},
                                    /*retain_graph=*/create_graph, create_graph,
                                    /*allow_unused=*/true);
     p.forces = g[0].defined() ? -g[0] : at::zeros_like(pos);
@@ -83,15 +88,22 @@ Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch,
   return p;
 }
 
-at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss) {
+at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss,
+                           const at::Tensor& row_weight) {
   const at::Tensor d = pred - target;
+  // The mean of each row's elements times its weight, summed; the plain mean without weights.
+  const auto mean = [&](const at::Tensor& l) {
+    if (!row_weight.defined()) return l.mean();
+    const at::Tensor rows = l.dim() > 1 ? l.flatten(1).mean(1) : l;
+    return (rows * row_weight).sum();
+  };
   switch (loss.type) {
     case LossType::kMse:
-      return (d * d).mean();
+      return mean(d * d);
     case LossType::kRmse:
-      return at::sqrt((d * d).mean());
+      return at::sqrt(mean(d * d));
     case LossType::kMae:
-      return d.abs().mean();
+      return mean(d.abs());
     case LossType::kHuber:
     case LossType::kSmoothL1: {
       const double delta = loss.huber_delta;
@@ -99,39 +111,60 @@ at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, con
       const at::Tensor a = d.abs();
       at::Tensor l = at::where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta));
       if (loss.type == LossType::kSmoothL1) l = l / delta;
-      return l.mean();
+      return mean(l);
     }
   }
   throw ConfigError("loss_function_type: unknown value",
                     "allowed: mse, mae, rmse, smooth_l1, huber");
 }
 
+namespace {
+
+// term times this rank's share of the step's graphs (k = 0) or atoms (k = 1).
+at::Tensor shared(const at::Tensor& term, const StepShare& share, int64_t k) {
+  if (share.device.defined()) return term * share.device[k];
+  const double s = k == 0 ? share.graphs : share.atoms;
+  return s == 1.0 ? term : term * s;
+}
+
+}  // namespace
+
 at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,
-                             const EnergyForceWeights& weights, const LossSpec& loss) {
-  at::Tensor total = at::zeros({}, pred.energy.options());
+                             const EnergyForceWeights& weights, const LossSpec& loss,
+                             const StepShare& share) {
+  const at::Tensor& gw = batch.graph_weight;
+  at::Tensor graph_terms, atom_terms;
+  const auto add = [](at::Tensor& sum, const at::Tensor& term) {
+    sum = sum.defined() ? sum + term : term;
+  };
   if (batch.energy.defined()) {
-    const at::Tensor target = batch.energy.to(pred.energy.options());
+    const at::Tensor target = batch.energy.to(pred.energy.scalar_type());
     if (weights.energy_weight != 0.0)
-      total = total + weights.energy_weight * regression_loss(pred.energy, target, loss);
+      add(graph_terms, weights.energy_weight * regression_loss(pred.energy, target, loss, gw));
     if (weights.energy_peratom_weight != 0.0) {
-      const at::Tensor n = batch.atoms_per_graph.to(pred.energy.options()).clamp_min(1.0);
-      total = total +
-              weights.energy_peratom_weight * regression_loss(pred.energy / n, target / n, loss);
+      const at::Tensor n = batch.atoms_per_graph.to(pred.energy.scalar_type()).clamp_min(1.0);
+      add(graph_terms,
+          weights.energy_peratom_weight * regression_loss(pred.energy / n, target / n, loss, gw));
     }
   }
   if (batch.forces.defined() && weights.force_weight != 0.0)
-    total = total + weights.force_weight *
-                        regression_loss(pred.forces, batch.forces.to(pred.forces.options()), loss);
+    add(atom_terms, weights.force_weight *
+                        regression_loss(pred.forces, batch.forces.to(pred.forces.scalar_type()),
+                                        loss, batch.atom_weight));
   if (batch.stress.defined() && pred.stress.defined() && weights.stress_weight != 0.0) {
     // As the virial per atom, σ V / n (energy per atom: the energy terms' scale), graphs without a
     // stress masked out.
-    const at::Tensor per_atom = batch.stress_mask.to(pred.stress.options()) * volumes(batch.cell) /
-                                batch.atoms_per_graph.to(pred.stress.options()).clamp_min(1.0);
+    const at::Tensor per_atom = batch.stress_mask.to(pred.stress.scalar_type()) *
+                                volumes(batch.cell) /
+                                batch.atoms_per_graph.to(pred.stress.scalar_type()).clamp_min(1.0);
     const at::Tensor f = per_atom.view({-1, 1, 1});
-    total = total +
-            weights.stress_weight *
-                regression_loss(pred.stress * f, batch.stress.to(pred.stress.options()) * f, loss);
+    add(graph_terms, weights.stress_weight *
+                         regression_loss(pred.stress * f,
+                                         batch.stress.to(pred.stress.scalar_type()) * f, loss, gw));
   }
+  at::Tensor total = at::zeros({}, pred.energy.options());
+  if (graph_terms.defined()) total = total + shared(graph_terms, share, 0);
+  if (atom_terms.defined()) total = total + shared(atom_terms, share, 1);
   return total;
 }
 
@@ -145,17 +178,16 @@ at::Tensor total_loss(const Prediction& p, const GraphBatch& batch,
     if (t.weight == 0.0) continue;
     if (t.source == TargetSource::kEnergy) {
       EnergyForceWeights ew = w;
-      ew.energy_weight *= share.graphs;
-      ew.energy_peratom_weight *= share.graphs;
-      ew.force_weight = targets.conservative ? ew.force_weight * share.atoms : 0.0;
-      ew.stress_weight = targets.conservative ? ew.stress_weight * share.graphs : 0.0;
+      if (!targets.conservative) ew.force_weight = ew.stress_weight = 0.0;
       GraphBatch target = batch;
       if (!targets.conservative) target.forces = at::Tensor();
-      add(t.weight * energy_force_loss(p, target, ew, loss));
+      add(t.weight * energy_force_loss(p, target, ew, loss, share));
     } else {
-      const double s = t.kind == HeadSpec::kGraph ? share.graphs : share.atoms;
+      const bool graph = t.kind == HeadSpec::kGraph;
       const at::Tensor& target = t.source == TargetSource::kForces ? batch.forces : columns.at(k);
-      add((t.weight * s) * regression_loss(p.outputs[k], target, loss));
+      const at::Tensor& rows = graph ? batch.graph_weight : batch.atom_weight;
+      add(t.weight *
+          shared(regression_loss(p.outputs[k], target, loss, rows), share, graph ? 0 : 1));
     }
   }
   if (!total.defined()) total = at::zeros({}, batch.pos.options());

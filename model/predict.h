@@ -40,11 +40,17 @@ Prediction predict(Gnn& gnn, const TargetSpec& targets, const GraphBatch& batch,
 // mae and huber; rmse's root is taken per rank). {1, 1} on one rank.
 struct StepShare {
   double graphs = 1.0, atoms = 1.0;
+  // The same two shares as [2] on the model's device (padded batches: what a replayed step reads
+  // instead of numbers fixed when it was captured); when defined, graphs and atoms are not read.
+  at::Tensor device;
 };
 
-// Elementwise loss of pred against target (same shape), reduced by the mean: scalar [].
+// Elementwise loss of pred against target (same shape [rows, ...]), reduced by the mean: scalar [].
+// With `row_weight` [rows] (a padded batch's GraphBatch::graph_weight or atom_weight) the mean is
+// the weighted sum of the rows' means, so rows of weight 0 (padding) count for nothing.
 // Differentiable to any order (huber and smooth_l1 written with where/abs).
-at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss);
+at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, const LossSpec& loss,
+                           const at::Tensor& row_weight = {});
 
 // Weighted sum of: energy_weight * loss(E, E_ref) over graphs; energy_peratom_weight *
 // loss(E / n_atoms, E_ref / n_atoms); force_weight * loss(F, F_ref) over all force components;
@@ -52,9 +58,11 @@ at::Tensor regression_loss(const at::Tensor& pred, const at::Tensor& target, con
 // atom: on the energy per atom's scale), those without a stress (batch.stress_mask) contributing
 // zero.
 // Terms with weight 0 or an undefined target (batch.energy / batch.forces) are left out. Scalar []
-// in the model dtype.
+// in the model dtype. A padded batch's means are over its real graphs and atoms (its row weights).
+// The energy and stress terms are multiplied by share's graphs, the force term by its atoms.
 at::Tensor energy_force_loss(const Prediction& pred, const GraphBatch& batch,
-                             const EnergyForceWeights& weights, const LossSpec& loss);
+                             const EnergyForceWeights& weights, const LossSpec& loss,
+                             const StepShare& share = {});
 
 // The loss of all heads: the energy head contributes energy_weight * L(E) + energy_peratom_weight
 // * L(E/n) [+ force_weight * L(F) when conservative]; a forces head L(F); a column head L(column)

@@ -227,12 +227,15 @@ Envelope envelope_of_code(int64_t code) {
 std::array<at::Tensor, 3> reference_parts(const at::Tensor& d, const FilterBasis& basis,
                                           const at::Tensor& a1, const at::Tensor& b1,
                                           const at::Tensor& a2, const at::Tensor& b2) {
-  const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
-  const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
+  at::Tensor gauss = basis.gaussians;
+  if (!gauss.defined()) {
+    const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
+    gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
+  }
   const at::Tensor p = at::addmm(b1, gauss, a1.t());
   const at::Tensor u = at::addmm(b2, apply_activation("ssp", p), a2.t());
-  const at::Tensor c = basis.capped_envelope.defined()
-                           ? basis.capped_envelope
+  const at::Tensor c = basis.envelope_tensor.defined()
+                           ? basis.envelope_tensor
                            : envelope_of(d / basis.cutoff, basis.envelope);
   return {u * c.unsqueeze(1), u, p};
 }
@@ -385,7 +388,8 @@ struct SchnetFilter : public torch::autograd::Function<SchnetFilter> {
       }
       // Anything else with create_graph (not a training step's): differentiable ops.
       const FilterBasis basis{
-          get(ctx, "mu"), coeff, cutoff, {}, at::Tensor(), envelope_of_code(envelope)};
+          get(ctx, "mu"), coeff, cutoff, {}, at::Tensor(), envelope_of_code(envelope),
+          at::Tensor()};
       const auto parts = reference_parts(in[0], basis, in[1], in[2], in[3], in[4]);
       const variable_list g = grads_of({parts[0], parts[1], parts[2]}, {gw, gu_extra, gp_extra},
                                        {in[0], in[1], in[2], in[3], in[4]},
@@ -433,7 +437,7 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
                          const at::Tensor& b2) {
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
   // Off the CPU, with GenericKernels, or without the Gaussians: plain ATen ops (autograd).
-  if (!fused_kernels(d) || !gauss.defined() || basis.capped_envelope.defined() ||
+  if (!fused_kernels(d) || !gauss.defined() || basis.envelope_tensor.defined() ||
       gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
     return schnet_filter_reference(d, basis, a1, b1, a2, b2);
   const std::array<at::Tensor, 3> cut = basis.cutoff_values[0].defined()

@@ -24,11 +24,14 @@ struct FilterBasis {
   // Optional: cutoff(d) and its first two derivatives, [E] values (EdgeGeometry::cutoff_values(),
   // shared by the layers); computed from d when undefined.
   std::array<at::Tensor, 3> cutoff_values;
-  // Optional: the envelope itself, [E] and differentiable (EdgeGeometry::envelope() of a
-  // smoothly capped batch, whose radius depends on other edges); when defined it replaces
-  // cutoff(d) and the filter runs as schnet_filter_reference.
-  at::Tensor capped_envelope;
+  // Optional: the envelope itself, [E] and differentiable (EdgeGeometry::envelope(), memoised
+  // and shared by the layers; a smoothly capped batch's, whose radius depends on other edges, is
+  // one); when defined it replaces cutoff(d) and the filter runs as schnet_filter_reference.
+  at::Tensor envelope_tensor;
   Envelope envelope;  // the shape of cutoff(d) (model/spec.h)
+  // Optional: G(d) [E, ng], differentiable (EdgeGeometry::gaussians(), memoised); when defined
+  // schnet_filter_reference reads it instead of computing the Gaussians of d again.
+  at::Tensor gaussians;
 };
 
 // d [E] (differentiable), gauss [E, ng] = G(d) already computed (a value: d carries the

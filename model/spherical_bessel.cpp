@@ -268,15 +268,18 @@ at::Tensor spherical_bessel_radial(const at::Tensor& d, const SphericalBesselCol
 at::Tensor spherical_bessel_radial_reference(const at::Tensor& d,
                                              const SphericalBesselColumns& cols,
                                              c10::ScalarType dtype) {
-  const auto f64 = d.options().dtype(at::kDouble);
   const at::Tensor x = d.to(at::kDouble) * (1.0 / cols.cutoff);  // [E] in (0, 1)
   const at::Tensor u = dimenet_envelope(x, cols.p);              // [E]
-  const at::Tensor order = at::tensor(cols.order, at::kLong).to(f64);
+  const auto table = [&](int slot, const auto& values) -> const at::Tensor& {
+    return cols.tables->get(slot, d.device(), at::kDouble,
+                            [&] { return at::tensor(values, at::kDouble); });
+  };
+  const at::Tensor& order = table(0, std::vector<double>(cols.order.begin(), cols.order.end()));
   int64_t lmax = 0;
   for (int64_t l : cols.order) lmax = std::max(lmax, l);
-  const at::Tensor arg = x.unsqueeze(1) * at::tensor(cols.zero, at::kDouble).to(f64).unsqueeze(0);
-  return (spherical_bessel_columns(arg, order, lmax) *
-          at::tensor(cols.norm, at::kDouble).to(f64).unsqueeze(0) * u.unsqueeze(1))
+  const at::Tensor arg = x.unsqueeze(1) * table(1, cols.zero).unsqueeze(0);
+  return (spherical_bessel_columns(arg, order, lmax) * table(2, cols.norm).unsqueeze(0) *
+          u.unsqueeze(1))
       .to(dtype);
 }
 

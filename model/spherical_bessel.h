@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "model/device_table.h"
+
 namespace ddgnn {
 
 // The spherical Bessel function j_l(x), x > 0, in double precision.
@@ -25,6 +27,8 @@ struct SphericalBesselColumns {
   std::vector<double> zero, norm;
   double cutoff = 0.0;
   int64_t p = 0;
+  // order, zero and norm as float64 tensors on each device the reference ran on.
+  SharedDeviceTables tables = std::make_shared<DeviceTables>();
 };
 
 // DimeNet's envelope u(x) = 1/x + a x^(p-1) + b x^p + c x^(p+1) (PyG's, zero with its first two

@@ -414,17 +414,19 @@ struct EntryMaps {
 };
 
 EntryMaps entry_maps(const CouplingPattern& c, c10::Device device) {
-  const int64_t n = int64_t(c.entries.size());
-  at::Tensor host = at::empty({4, n}, at::kLong);
-  int64_t* hp = host.data_ptr<int64_t>();
-  for (int64_t k = 0; k < n; ++k) {
-    const auto& [i, j, p] = c.entries[size_t(k)];
-    hp[k] = i;
-    hp[n + k] = j;
-    hp[2 * n + k] = p;
-    hp[3 * n + k] = i * c.J + j;
-  }
-  const at::Tensor dev = host.to(device);
+  const at::Tensor& dev = c.tables->get(0, device, at::kLong, [&] {
+    const int64_t n = int64_t(c.entries.size());
+    at::Tensor host = at::empty({4, n}, at::kLong);
+    int64_t* hp = host.data_ptr<int64_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      const auto& [i, j, p] = c.entries[size_t(k)];
+      hp[k] = i;
+      hp[n + k] = j;
+      hp[2 * n + k] = p;
+      hp[3 * n + k] = i * c.J + j;
+    }
+    return host;
+  });
   return {dev[0], dev[1], dev[2], dev[3]};
 }
 

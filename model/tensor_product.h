@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/device_table.h"
 #include "model/segment.h"
 
 namespace ddgnn {
@@ -22,6 +23,9 @@ namespace ddgnn {
 struct CouplingPattern {
   int64_t I = 0, J = 0, P = 0;
   std::vector<std::array<int64_t, 3>> entries;  // (i, j, p)
+  // The entries as index tensors on each device the ATen versions ran on (shared by copies; the
+  // entries must not change once a version has run).
+  SharedDeviceTables tables = std::make_shared<DeviceTables>();
   // The same coupling with rows and columns swapped: (j, i, p), J x I.
   CouplingPattern transposed() const;
 };

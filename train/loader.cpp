@@ -99,7 +99,13 @@ StepBatch Loader::build(int split, const std::vector<int64_t>& positions, const 
   if (!b.empty) {
     std::vector<int64_t> ids(block.n_graphs());
     for (size_t k = 0; k < ids.size(); ++k) ids[k] = int64_t(k);
-    b.prepared = prepare_batch(block, ids, setup);
+    // This rank's part of the step (what a padded batch's loss reads from the device).
+    int64_t atoms = 0;
+    for (int32_t n : block.n_atoms) atoms += n;
+    StepShare share;
+    share.graphs = double(block.n_graphs()) / double(std::max<int64_t>(b.graphs_all, 1));
+    share.atoms = double(atoms) / double(std::max<int64_t>(b.atoms_all, 1));
+    b.prepared = prepare_batch(block, ids, setup, training ? &share : nullptr);
     b.prepared.ids = block.graph_ids;  // file ids, for messages and predictions
   }
   b.t_built = std::chrono::steady_clock::now();

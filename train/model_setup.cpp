@@ -12,11 +12,15 @@
 #include "core/log.h"
 #include "loader/elements.h"
 #include "loader/targets.h"
+#include "model/device_graph.h"
+#include "model/gnn.h"
 #include "model/layers/dimenet.h"
 #include "model/precision.h"
 #include "train/collate.h"
 #include "train/run_log.h"
+#include "train/static_shapes.h"
 #include "train/train_data.h"
+#include "train/upload.h"
 
 namespace ddgnn {
 
@@ -79,7 +83,7 @@ std::vector<int64_t> degree_histogram(const TrainData& data, const ModelSetup& s
 double max_triplets_per_graph(const TrainData& data, const ModelSetup& setup, int64_t max_graphs) {
   double most = 0.0;
   visit_train_batches(data, setup, max_graphs, [&](const PreparedBatch& b, int64_t graphs) {
-    most = std::max(most, double(dimenet_triplets(b.batch).kj.size(0)) / double(graphs));
+    most = std::max(most, double(b.batch.triplets.size(1)) / double(graphs));
   });
   return most;
 }
@@ -387,16 +391,18 @@ Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& i
 }
 
 PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>& ids,
-                            const ModelSetup& setup) {
+                            const ModelSetup& setup, const StepShare* step) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Built on the host (cell lists, segment maps, graph inputs, padding), then put on the device at
+  // once: what the host must know it computes before the upload, and never reads back.
+  const c10::Device host(c10::kCPU);
+  const auto dtype = to_dtype(setup.precision);
   PreparedBatch p;
   p.ids = ids;
-  p.batch =
-      collate(block, ids, setup.graph, to_dtype(setup.precision), setup.periodic, setup.device);
+  p.batch = collate(block, ids, setup.graph, dtype, setup.periodic, host);
   // An atom without a neighbour within the radius exchanges no message: its energy would be a
-  // constant of its species and its force zero, whatever the data says. (On a GPU, one copy of
-  // the receivers' offsets to the host, on the loader's thread.)
-  const at::Tensor ptr_host = p.batch.receivers->ptr.cpu().contiguous();
+  // constant of its species and its force zero, whatever the data says.
+  const at::Tensor ptr_host = p.batch.receivers->ptr.contiguous();
   const int64_t* ptr = ptr_host.data_ptr<int64_t>();
   for (size_t g = 0, atom = 0; g < ids.size(); ++g) {
     const size_t id = size_t(ids[g]);
@@ -422,7 +428,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
     p.offset[g] = norm.energy_offset(block.z.data() + block.atom_start[id], block.n_atoms[id]);
     e[g] = (block.energy[id] - p.offset[g]) / norm.scale;
   }
-  p.batch.energy = at::tensor(e, at::kDouble).to(setup.device, to_dtype(setup.precision));
+  p.batch.energy = at::tensor(e, at::kDouble).to(dtype);
   if (p.batch.forces.defined()) p.batch.forces = p.batch.forces / norm.scale;
   if (p.batch.stress.defined()) p.batch.stress = p.batch.stress / norm.scale;
   if (!setup.inputs.sources.empty()) {
@@ -436,9 +442,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
           v.push_back((node_input(block, setup.inputs.sources[i], a) - setup.inputs.mean[i]) /
                       setup.inputs.std[i]);
     }
-    p.batch.node_inputs = at::tensor(v, at::kDouble)
-                              .view({-1, int64_t(k)})
-                              .to(setup.device, to_dtype(setup.precision));
+    p.batch.node_inputs = at::tensor(v, at::kDouble).view({-1, int64_t(k)}).to(dtype);
   }
   if (setup.spec.num_branches() > 1 && setup.branch_column >= 0) {
     const auto& col = block.graph_extra[size_t(setup.branch_column)];
@@ -453,7 +457,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
                             ", one branch of output_heads for each");
       branch[g] = int64_t(v);
     }
-    p.batch.branch = at::tensor(branch, at::kLong).to(setup.device);
+    p.batch.branch = at::tensor(branch, at::kLong);
   }
   if (!setup.spec.graph_attr_mode.empty()) {
     const auto& col = block.graph_extra.at(size_t(setup.graph_attr_column));
@@ -461,8 +465,7 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
     std::vector<double> v;
     v.reserve(ids.size() * size_t(k));
     for (int64_t id : ids) v.insert(v.end(), &col[size_t(id * k)], &col[size_t((id + 1) * k)]);
-    p.batch.graph_attr =
-        at::tensor(v, at::kDouble).view({-1, k}).to(setup.device, to_dtype(setup.precision));
+    p.batch.graph_attr = at::tensor(v, at::kDouble).view({-1, k}).to(dtype);
   }
   p.columns.resize(setup.targets.heads.size());
   for (size_t k = 0; k < setup.targets.heads.size(); ++k) {
@@ -481,11 +484,41 @@ PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>&
           v.push_back((col[size_t(a * d + c)] - norm.column_mean[k][size_t(c)]) /
                       norm.column_std[k][size_t(c)]);
     }
-    p.columns[k] =
-        at::tensor(v, at::kDouble).view({-1, d}).to(setup.device, to_dtype(setup.precision));
+    p.columns[k] = at::tensor(v, at::kDouble).view({-1, d}).to(dtype);
+  }
+  // What the model reads that depends on the graph alone (DimeNet's triplets, GPS's encodings),
+  // made here on the loader's thread rather than inside the step.
+  add_graph_inputs(p.batch, setup.spec);
+  if (step && setup.static_shapes) pad_to_static_shape(p, setup, *step);
+  if (setup.uploader && !setup.device.is_cpu()) {
+    setup.uploader->upload(p);
+  } else if (!setup.device.is_cpu()) {
+    p.batch = to_device(p.batch, setup.device);
+    for (at::Tensor& c : p.columns)
+      if (c.defined()) c = to_device(c, setup.device);
+    if (p.share.defined()) p.share = to_device(p.share, setup.device);
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+void pad_to_static_shape(PreparedBatch& p, const ModelSetup& setup, const StepShare& share) {
+  const StaticShapes& shapes = *setup.static_shapes;
+  const int k = fit_bucket(shapes.buckets, sizes_of(p.batch));
+  if (k < 0) return;  // runs as it is
+  const GraphBatch& b = p.batch;
+  const int64_t pad_graphs = shapes.buckets[size_t(k)].graphs - b.n_graphs,
+                pad_atoms = shapes.buckets[size_t(k)].atoms - b.n_atoms();
+  p.batch = pad_batch(b, shapes.buckets[size_t(k)], shapes.pad);
+  for (size_t h = 0; h < p.columns.size(); ++h) {
+    at::Tensor& c = p.columns[h];
+    if (!c.defined()) continue;
+    const int64_t extra = setup.targets.heads[h].kind == HeadSpec::kGraph ? pad_graphs : pad_atoms;
+    c = at::cat({c, at::zeros({extra, c.size(1)}, c.options())});
+  }
+  p.share = at::tensor(std::vector<double>{share.graphs, share.atoms}, at::kDouble)
+                .to(p.batch.pos.scalar_type());
+  p.bucket = k;
 }
 
 std::vector<double> to_doubles(const at::Tensor& t, double scale) {

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,11 +24,15 @@
 #include "loader/dataset.h"
 #include "loader/targets.h"
 #include "model/batch.h"
+#include "model/predict.h"
 #include "model/spec.h"
 
 namespace ddgnn {
 
 class TrainData;
+struct StaticShapes;
+struct Upload;
+class BatchUploader;
 
 struct Normalizer {
   std::array<double, kMaxAtomicNumber + 1> reference_energy{};  // eV per atom of each Z
@@ -67,7 +72,12 @@ struct ModelSetup {
   bool periodic = false;
   Precision precision = Precision::kFloat32;
   Normalizer norm;
-  c10::Device device = c10::Device(c10::kCPU);  // where batches are built (not in the record)
+  c10::Device device = c10::Device(c10::kCPU);  // where batches are used (not in the record)
+  // Loader.static_shapes: the fixed shapes training batches are padded to (not in the record).
+  std::shared_ptr<const StaticShapes> static_shapes;
+  // The loader's uploads to a GPU (train/upload.h; not in the record). Null: tensors are copied
+  // one by one (on the CPU: not at all).
+  std::shared_ptr<const BatchUploader> uploader;
   // Elements of the model (spec.elements) that the training split does not hold: their weights
   // keep their initial values (make_model_setup; not in the record).
   std::vector<int64_t> untrained_elements;
@@ -132,17 +142,31 @@ Normalizer fit_normalizer(const GraphBlock& block, const std::vector<int64_t>& i
 // A batch ready for the model: the GraphBatch with normalised targets (batch.energy, batch.forces
 // in the model dtype), the offsets to map energies back, and one target per column head.
 struct PreparedBatch {
-  GraphBatch batch;
+  GraphBatch batch;  // padded to a fixed shape when ModelSetup::static_shapes is set (training)
   std::vector<int64_t> ids;         // graph ids, in batch order: block-relative from prepare_batch;
                                     // the loader sets the file ids
   std::vector<double> offset;       // [n_graphs] eV, E = s * E_n + offset
   std::vector<at::Tensor> columns;  // per kColumn head, normalised: [n_atoms, k] (node) or
                                     // [n_graphs, k] (graph head)
   double seconds = 0.0;             // wall time of collate (gather + radius graph)
+  // A padded batch: this rank's shares of the step's graphs and atoms, [2] in the model dtype on
+  // the device (StepShare::device), and the index of its shape in StaticShapes::buckets (-1: not
+  // padded).
+  at::Tensor share;
+  int bucket = -1;
+  // Moved to the device by a BatchUploader (train/upload.h): wait_for_upload before use.
+  std::shared_ptr<const Upload> upload;
 };
 
+// The batch of graphs `ids` of `block`, built on the host (collate: gather and radius graph; the
+// normalised targets; the model's graph inputs, add_graph_inputs) and then put on setup.device.
+// `step`: a training step's batch, with this rank's shares of the step; padded to the smallest
+// of setup.static_shapes' shapes it fits (when set), or left as it is when it fits none.
 PreparedBatch prepare_batch(const GraphBlock& block, const std::vector<int64_t>& ids,
-                            const ModelSetup& setup);
+                            const ModelSetup& setup, const StepShare* step = nullptr);
+// `p` (on the CPU) padded to the smallest of setup.static_shapes' shapes it fits (which must be
+// set), with the step's shares; unchanged when it fits none.
+void pad_to_static_shape(PreparedBatch& p, const ModelSetup& setup, const StepShare& share);
 
 // Physical-unit predictions of a batch (eV per graph, eV/Å per atom) from normalised ones.
 std::vector<double> energies_ev(const at::Tensor& energy_n, const PreparedBatch& b,

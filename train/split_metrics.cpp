@@ -26,26 +26,49 @@ int64_t device_sums_size(size_t heads) {
 
 }  // namespace
 
+SplitMetrics::SplitMetrics(const ModelSetup& setup)
+    : m_col_abs(setup.targets.heads.size(), 0),
+      m_col_sq(setup.targets.heads.size(), 0),
+      m_col_n(setup.targets.heads.size(), 0),
+      m_col_std(setup.targets.heads.size()) {
+  for (size_t k = 0; k < m_col_std.size(); ++k)
+    if (setup.targets.heads[k].source == TargetSource::kColumn)
+      m_col_std[k] =
+          at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(setup.device);
+}
+
 void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelSetup& setup,
                        const at::Tensor& loss, int64_t loss_graphs_all) {
   c10::NoGradGuard no_grad;
   const GraphBatch& batch = b.batch;
   const size_t heads = m_col_n.size();
-  m_loss_graphs += batch.n_graphs;
-  atoms += batch.n_atoms();
+  m_loss_graphs += batch.real_graphs();
+  atoms += batch.real_atoms();
   cut_atoms += batch.cut_atoms;
   most_neighbours = std::max(most_neighbours, batch.most_neighbours);
   const auto f64 = loss.options().dtype(at::kDouble);
   at::Tensor sums = at::zeros({device_sums_size(heads)}, f64);
   sums[0] += loss.detach().to(at::kDouble) *
-             double(loss_graphs_all >= 0 ? loss_graphs_all : batch.n_graphs);
+             double(loss_graphs_all >= 0 ? loss_graphs_all : batch.real_graphs());
+  // A padded batch's padding rows count for nothing (1 for a real row, 0 for padding).
+  const auto real = [&](const at::Tensor& weight) {
+    return weight.defined() ? weight.gt(0).to(at::kDouble) : at::Tensor();
+  };
+  const at::Tensor real_graph = real(batch.graph_weight), real_atom = real(batch.atom_weight);
+  const auto masked = [](const at::Tensor& d, const at::Tensor& mask) {
+    if (!mask.defined()) return d;
+    std::vector<int64_t> shape(size_t(d.dim()), 1);
+    shape[0] = -1;
+    return d * mask.view(shape);
+  };
   if (p.energy.defined()) {
     // Per-atom error; the per-element reference offsets cancel in the difference.
     const at::Tensor d =
         (p.energy.detach().to(at::kDouble) - batch.energy.to(at::kDouble)).view(-1) *
-        setup.norm.scale / batch.atoms_per_graph.to(at::kDouble);
-    sums.narrow(0, 1, 2).add_(at::stack({d.abs().sum(), (d * d).sum()}));
-    m_device_graphs += batch.n_graphs;
+        setup.norm.scale / batch.atoms_per_graph.to(at::kDouble).clamp_min(1.0);
+    const at::Tensor dm = masked(d, real_graph);
+    sums.narrow(0, 1, 2).add_(at::stack({dm.abs().sum(), (dm * dm).sum()}));
+    m_device_graphs += batch.real_graphs();
   }
   if (p.stress.defined() && batch.stress.defined()) {
     const at::Tensor d = (p.stress.detach().to(at::kDouble) - batch.stress.to(at::kDouble)) *
@@ -55,25 +78,26 @@ void SplitMetrics::add(const Prediction& p, const PreparedBatch& b, const ModelS
   }
   for (size_t k = 0; k < heads; ++k) {
     if (setup.targets.heads[k].source != TargetSource::kColumn) continue;
-    const at::Tensor std_t =
-        at::tensor(setup.norm.column_std[k], at::kDouble).view({1, -1}).to(f64.device());
-    const at::Tensor d =
-        (p.outputs[k].detach().to(at::kDouble) - b.columns[k].to(at::kDouble)) * std_t;
+    const bool graph = setup.targets.heads[k].kind == HeadSpec::kGraph;
+    const at::Tensor d = masked(
+        (p.outputs[k].detach().to(at::kDouble) - b.columns[k].to(at::kDouble)) * m_col_std[k],
+        graph ? real_graph : real_atom);
     sums[kHeadSums + int64_t(k)] += d.abs().sum();
     sums[kHeadSums + int64_t(heads + k)] += (d * d).sum();
-    m_col_n[k] += d.numel();
+    m_col_n[k] += (graph ? batch.real_graphs() : batch.real_atoms()) * d.size(1);
   }
   if (p.forces.defined() && batch.forces.defined()) {
     const at::Tensor d =
         (p.forces.detach().to(at::kDouble) - batch.forces.to(at::kDouble)) * setup.norm.scale;
     const at::Tensor sq = (d * d).sum(1);
-    const at::Tensor rows = at::stack({d.abs().sum(1), sq, sq.sqrt(), at::ones_like(sq)}, 1);
+    const at::Tensor rows =
+        masked(at::stack({d.abs().sum(1), sq, sq.sqrt(), at::ones_like(sq)}, 1), real_atom);
     at::Tensor per_z =
         sums.narrow(0, kHeadSums + 2 * int64_t(heads), kPerZ * (kMaxAtomicNumber + 1))
             .view({kMaxAtomicNumber + 1, kPerZ});
     per_z.index_add_(0, batch.z.to(at::kLong), rows);
     per_z[0] += rows.sum(0);
-    m_device_atoms += batch.n_atoms();
+    m_device_atoms += batch.real_atoms();
   }
   m_device_sums = m_device_sums.defined() ? m_device_sums + sums : sums;
 }
@@ -212,6 +236,7 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
                         "forward_s", "forces_s", "backward_s", "sync_s", "optimizer_s", "eval_s",
                         "checkpoint_s", "epoch_s", "elapsed_s", "peak_rss_mb"})
     c.push_back(t);
+  if (setup.static_shapes) c.push_back("unpadded_steps");  // batches that fit no fixed shape
   return c;
 }
 

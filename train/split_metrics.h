@@ -24,8 +24,10 @@ struct GraphBlock;
 
 class SplitMetrics {
  public:
-  explicit SplitMetrics(size_t n_heads = 0)
-      : m_col_abs(n_heads, 0), m_col_sq(n_heads, 0), m_col_n(n_heads, 0) {}
+  SplitMetrics() = default;
+  // The metrics of `setup`'s heads, its column heads' scales put on its device now (not inside a
+  // step).
+  explicit SplitMetrics(const ModelSetup& setup);
   // The mean loss over the split's graphs (NAN before any batch).
   double loss() const;
 
@@ -56,6 +58,7 @@ class SplitMetrics {
   mutable long double m_stress_abs = 0, m_stress_sq = 0;  // eV/Å³
   int64_t m_stress_n = 0;                                 // stress components
   std::vector<int64_t> m_col_n;
+  std::vector<at::Tensor> m_col_std;  // per head: [1, k] float64 on the device (column heads)
   int64_t m_loss_graphs = 0;
   // Sums not read yet: float64 on the device (layout in split_metrics.cpp), and on the host the
   // number of graphs with energy errors and of atoms with force errors in them.

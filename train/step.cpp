@@ -14,6 +14,7 @@
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/upload.h"
 
 namespace ddgnn {
 
@@ -60,6 +61,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   StepResult r;
   StepTimes& t = r.times;
   t.start = t.forward = t.forces = t.backward = Clock::now();
+  if (!sb.empty) wait_for_upload(sb.prepared);  // on the device: the step's stream waits
   zero_gradients(m_params);
   if (m_ddp) m_ddp->begin_step(1.0);  // the loss carries each rank's share: gradients add up
   Prediction p;
@@ -69,7 +71,9 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     p = predict(m_gnn, m_setup.targets, b.batch, /*create_graph=*/true, &t.forward);
     t.forces = Clock::now();
     StepShare share;
-    if (m_ddp) {
+    if (b.share.defined()) {  // a padded batch: its shares are data on the device
+      share.device = b.share;
+    } else if (m_ddp) {
       share.graphs = double(b.batch.n_graphs) / double(sb.graphs_all);
       share.atoms = double(b.batch.n_atoms()) / double(sb.atoms_all);
     }
@@ -114,9 +118,8 @@ void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPl
   if (s.has_loss || s.has_norm) {
     const at::Tensor like = s.has_loss ? r.loss : r.grad_norm;
     const auto zero = [&] { return at::zeros({}, like.options().dtype(at::kDouble)); };
-    m_values.push_back(
-        at::stack({s.has_loss ? r.loss.to(at::kDouble) : zero(),
-                   s.has_norm ? r.grad_norm.to(like.device(), at::kDouble) : zero()}));
+    m_values.push_back(at::stack({s.has_loss ? r.loss.to(at::kDouble) : zero(),
+                                  s.has_norm ? r.grad_norm.to(at::kDouble) : zero()}));
   }
   m_steps.push_back(std::move(s));
 }

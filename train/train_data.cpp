@@ -232,4 +232,9 @@ void TrainData::sum_stats(long double* values, int64_t n) const {
         MPI_Allreduce(MPI_IN_PLACE, values, int(n), MPI_LONG_DOUBLE, MPI_SUM, m_stat_comm.get()));
 }
 
+void TrainData::max_stats(int64_t* values, int64_t n) const {
+  if (m_stat_comm.size() > 1)
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, int(n), MPI_INT64_T, MPI_MAX, m_stat_comm.get()));
+}
+
 }  // namespace ddgnn

@@ -90,6 +90,8 @@ class TrainData {
   std::vector<int32_t> split_atoms(int split) const;
   // Element-wise sum over the ranks whose visit_local shares cover each split once.
   void sum_stats(long double* values, int64_t n) const;
+  // Element-wise maximum over the same ranks.
+  void max_stats(int64_t* values, int64_t n) const;
 
   // Load figures of this rank, and the group-wide maxima, for the log.
   struct LoadReport {

@@ -39,7 +39,9 @@
 #include "train/run_log.h"
 #include "train/split_metrics.h"
 #include "train/start_checks.h"
+#include "train/static_shapes.h"
 #include "train/step.h"
+#include "train/upload.h"
 
 namespace ddgnn {
 
@@ -222,7 +224,7 @@ nlohmann::json Trainer::run_impl() {
     const double lr = get_lr(*m_opt) * warmup_factor(m_state.step + 1, m_s.warmup_steps);
     nlohmann::json row = {{"epoch", epoch}, {"lr", lr}};  // the rate of the epoch's first step
     row.update(baseline);
-    SplitMetrics train_m(m_setup.targets.heads.size());
+    SplitMetrics train_m(m_setup);
     train_epoch(epoch, row, train_m);
     if (m_interrupted_at) stop_on_signal();
     const auto t_eval = Clock::now();
@@ -298,6 +300,11 @@ void Trainer::build_model(const nlohmann::json* resume_record) {
     m_setup.device = c10::Device(c10::kCUDA, int8_t(m_place.gpu));
     at::globalContext().setFloat32MatmulPrecision("high");  // fp32: TF32 matmuls allowed
   }
+  if (!m_setup.device.is_cpu())
+    m_setup.uploader = std::make_shared<const BatchUploader>(m_setup.device);
+  if (m_s.static_shapes)
+    m_setup.static_shapes =
+        std::make_shared<const StaticShapes>(choose_static_shapes(m_s, m_loader->data(), m_setup));
   if (m_root && !m_setup.untrained_elements.empty())
     spdlog::warn(
         "the training split holds no atom of {} (only the validation or test split "
@@ -346,6 +353,7 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
     m_log.event("run_start", start);
   }
   m_log.line(start_line(m_s, *m_loader, n_params, threads, m_world));
+  if (m_setup.static_shapes) m_log.line("static shapes: " + describe(*m_setup.static_shapes));
   m_log.line("device: " + m_place.description +
              (m_world > 1 ? std::string("; gradients summed by ") +
                                 (m_s.grad_sync == GradSync::kNccl ? "NCCL" : "MPI")
@@ -382,7 +390,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   PhaseSeconds phases;
   PendingSteps pending;
   double gn_sum = 0;
-  int64_t graphs_all = 0, graphs_read = 0, steps = 0;
+  int64_t graphs_all = 0, graphs_read = 0, steps = 0, unpadded = 0;
   const int64_t n_train = m_loader->data().size(kTrain);
   StepPlace place{epoch, 0, m_rank, m_world, m_loader->data().dataset(kTrain).path()};
   const auto t_epoch = Clock::now();
@@ -419,6 +427,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     graphs_all += sb.graphs_all;
     phases.add(t0, sb, r.times);
     if (!sb.empty) metrics.add(r.prediction, sb.prepared, m_setup, r.loss, sb.graphs_all);
+    if (!sb.empty && sb.prepared.bucket < 0) ++unpadded;
     pending.add(r, sb, place);
     if (!sb.note.line.empty()) {
       m_log.line(sb.note.line);
@@ -441,6 +450,8 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   row["train_loss"] = metrics.loss();
   row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
   row["steps"] = steps;
+  // Steps whose batch fit none of the static shapes (ran unpadded).
+  if (m_setup.static_shapes) row["unpadded_steps"] = unpadded;
   row["grad_norm"] =
       steps && m_s.grad_clip > 0 ? nlohmann::json(gn_sum / double(steps)) : nlohmann::json();
   phases.put(row);
@@ -448,7 +459,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
 
 SplitMetrics Trainer::evaluate_split(int split) {
   m_watchdog->set_context(std::string("evaluating the ") + split_name(split) + " split");
-  SplitMetrics m(m_setup.targets.heads.size());
+  SplitMetrics m(m_setup);
   m_gnn->eval();
   // The loss of the whole split: each batch's terms weighted by its share of the split's graphs
   // and atoms, so that it depends neither on the batching nor on the number of ranks.
@@ -457,9 +468,11 @@ SplitMetrics Trainer::evaluate_split(int split) {
   std::vector<at::Tensor> losses;  // per batch, read once at the end: a non-finite one is named
   std::vector<std::vector<int64_t>> ids;
   m_loader->for_each_eval_batch(split, m_setup, [&](const PreparedBatch& b) {
+    wait_for_upload(b);
     const Prediction p = predict(*m_gnn, m_setup.targets, b.batch, /*create_graph=*/false);
-    const StepShare share{double(b.batch.n_graphs) / double(split_graphs),
-                          double(b.batch.n_atoms()) / split_atoms};
+    StepShare share;
+    share.graphs = double(b.batch.n_graphs) / double(split_graphs);
+    share.atoms = double(b.batch.n_atoms()) / split_atoms;
     c10::NoGradGuard no_grad;
     const at::Tensor loss =
         total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);

@@ -107,12 +107,15 @@ class DimeNet : public MessagePassing {
 
   NodeState forward(const NodeState& in, const GraphBatch& batch,
                     const EdgeGeometry& geometry) override {
-    // Triplets and the spherical basis depend on the geometry only: built once a step, shared by
-    // the layers (the radial basis has each layer's frequencies).
-    const at::Tensor kj_ji = geometry.memoised("dimenet_triplets", [&] {
-      const Triplets all = dimenet_triplets(batch);
-      return at::stack({all.kj, all.ji});
-    });
+    // The triplets come with the batch (add_graph_inputs, made where the batch is built; made
+    // here once a step, reading the device, for a batch without them); the spherical basis
+    // depends on the geometry only: made once a step, shared by the layers (the radial basis has
+    // each layer's frequencies).
+    const at::Tensor kj_ji =
+        batch.triplets.defined() ? batch.triplets : geometry.memoised("dimenet_triplets", [&] {
+          const Triplets all = dimenet_triplets(batch);
+          return at::stack({all.kj, all.ji});
+        });
     const Triplets t{kj_ji[0], kj_ji[1]};
     const int64_t n_triplets = t.kj.size(0), e = geometry.len().size(0);
     if (n_triplets > m_max_triplets)

@@ -88,10 +88,10 @@ at::Tensor mix(const at::Tensor& x, const at::Tensor& w, double scale = 1.0) {
       .view(shape);
 }
 
-// The constant c in x's dtype and device (the coefficients are kept in float64 until then; a
-// module's to(dtype) converts them too, and this is then free).
+// The constant c (a buffer of the layer, on its device) in x's dtype (the coefficients are kept
+// in float64 until then; a module's to(dtype) converts them too, and this is then free).
 at::Tensor like(const at::Tensor& c, const at::Tensor& x) {
-  return c.to(x.device(), x.scalar_type());
+  return c.to(x.scalar_type());
 }
 
 // A message path. The messages' rows are by degree l3, then component, then path: path k of

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/device.h"
 #include "model/layers.h"
 #include "model/segment.h"
 
@@ -51,14 +52,25 @@ class Mfc : public MessagePassing {
     }
     const at::Tensor agg = scatter_sum(gather_rows(h, *batch.senders), recv);  // [n_atoms, F]
     const at::Tensor deg = (recv.ptr.narrow(0, 1, n) - recv.ptr.narrow(0, 0, n))
-                               .clamp_max(m_max_degree);  // [n_atoms] int64
-    // Atoms grouped by degree (one read of the counts to the host, as PyG's loop over degrees),
-    // each group through its [W_l | W_r] as one matmul, then back to atom order.
+                               .clamp_max(m_max_degree);        // [n_atoms] int64
+    const at::Tensor w = at::cat({m_weight_l, m_weight_r}, 2);  // [nd, F, 2F]
+    if (!fused_kernels(h)) {
+      // Off the CPU: every atom through every degree's [W_l | W_r] in one product, then each
+      // atom's own degree picked (nd times the arithmetic of a small product, and no count of
+      // the degrees read back to the host).
+      const at::Tensor all =
+          at::matmul(at::cat({agg, h}, 1), w.permute({2, 0, 1}).reshape({2 * m_f, nd * m_f}))
+              .view({n, nd, m_f});  // [n_atoms, nd, F]
+      out.inv = all.gather(1, deg.view({n, 1, 1}).expand({n, 1, m_f})).squeeze(1) +
+                m_bias_l.index_select(0, deg);
+      return out;
+    }
+    // On the CPU: atoms grouped by degree (PyG's loop over degrees), each group through its
+    // [W_l | W_r] as one matmul, then back to atom order.
     const at::Tensor order = at::argsort(deg);
-    const at::Tensor counts = at::bincount(deg, {}, nd).cpu().contiguous();
+    const at::Tensor counts = at::bincount(deg, {}, nd);
     const int64_t* count = counts.data_ptr<int64_t>();
     const at::Tensor x = at::cat({agg, h}, 1).index_select(0, order);  // [n_atoms, 2F]
-    const at::Tensor w = at::cat({m_weight_l, m_weight_r}, 2);         // [nd, F, 2F]
     std::vector<at::Tensor> parts;
     int64_t start = 0;
     for (int64_t d = 0; d < nd; ++d) {

@@ -136,7 +136,8 @@ class Pna : public MessagePassing {
                      small_mm(enc, w.narrow(1, 2 * f, f).t(), m_pre->bias);
     if (m_plus) msg = msg * dense(*m_rbf_lin, rbf);
     NodeState out;
-    out.inv = h + dense(*m_lin, pna_aggregate_post(h, msg, recv, m_degrees, kScalers, *m_post));
+    out.inv = h + dense(*m_lin, pna_aggregate_post(h, msg, recv, m_degrees, kScalers, *m_post,
+                                                   batch.atom_weight));
     return out;
   }
 
@@ -171,8 +172,8 @@ PnaDegrees::PnaDegrees(const std::vector<int64_t>& hist) : from_batch(hist.empty
 }
 
 at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const SegmentIndex& recv,
-                              const PnaDegrees& degrees, int n_scalers,
-                              torch::nn::LinearImpl& post) {
+                              const PnaDegrees& degrees, int n_scalers, torch::nn::LinearImpl& post,
+                              const at::Tensor& atom_weight) {
   const int64_t f = msg.size(1);
   const at::Tensor raw_deg =
       (recv.ptr.narrow(0, 1, recv.n_rows) - recv.ptr.narrow(0, 0, recv.n_rows))
@@ -196,8 +197,12 @@ at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const 
   // it is in (set pna_deg for reproducible results).
   std::vector<at::Tensor> scalers;
   if (degrees.from_batch) {
-    const at::Tensor avg_log = at::log(raw_deg + 1.0).mean().clamp_min(1e-12);
-    const at::Tensor avg_lin = raw_deg.mean().clamp_min(1e-12);
+    // Means over the batch's own atoms (a padded batch's atom weights).
+    const auto mean = [&](const at::Tensor& x) {
+      return atom_weight.defined() ? (x.squeeze(1) * atom_weight).sum() : x.mean();
+    };
+    const at::Tensor avg_log = mean(at::log(raw_deg + 1.0)).clamp_min(1e-12);
+    const at::Tensor avg_lin = mean(raw_deg).clamp_min(1e-12);
     scalers = {log_deg / avg_log, avg_log / log_deg, deg / avg_lin, avg_lin / deg};
   } else {
     scalers = {log_deg / degrees.avg_log, degrees.avg_log / log_deg, deg / degrees.avg_lin,

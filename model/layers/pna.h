@@ -25,9 +25,10 @@ struct PnaDegrees {
 // first n_scalers of identity, amplification, attenuation, linear, inverse linear (deg clamped to
 // 1, as PyG), then post([h, scaled...]) with post: Linear((4 n_scalers + 1) F, F_out). h
 // [n_atoms, F]; returns [n_atoms, F_out]. Differentiable to any order; min and max exact except
-// at ties.
+// at ties. Normalisers from the batch are means over its atoms weighted by `atom_weight` [n_atoms]
+// when given (a padded batch's GraphBatch::atom_weight: its own atoms only).
 at::Tensor pna_aggregate_post(const at::Tensor& h, const at::Tensor& msg, const SegmentIndex& recv,
-                              const PnaDegrees& degrees, int n_scalers,
-                              torch::nn::LinearImpl& post);
+                              const PnaDegrees& degrees, int n_scalers, torch::nn::LinearImpl& post,
+                              const at::Tensor& atom_weight = {});
 
 }  // namespace ddgnn

@@ -74,7 +74,8 @@ class PnaEq : public MessagePassing {
     const at::Tensor x = dense(*m_msg3, ddgnn::silu(dense(*m_msg2, at::tanh(dense(*m_msg1, m))))) *
                          dense(*m_rbf_lin, rbf);          // [E, 3F]
     const auto parts = x.split_with_sizes({f, f, f}, 1);  // g_v, g_e, s
-    const at::Tensor h1 = h + pna_aggregate_post(h, parts[2], recv, m_degrees, kScalers, *m_post);
+    const at::Tensor h1 =
+        h + pna_aggregate_post(h, parts[2], recv, m_degrees, kScalers, *m_post, batch.atom_weight);
     const at::Tensor v1 = v + gather_mul_sum(v, parts[0], send, recv) +
                           outer_sum(parts[1], geometry.unit(), recv);  // [n_atoms, 3, F]
 

@@ -59,18 +59,22 @@ class SchNet : public MessagePassing {
       return out;
     }
     // filter2(ssp(filter1(gaussians))) * envelope as one function ([n_edges, num_filters]).
-    // The memoised Gaussians and cutoff values feed the fused CPU version only (the generic one
-    // computes its own through autograd).
+    // The fused CPU version reads the memoised Gaussians and cutoff values as values (it
+    // differentiates through the lengths itself); the generic one reads the memoised
+    // differentiable Gaussians and envelope, which every layer shares. A smoothly capped batch's
+    // envelope (its radius moves with the positions) always goes the generic way.
     const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
-    // A smoothly capped batch's envelope goes in as a tensor (its radius moves with the
-    // positions), through the generic version.
     const bool capped = geometry.edge_cutoff().defined();
     const bool fused = fused_kernels(geometry.len()) && !capped;
+    FilterBasis basis{mu, coeff, geometry.cutoff(), {}, {}, geometry.envelope_kind(), {}};
+    if (fused) {
+      basis.cutoff_values = geometry.cutoff_values();
+    } else {
+      basis.envelope_tensor = geometry.envelope();
+      basis.gaussians = geometry.gaussians(m_num_gaussians);
+    }
     const at::Tensor w = schnet_filter(
-        geometry.len(), fused ? geometry.gaussian_values(m_num_gaussians) : at::Tensor(),
-        FilterBasis{mu, coeff, geometry.cutoff(),
-                    fused ? geometry.cutoff_values() : std::array<at::Tensor, 3>{},
-                    capped ? geometry.envelope() : at::Tensor(), geometry.envelope_kind()},
+        geometry.len(), fused ? geometry.gaussian_values(m_num_gaussians) : at::Tensor(), basis,
         m_filter1->weight, m_filter1->bias, m_filter2->weight, m_filter2->bias);
     // sum_j lin1(h)_j * W_ij in one fused op (no [n_edges, num_filters] message tensor).
     const at::Tensor agg = gather_mul_sum(dense(*m_lin1, h), w, *batch.senders,

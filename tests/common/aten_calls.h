@@ -29,6 +29,51 @@ inline std::vector<std::string> aten_calls(const std::function<void()>& fn) {
   return names;
 }
 
+// One recorded call: the op's name and what its arguments say about where its data goes.
+struct AtenCall {
+  std::string name;
+  bool has_device = false;  // a Device among the arguments (to, _to_copy: a move between devices)
+  bool has_size = false;    // repeat_interleave: its output size given (or a repeat count)
+  std::string shapes;       // the sizes of its tensor arguments, "[3, 4] [] -"
+};
+
+// The ATen operations that fn calls on this thread (nested ones included), in order, with their
+// arguments read as AtenCall says.
+inline std::vector<AtenCall> aten_calls_with_arguments(const std::function<void()>& fn) {
+  static thread_local std::vector<AtenCall> calls;
+  calls.clear();
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
+            AtenCall c;
+            c.name = f.name();
+            const auto inputs = f.inputs();
+            for (const auto& v : inputs) {
+              c.has_device = c.has_device || v.isDevice();
+              if (!v.isTensor()) continue;
+              const at::Tensor& t = v.toTensor();
+              if (!t.defined()) {
+                c.shapes += "- ";
+                continue;
+              }
+              c.shapes += "[";
+              for (int64_t d = 0; d < t.dim(); ++d)
+                c.shapes += (d ? ", " : "") + std::to_string(t.size(d));
+              c.shapes += "] ";
+            }
+            c.has_size = !inputs.empty() &&
+                         (inputs.back().isInt() || (inputs.size() >= 2 && inputs[1].isInt()));
+            calls.push_back(std::move(c));
+            return nullptr;
+          },
+          [](const at::RecordFunction&, at::ObserverContext*) {})
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION}));
+  fn();
+  at::removeCallback(handle);
+  return calls;
+}
+
 inline bool called(const std::vector<std::string>& names, const std::string& op) {
   return std::find(names.begin(), names.end(), op) != names.end();
 }

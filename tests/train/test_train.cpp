@@ -590,6 +590,39 @@ TEST(Train, AtomBudgetAndDropRemainder) {
   EXPECT_EQ(steps("drop", "--set Training.batch_size=5 --set Loader.drop_remainder=true"), 4);
 }
 
+// Loader.static_shapes: batches of frames of several sizes padded into a few fixed shapes train
+// as the same batches unpadded do (float64: the losses and errors of every epoch agree to
+// rounding), and the log names the shapes.
+TEST(Train, StaticShapesTrainAsUnpaddedBatches) {
+  TempDir dir;
+  LjOptions o;
+  o.vary_atoms = 2;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("plain"));
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 3;
+  c["NeuralNetwork"]["Training"]["precision"] = "fp64";
+  const Result plain = run("train -c " + write_config(dir, "plain.json", c));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  c["Output"]["run_dir"] = dir.file("static");
+  c["Loader"]["static_shapes"] = true;
+  c["Loader"]["static_buckets"] = 2;
+  const Result padded = run("train -c " + write_config(dir, "static.json", c));
+  ASSERT_EQ(padded.code, 0) << padded.out;
+  EXPECT_NE(padded.out.find("static shapes: "), std::string::npos) << padded.out;
+  const std::string a = dir.file("plain") + "/metrics.csv", b = dir.file("static") + "/metrics.csv";
+  const std::vector<double> steps = metric_numbers(b, "steps"),
+                            unpadded = metric_numbers(b, "unpadded_steps");
+  ASSERT_EQ(unpadded.size(), 3u);
+  for (size_t e = 0; e < unpadded.size(); ++e) EXPECT_LT(unpadded[e], steps[e]) << "some padded";
+  for (const char* name : {"train_loss", "validate_loss", "test_loss", "train_energy_mae_mev_atom",
+                           "validate_force_mae_mev_a", "test_force_mae_mev_a"}) {
+    const std::vector<double> x = metric_numbers(a, name), y = metric_numbers(b, name);
+    ASSERT_EQ(x.size(), y.size()) << name;
+    for (size_t e = 0; e < x.size(); ++e)
+      EXPECT_NEAR(y[e], x[e], 1e-8 * std::max(1.0, std::abs(x[e]))) << name << " epoch " << e + 1;
+  }
+}
+
 // ---- bad input: one line, exit 1 ----
 
 TEST(TrainBadInput, HeadTheDataLacks) {
