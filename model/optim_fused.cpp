@@ -5,14 +5,15 @@
 // exp_avg_sq per parameter) holds views into those, its step counts kept on the host, so that
 // save_optimizer/load_optimizer and torch's Adam read and write it alike. A step over such a
 // segment is one loop over its elements on the CPU; elsewhere (and on the CPU inside a
-// GenericKernels scope) ~20 ATen operations over the flat tensors that read the step count and the
-// learning rate from 0-dim tensors on the device (the bias corrections, step size and warm-up
-// computed there): no host value that changes from step to step, no operation per parameter,
-// so that a CUDA graph can capture it. Parameters outside such a layout (a gradient reassigned or
-// undefined, loaded state whose step counts differ): one loop per parameter on the CPU, ATen's
-// multi-tensor _foreach_ operations elsewhere. Other dtypes, sparse gradients, amsgrad or a
-// closure: torch's step. The zeroing of the gradients likewise: one memset or zero_ per flat
-// buffer.
+// GenericKernels scope) about 20 ATen operations, 10 of them over the flat tensors, that read the
+// step count and the learning rate from 0-dim tensors on the device (the bias corrections, step
+// size and warm-up computed there): no host value that changes from step to step, no operation
+// per parameter, so that a CUDA graph can capture it (torch's host state then needs bringing
+// along: the step counts are advanced by the host code of each step). Parameters outside such a
+// layout (a gradient reassigned or undefined, loaded state whose step counts differ): one loop per
+// parameter on the CPU, ATen's multi-tensor _foreach_ operations elsewhere. Other dtypes, sparse
+// gradients, amsgrad or a closure: torch's step. The zeroing of the gradients likewise: one memset
+// or zero_ per flat buffer.
 #include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/optim/adam.h>
