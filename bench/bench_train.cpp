@@ -243,7 +243,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
     const ddgnn::Prediction p =
         ddgnn::predict(*gnn, targets, b, /*create_graph=*/true, forward_done);
     at::Tensor loss = at::mse_loss(p.energy, b.energy) + at::mse_loss(p.forces, b.forces);
-    opt->zero_grad();
+    ddgnn::zero_gradients(params);  // in place, as training does
     ddgnn::backward_to_parameters(loss, params);
     opt->step();
   };
@@ -269,7 +269,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
     const double f1 = seconds_since(forward_done);
     t0 = Clock::now();
     at::Tensor loss = at::mse_loss(p.energy, b.energy) + at::mse_loss(p.forces, b.forces);
-    opt->zero_grad();
+    ddgnn::zero_gradients(params);  // in place, as training does
     ddgnn::backward_to_parameters(loss, params);
     sync(device);
     const double f2 = seconds_since(t0);

@@ -13,14 +13,17 @@ namespace ddgnn {
 
 class BucketedAllreduce {
  public:
-  // bucket_elems[i] values of `type` (MPI_FLOAT or MPI_DOUBLE) in bucket i.
+  // bucket_elems[i] values of `type` (MPI_FLOAT or MPI_DOUBLE) in bucket i, in memory of its own.
   BucketedAllreduce(MPI_Comm comm, MPI_Datatype type, const std::vector<int64_t>& bucket_elems);
+  // The same over the caller's memory: bucket i at buckets[i] (host memory that outlives this).
+  BucketedAllreduce(MPI_Comm comm, MPI_Datatype type, const std::vector<void*>& buckets,
+                    const std::vector<int64_t>& bucket_elems);
   ~BucketedAllreduce();
   BucketedAllreduce(const BucketedAllreduce&) = delete;
   BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
 
   size_t n_buckets() const { return m_elems.size(); }
-  void* data(size_t i) { return m_storage[i].data(); }
+  void* data(size_t i) { return m_data[i]; }
   int64_t elems(size_t i) const { return m_elems[i]; }
   // Bucket i is filled. Buckets are started in index order on every rank (non-blocking
   // collectives must be issued in the same order everywhere): this starts i and the filled
@@ -34,7 +37,8 @@ class BucketedAllreduce {
   MPI_Datatype m_type;
   int m_type_size = 4;
   std::vector<int64_t> m_elems;
-  std::vector<std::vector<uint8_t>> m_storage;
+  std::vector<std::vector<uint8_t>> m_storage;  // empty over the caller's memory
+  std::vector<void*> m_data;                    // [bucket]
   std::vector<MPI_Request> m_requests;
   std::vector<bool> m_ready;
   size_t m_next = 0;  // the first bucket not started this round

@@ -1,6 +1,7 @@
 // Optimizers by name with torch.optim's defaults, lr access through param groups,
-// ReduceLROnPlateau and EarlyStopping (PyTorch / HydraGNN semantics), gradient-norm clipping, and
-// optimizer-state checkpoints through torch::serialize archives.
+// ReduceLROnPlateau and EarlyStopping (PyTorch / HydraGNN semantics), gradient-norm clipping and
+// the weight average over the flat buffers of model/flat_params.h, and optimizer-state checkpoints
+// through torch::serialize archives.
 #include "model/optim.h"
 
 #include <torch/optim/adam.h>
@@ -10,6 +11,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +28,8 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "model/device.h"
+#include "model/flat_params.h"
 
 namespace ddgnn {
 
@@ -33,6 +37,9 @@ namespace ddgnn {
 std::unique_ptr<torch::optim::Optimizer> make_fused_adam(
     bool decoupled, const std::vector<torch::Tensor>& parameters, double learning_rate,
     double weight_decay);
+// model/optim_fused.cpp: the param groups' lr into the device tensors of an optimizer whose step
+// reads it there (Adam, AdamW); nothing for the others.
+void write_device_lr(torch::optim::Optimizer& optimizer);
 
 namespace {
 
@@ -95,13 +102,57 @@ std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& parameters
   return grads;
 }
 
-// 2-norm of all gradients together, as a 0-d tensor on the first gradient's device and dtype.
-torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) {
+// Gradients as few tensors as they allow: one 1-d range for each storage whose gradients cover a
+// range of it exactly (a flat buffer, model/flat_params.h), the others as they are.
+struct GradTensors {
+  std::vector<torch::Tensor> ranges, loose;
+};
+
+GradTensors grad_tensors(const std::vector<torch::Tensor>& grads) {
+  GradTensors out;
+  std::vector<std::pair<const c10::StorageImpl*, std::vector<torch::Tensor>>> by_storage;
+  for (const auto& g : grads) {  // (the callers hold a NoGradGuard)
+    if (g.layout() != c10::kStrided || !g.has_storage()) {
+      out.loose.push_back(g);
+      continue;
+    }
+    const c10::StorageImpl* storage = g.storage().unsafeGetStorageImpl();
+    auto it = std::find_if(by_storage.begin(), by_storage.end(),
+                           [&](const auto& entry) { return entry.first == storage; });
+    if (it == by_storage.end()) it = by_storage.insert(by_storage.end(), {storage, {}});
+    it->second.push_back(g);
+  }
+  for (auto& [storage, list] : by_storage) {
+    torch::Tensor range = list.size() > 1 ? covered_range(list) : torch::Tensor();
+    if (range.defined())
+      out.ranges.push_back(std::move(range));
+    else
+      out.loose.insert(out.loose.end(), list.begin(), list.end());
+  }
+  return out;
+}
+
+// 2-norm of all gradients together, as a 0-d tensor on the first tensor's device and dtype: one
+// norm per flat range and one multi-tensor norm of the rest.
+torch::Tensor total_norm(const GradTensors& grads) {
   std::vector<torch::Tensor> norms;
-  norms.reserve(grads.size());
-  const auto dtype = grads.front().scalar_type();
-  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(dtype));
+  const auto dtype = (grads.ranges.empty() ? grads.loose : grads.ranges).front().scalar_type();
+  for (const auto& r : grads.ranges) norms.push_back(r.norm(2).to(dtype));
+  if (!grads.loose.empty())
+    for (const auto& n : at::_foreach_norm(grads.loose)) norms.push_back(n.to(dtype));
   return norms.size() == 1 ? norms.front() : torch::stack(norms).norm(2);
+}
+
+// Every tensor of `tensors` times the 0-dim `factor` (on the device): one multi-tensor operation
+// where LibTorch has the 0-dim overload of _foreach_mul_ (2.2), one operation per tensor before.
+void scale_each(const std::vector<torch::Tensor>& tensors, const torch::Tensor& factor) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  const bool alike = std::all_of(tensors.begin(), tensors.end(), [&](const torch::Tensor& t) {
+    return t.device() == factor.device() && t.scalar_type() == factor.scalar_type();
+  });
+  if (alike) return at::_foreach_mul_(tensors, factor);
+#endif
+  for (const auto& t : tensors) t.mul_(factor.to(t.scalar_type()));
 }
 
 }  // namespace
@@ -128,6 +179,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     throw ConfigError("NeuralNetwork.Training.Optimizer.weight_decay must be >= 0, got " +
                       std::to_string(weight_decay));
   }
+  flatten_parameters(parameters);  // a no-op where DataParallel laid them out already
   namespace optim = torch::optim;
   switch (type) {
     case OptimizerType::kSGD:
@@ -167,6 +219,7 @@ void set_lr(torch::optim::Optimizer& optimizer, double learning_rate) {
   for (auto& group : optimizer.param_groups()) {
     visit_options(group.options(), [&](auto& o) { o.lr(learning_rate); });
   }
+  write_device_lr(optimizer);
 }
 
 // ---- warm-up ----
@@ -282,6 +335,7 @@ bool ReduceLROnPlateau::step(double metric) {
     m_state.cooldown_counter = m_options.cooldown;
     m_state.num_bad_epochs = 0;
   }
+  if (reduced) write_device_lr(*m_optimizer);
   m_state.last_lr = get_lrs(*m_optimizer);
   return reduced;
 }
@@ -354,18 +408,21 @@ bool EarlyStopping::step(double validation_loss) {
 double grad_norm(const std::vector<torch::Tensor>& parameters) {
   const auto grads = grads_of(parameters);
   if (grads.empty()) return 0.0;
-  return total_norm(grads).item<double>();
+  torch::NoGradGuard no_grad;
+  return total_norm(grad_tensors(grads)).item<double>();
 }
 
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
   const auto grads = max_norm > 0.0 ? grads_of(parameters) : std::vector<torch::Tensor>();
   if (grads.empty()) return torch::zeros({}, torch::kDouble);
   torch::NoGradGuard no_grad;
-  const auto norm = total_norm(grads);
-  // As torch.nn.utils.clip_grad_norm_: always multiply by the clamped coefficient (≤ 1), which
-  // avoids a device sync before the decision.
+  const GradTensors tensors = grad_tensors(grads);
+  const auto norm = total_norm(tensors);
+  // As torch.nn.utils.clip_grad_norm_: always multiply by the clamped coefficient (≤ 1), computed
+  // on the device, so that the host neither waits for the norm nor branches on it.
   const auto coefficient = torch::clamp_max(max_norm / (norm + 1e-6), 1.0);
-  for (const auto& g : grads) g.detach().mul_(coefficient.to(g.scalar_type()));
+  for (const auto& r : tensors.ranges) r.mul_(coefficient.to(r.scalar_type()));
+  if (!tensors.loose.empty()) scale_each(tensors.loose, coefficient);
   return norm;
 }
 
@@ -453,6 +510,7 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
     }
     optimizer.load(in);
     load_group_options(optimizer, in);
+    write_device_lr(optimizer);
   } catch (const c10::Error& e) {
     throw DataError(
         where + ": cannot load the " + expected + " state: " + e.what_without_backtrace(),
@@ -509,13 +567,62 @@ double time_exponential_lr(double lr0, double final, double fraction) {
   return lr0 * std::pow(final / lr0, std::clamp(fraction, 0.0, 1.0));
 }
 
+// The shadows of one flat buffer of parameters (model/flat_params.h), themselves one buffer.
+struct WeightAverage::Flat {
+  torch::Tensor values, shadows;    // [n]: the parameters' range and the average's
+  std::vector<size_t> params;       // those in the range
+  std::vector<const void*> starts;  // where each one's values start while the range holds
+  torch::Tensor count;              // 0-dim float64 on the device: the updates so far
+  int64_t count_on_device = -1;     // what `count` holds (-1: not made)
+
+  bool in_place(const std::vector<torch::Tensor>& params) const {
+    for (size_t i = 0; i < this->params.size(); ++i) {
+      const torch::Tensor& p = params[this->params[i]];
+      if (p.data_ptr() != starts[i] || !p.is_contiguous()) return false;
+    }
+    return true;
+  }
+};
+
 WeightAverage::WeightAverage(const std::vector<torch::Tensor>& parameters, double decay)
     : m_params(parameters), m_decay(decay) {
   if (!(decay > 0.0 && decay < 1.0))
     throw ConfigError("Training.ema_decay: " + std::to_string(decay) + " is not in (0, 1)",
                       "use 0.99 to 0.9999, or 0 to train without a weight average");
   c10::NoGradGuard no_grad;
-  for (const auto& p : m_params) m_shadows.push_back(p.detach().clone());
+  m_shadows.resize(m_params.size());
+  // The parameters by device and dtype: those that cover a flat range get one flat shadow.
+  std::vector<std::vector<size_t>> sets;
+  for (size_t k = 0; k < m_params.size(); ++k) {
+    const auto& p = m_params[k];
+    auto set = std::find_if(sets.begin(), sets.end(), [&](const std::vector<size_t>& s) {
+      return m_params[s[0]].device() == p.device() &&
+             m_params[s[0]].scalar_type() == p.scalar_type();
+    });
+    if (set == sets.end())
+      sets.push_back({k});
+    else
+      set->push_back(k);
+  }
+  for (const auto& set : sets) {
+    std::vector<torch::Tensor> members;
+    for (size_t k : set) members.push_back(m_params[k]);
+    const torch::Tensor range =
+        set.size() > 1 && members[0].is_floating_point() ? covered_range(members) : torch::Tensor();
+    if (!range.defined()) continue;
+    Flat f;
+    f.values = range;
+    f.shadows = range.clone();
+    for (size_t k : set) {
+      const auto& p = m_params[k];
+      m_shadows[k] = alias_of(f.shadows, p.storage_offset() - range.storage_offset(), p.sizes());
+      f.params.push_back(k);
+      f.starts.push_back(p.data_ptr());
+    }
+    m_flat.push_back(std::move(f));
+  }
+  for (size_t k = 0; k < m_params.size(); ++k)
+    if (!m_shadows[k].defined()) m_shadows[k] = m_params[k].detach().clone();
 }
 
 WeightAverage::~WeightAverage() = default;
@@ -530,30 +637,61 @@ void average_elements(T* shadow, const T* param, int64_t n, double d) {
   for (int64_t i = 0; i < n; ++i) shadow[i] = a * shadow[i] + b * param[i];
 }
 
+// One shadow and its parameter (any device; dense): the CPU's loop where it can, else ATen.
+void average_one(const at::Tensor& s, const at::Tensor& p, double d) {
+  const bool plain = fused_kernels(s) && p.device().is_cpu() && s.is_contiguous() &&
+                     p.is_contiguous() && s.scalar_type() == p.scalar_type();
+  if (plain && s.scalar_type() == at::kFloat)
+    average_elements(s.data_ptr<float>(), p.data_ptr<float>(), s.numel(), d);
+  else if (plain && s.scalar_type() == at::kDouble)
+    average_elements(s.data_ptr<double>(), p.data_ptr<double>(), s.numel(), d);
+  else
+    s.mul_(d).add_(p.detach(), 1.0 - d);
+}
+
 }  // namespace
 
 void WeightAverage::update() {
   c10::NoGradGuard no_grad;
   const double n = double(m_updates);
   const double d = std::min(m_decay, (1.0 + n) / (10.0 + n));
-  for (size_t k = 0; k < m_params.size(); ++k) {
-    at::Tensor& s = m_shadows[k];
-    const at::Tensor& p = m_params[k];
-    const bool plain = s.device().is_cpu() && p.device().is_cpu() && s.is_contiguous() &&
-                       p.is_contiguous() && s.scalar_type() == p.scalar_type();
-    if (plain && s.scalar_type() == at::kFloat)
-      average_elements(s.data_ptr<float>(), p.data_ptr<float>(), s.numel(), d);
-    else if (plain && s.scalar_type() == at::kDouble)
-      average_elements(s.data_ptr<double>(), p.data_ptr<double>(), s.numel(), d);
-    else
-      s.mul_(d).add_(p.detach(), 1.0 - d);
+  std::vector<bool> done(m_params.size(), false);
+  for (Flat& f : m_flat) {
+    if (!f.in_place(m_params)) continue;
+    for (size_t k : f.params) done[k] = true;
+    if (fused_kernels(f.values)) {  // the CPU's loop over the buffer, d from the host
+      average_one(f.shadows, f.values, d);
+      continue;
+    }
+    // d from the update count on the device (written when the host's differs), two operations
+    // over the buffer.
+    if (!f.count.defined()) {
+      f.count = at::zeros({}, f.values.options().dtype(at::kDouble));
+      f.count_on_device = 0;
+    }
+    if (f.count_on_device != m_updates) f.count.fill_(double(m_updates));
+    const torch::Tensor decay = at::clamp_max((f.count + 1.0) / (f.count + 10.0), m_decay);
+    f.shadows.mul_(decay).addcmul_(f.values, at::rsub(decay, 1.0));
+    f.count.add_(1.0);
+    f.count_on_device = m_updates + 1;
   }
+  for (size_t k = 0; k < m_params.size(); ++k)
+    if (!done[k]) average_one(m_shadows[k], m_params[k], d);
   ++m_updates;
 }
 
 void WeightAverage::swap() {
   c10::NoGradGuard no_grad;
+  std::vector<bool> done(m_params.size(), false);
+  for (Flat& f : m_flat) {
+    if (!f.in_place(m_params)) continue;
+    for (size_t k : f.params) done[k] = true;
+    const at::Tensor keep = f.values.clone();
+    f.values.copy_(f.shadows);
+    f.shadows.copy_(keep);
+  }
   for (size_t k = 0; k < m_params.size(); ++k) {
+    if (done[k]) continue;
     at::Tensor keep = m_params[k].detach().clone();
     m_params[k].detach().copy_(m_shadows[k]);
     m_shadows[k].copy_(keep);
@@ -575,7 +713,7 @@ void WeightAverage::load(const std::vector<torch::Tensor>& shadows, int64_t upda
                       " does not match the model's parameter (shape or dtype)");
   c10::NoGradGuard no_grad;
   for (size_t k = 0; k < shadows.size(); ++k) m_shadows[k].copy_(shadows[k]);
-  m_updates = updates;
+  m_updates = updates;  // the device counts follow at the next update
 }
 
 }  // namespace ddgnn

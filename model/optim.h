@@ -1,6 +1,7 @@
 // Optimizers by name (SGD, Adam, AdamW, RMSprop) with PyTorch's defaults, learning-rate access
-// through param groups, ReduceLROnPlateau, early stopping, gradient-norm clipping, and the
-// checkpoint helpers that save and load optimizer state. Header free of torch (declarations only).
+// through param groups and the warm-up, ReduceLROnPlateau, early stopping, gradient-norm clipping,
+// the weight average, and the checkpoint helpers that save and load optimizer state. Header free
+// of torch (declarations only).
 #pragma once
 
 #include <cstdint>
@@ -38,22 +39,29 @@ OptimizerType optimizer_type(const torch::optim::Optimizer& optimizer);
 
 // One optimizer over `parameters` (any shapes, fp32 or fp64) with torch.optim's defaults:
 // SGD momentum 0; Adam and AdamW betas (0.9, 0.999), eps 1e-8, no amsgrad; RMSprop alpha 0.99,
-// eps 1e-8, momentum 0, not centered. Adam and AdamW are optim::Adam and optim::AdamW (their
-// state, checkpoints and options) whose step is one loop per parameter on the CPU and ATen's
-// multi-tensor operations on a GPU (model/optim_fused.cpp), equal to torch's to rounding.
-// `weight_decay` is used as given (the config supplies AdamW's 0.01 default). learning_rate must be
-// > 0 and weight_decay ≥ 0 (else ConfigError).
+// eps 1e-8, momentum 0, not centered. First lays the parameters out in flat buffers
+// (flatten_parameters, model/flat_params.h: values and gradients become views into one buffer per
+// device and dtype, every gradient defined; nothing changes where DataParallel did so already), so
+// that every parameter is stepped at every step, a zero gradient included. Adam and AdamW are
+// optim::Adam and optim::AdamW (their state, checkpoints and options) whose step runs over the
+// flat buffers: one loop on the CPU, elsewhere ATen operations that read the step count and the
+// rate from 0-dim tensors on the device, no host value that changes between steps, no operation
+// per parameter (model/optim_fused.cpp); equal to torch's to rounding. `weight_decay` is used as
+// given (the config supplies AdamW's 0.01 default). learning_rate must be > 0 and
+// weight_decay ≥ 0 (else ConfigError).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     OptimizerType type, const std::vector<torch::Tensor>& parameters, double learning_rate,
     double weight_decay);
 
 // Sets every defined gradient of `parameters` to zero in place (as LibTorch 1.13's
-// Optimizer::zero_grad: the tensors stay, so the next backward accumulates into them), with plain
-// memory writes on the CPU and one multi-tensor operation elsewhere. Undefined gradients stay
+// Optimizer::zero_grad: the tensors stay, so the next backward accumulates into them, and
+// gradients that are views into flat buffers stay so): one memset (CPU) or zero_ per flat buffer
+// the gradients cover, one multi-tensor operation for the others. Undefined gradients stay
 // undefined.
 void zero_gradients(const std::vector<torch::Tensor>& parameters);
 
-// Learning rate of the first param group / of every group, and set_lr for every group.
+// Learning rate of the first param group / of every group, and set_lr for every group (and into
+// the device tensor that Adam's step reads, written there when it changes: never inside a step).
 // Work for every OptimizerType (the options of each group are downcast to their concrete type).
 double get_lr(const torch::optim::Optimizer& optimizer);
 std::vector<double> get_lrs(const torch::optim::Optimizer& optimizer);
@@ -66,9 +74,16 @@ void set_lr(torch::optim::Optimizer& optimizer, double learning_rate);
 // there on and when warmup_steps ≤ 0.
 double warmup_factor(std::int64_t step, std::int64_t warmup_steps);
 
+// Makes Adam and AdamW (of make_optimizer) scale their rate by warmup_factor(step, warmup_steps)
+// themselves, `step` being their own step count (the run's, through checkpoints), the factor
+// computed on the device when they step there; true for them. False for the other types: their
+// caller scales the rate (ScaledLr). The schedules never see the warm-up either way.
+bool set_warmup(torch::optim::Optimizer& optimizer, std::int64_t warmup_steps);
+
 // Multiplies the lr of every param group by `factor` for its lifetime and puts the rates back
-// when it ends (so the schedules, which read and set the optimizer's rate, never see the warm-up).
-// A factor of 1 touches nothing.
+// when it ends (so the schedules, which read and set the optimizer's rate, never see the warm-up):
+// the warm-up of optimizers that do not take it themselves (set_warmup). A factor of 1 touches
+// nothing.
 class ScaledLr {
  public:
   ScaledLr(torch::optim::Optimizer& optimizer, double factor);
@@ -168,9 +183,12 @@ class EarlyStopping {
 // ---- gradient clipping (`NeuralNetwork.Training.grad_clip`) ----
 
 // torch.nn.utils.clip_grad_norm_ with norm type 2: the 2-norm of all gradients together (params
-// without a gradient are skipped), and when it exceeds max_norm every gradient is scaled by
-// max_norm / (norm + 1e-6). Returns the norm before clipping as a 0-dim tensor on the gradients'
-// device, so that the host need not wait for the device (read it when needed).
+// without a gradient are skipped), and every gradient scaled by min(1, max_norm / (norm + 1e-6)),
+// a factor computed on the device (no host branch on the norm). Gradients that cover a flat buffer
+// (model/flat_params.h) take one norm and one multiplication for the buffer; the others one
+// multi-tensor norm (and, before LibTorch 2.2, one multiplication each). Returns the norm before
+// clipping as a 0-dim tensor on the gradients' device, so that the host need not wait for the
+// device (read it when needed).
 // max_norm ≤ 0 means off: nothing is computed or changed, and it returns 0. A non-finite norm is
 // returned as it is (the gradients then become nan, as in PyTorch): the caller decides.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
@@ -202,6 +220,10 @@ void load_optimizer(torch::optim::Optimizer& optimizer, std::istream& stream);
 // Validation, test and the saved model use the average (MACE's --ema, NequIP's use_ema): it
 // smooths the step-to-step noise of small batches. swap() exchanges the parameters' values with
 // the shadows' in place (tensors keep their identity, so optimizer and DDP hooks stay valid).
+// Parameters in a flat buffer (make_optimizer's, made before this) get one flat shadow buffer:
+// an update is one loop over it on the CPU, elsewhere two ATen operations over it with d computed
+// on the device from a device count of the updates (no host value that changes between updates);
+// the others one loop or two operations each.
 class WeightAverage {
  public:
   // decay in (0, 1) (else ConfigError).
@@ -216,9 +238,11 @@ class WeightAverage {
   void load(const std::vector<torch::Tensor>& shadows, int64_t updates);
 
  private:
-  std::vector<torch::Tensor> m_params, m_shadows;
+  struct Flat;
+  std::vector<torch::Tensor> m_params, m_shadows;  // m_shadows: views into m_flat's where flat
+  std::vector<Flat> m_flat;
   double m_decay;
-  int64_t m_updates = 0;
+  int64_t m_updates = 0;  // on the host; the device counts follow it
 };
 
 // Swaps the average in for the scope (nothing when `average` is null).

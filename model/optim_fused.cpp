@@ -1,28 +1,62 @@
-// Adam and AdamW with torch.optim's algorithm and state, whose step costs less than torch's ~10
-// ATen operations per parameter (for a model of small tensors, e.g. DimeNet's ~120 on ethanol at
-// batch 8, those operations cost more than the arithmetic): on the CPU one loop over each
-// parameter's elements; on a GPU (and for non-contiguous CPU parameters) ATen's multi-tensor
-// _foreach_ operations, ~10 kernels for all parameters together. The zeroing of the gradients
-// likewise: plain memory writes on the CPU, one _foreach_zero_ elsewhere. The state (step,
-// exp_avg, exp_avg_sq per parameter) is torch's own, so that save_optimizer/load_optimizer and
-// torch's Adam read it alike. Other dtypes, sparse gradients, amsgrad or a closure: torch's step.
-#include <ATen/Functions.h>
+// Adam and AdamW with torch.optim's algorithm and state, whose step costs a few operations for all
+// parameters together instead of torch's ~10 ATen operations per parameter. The parameters of a
+// param group, device and dtype lie in flat buffers (model/flat_params.h, laid out by
+// make_optimizer) and so do their moments; torch's state (AdamParamState: step, exp_avg,
+// exp_avg_sq per parameter) holds views into those, its step counts kept on the host, so that
+// save_optimizer/load_optimizer and torch's Adam read and write it alike. A step over such a
+// segment is one loop over its elements on the CPU; elsewhere (and on the CPU inside a
+// GenericKernels scope) about 20 ATen operations, 10 of them over the flat tensors, that read the
+// step count and the learning rate from 0-dim tensors on the device (the bias corrections, step
+// size and warm-up computed there): no host value that changes from step to step, no operation
+// per parameter, so that a CUDA graph can capture it (torch's host state then needs bringing
+// along: the step counts are advanced by the host code of each step). Parameters outside such a
+// layout (a gradient reassigned or undefined, loaded state whose step counts differ): one loop per
+// parameter on the CPU, ATen's multi-tensor _foreach_ operations elsewhere. Other dtypes, sparse
+// gradients, amsgrad or a closure: torch's step. The zeroing of the gradients likewise: one memset
+// or zero_ per flat buffer.
+#include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "model/device.h"
+#include "model/flat_params.h"
 #include "model/optim.h"
 
 namespace ddgnn {
+
+// What set_lr, the schedules and load_optimizer tell an optimizer whose step reads its rate from
+// the device (model/optim.cpp calls it through write_device_lr).
+class DeviceRate {
+ public:
+  virtual ~DeviceRate() = default;
+  // Every param group's lr into the device tensors that hold a different one.
+  virtual void write_lr() = 0;
+  virtual void set_warmup_steps(int64_t warmup_steps) = 0;
+};
+
+void write_device_lr(torch::optim::Optimizer& optimizer) {
+  if (auto* d = dynamic_cast<DeviceRate*>(&optimizer)) d->write_lr();
+}
+
+bool set_warmup(torch::optim::Optimizer& optimizer, int64_t warmup_steps) {
+  auto* d = dynamic_cast<DeviceRate*>(&optimizer);
+  if (d) d->set_warmup_steps(warmup_steps);
+  return d != nullptr;
+}
 
 namespace {
 
@@ -56,6 +90,11 @@ bool dense_like(const at::Tensor& t, const at::Tensor& like) {
          t.device() == like.device() && t.sizes() == like.sizes();
 }
 
+bool is_at(const at::Tensor& t, const at::Tensor& flat, int64_t offset) {
+  return t.defined() && t.data_ptr() == static_cast<const char*>(flat.data_ptr()) +
+                                            offset * int64_t(flat.element_size());
+}
+
 // One Adam step over n elements, in the order of operations of torch's (1.13) Adam and AdamW:
 //   AdamW: p *= 1 - lr wd;  Adam: g += wd p;
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g²;
@@ -79,9 +118,20 @@ void adam_elements(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd
   }
 }
 
-// The parameters of one group, step count, device and dtype, stepped together by ATen's
-// multi-tensor operations in the order of operations of torch's (1.13) Adam and AdamW (as
-// adam_elements).
+void adam_elements(const at::Tensor& p, const at::Tensor& g, const at::Tensor& m,
+                   const at::Tensor& v, double lr, double wd, bool decoupled, double beta1,
+                   double beta2, double eps, int64_t step) {
+  if (p.scalar_type() == at::kFloat)
+    adam_elements(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                  v.data_ptr<float>(), p.numel(), lr, wd, decoupled, beta1, beta2, eps, step);
+  else
+    adam_elements(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
+                  v.data_ptr<double>(), p.numel(), lr, wd, decoupled, beta1, beta2, eps, step);
+}
+
+// The parameters of one group, step count, device and dtype outside a flat layout, stepped
+// together by ATen's multi-tensor operations with the rate and bias corrections as host scalars,
+// in the order of operations of torch's (1.13) Adam and AdamW (as adam_elements).
 template <typename Options>
 struct AdamBatch {
   const Options* options;
@@ -98,10 +148,10 @@ struct AdamBatch {
     v.push_back(exp_avg_sq);
   }
 
-  void run(bool decoupled) {
+  void run(bool decoupled, double lr) {
     const Options& o = *options;
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-    const double lr = o.lr(), wd = o.weight_decay();
+    const double wd = o.weight_decay();
     const double bc1 = 1.0 - std::pow(beta1, double(step));
     const double bc2 = 1.0 - std::pow(beta2, double(step));
     using S = c10::Scalar;
@@ -136,14 +186,277 @@ AdamBatch<Options>& batch_for(std::vector<AdamBatch<Options>>& batches, const Op
 }
 
 template <typename Base, typename Options, typename State, bool kDecoupled>
-class FusedAdam : public Base {
+class FusedAdam : public Base, public DeviceRate {
  public:
   using Base::Base;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    std::vector<Item> items;
-    if (closure || !collect(items)) return Base::step(closure);
+    if (closure || any_amsgrad()) return torch_step(closure);
     c10::NoGradGuard no_grad;
+    if (!m_laid_out || m_n_groups != this->param_groups_.size() ||
+        m_n_states != this->state_.size())
+      lay_out();
+    std::vector<Segment*> flat;
+    bool all_flat = m_all_in_segments;
+    for (Segment& s : m_segments) {
+      if (ready(s)) {
+        flat.push_back(&s);
+      } else {
+        all_flat = false;
+        m_laid_out = false;  // the layout may have changed: looked up again next step
+      }
+    }
+    std::vector<Item> items;
+    if (!all_flat) {
+      std::unordered_set<const c10::TensorImpl*> done;
+      for (const Segment* s : flat)
+        for (size_t i : s->flat.params) done.insert(params_of(*s)[i].unsafeGetTensorImpl());
+      if (!collect(items, done)) return torch_step(closure);
+    }
+    for (Segment* s : flat) step_segment(*s);
+    step_items(items);
+    // State the segments made is theirs already; state made for other parameters is looked up
+    // by the next step's layout.
+    if (items.empty()) m_n_states = this->state_.size();
+    return {};
+  }
+
+  void load(torch::serialize::InputArchive& archive) override {
+    Base::load(archive);
+    m_laid_out = false;  // new state tensors: copied into the flat moments by the next step
+  }
+
+  void write_lr() override {
+    for (Segment& s : m_segments)
+      if (s.lr.defined()) write_lr(s);
+  }
+
+  void set_warmup_steps(int64_t warmup_steps) override { m_warmup = warmup_steps; }
+
+ private:
+  using Key = OptimizerStateKey::type;
+  using Batch = AdamBatch<Options>;
+
+  // The parameters of one param group, device and dtype in flat buffers, with their state.
+  struct Segment {
+    size_t group = 0;
+    FlatParameters flat;             // indices into the group's params
+    std::vector<State*> states;      // [flat.params]: null before the first step
+    at::Tensor exp_avg, exp_avg_sq;  // [n]: the moments, made with the state
+    at::Tensor step, lr;             // 0-dim float64 on the device, made by its first step
+    int64_t step_on_device = -1;     // what `step` holds
+    double lr_on_device = std::numeric_limits<double>::quiet_NaN();  // what `lr` holds
+  };
+
+  // A parameter with a gradient outside the segments, its group's options, and its state (null
+  // before its first step) under `key`.
+  struct Item {
+    const at::Tensor* p;
+    const Options* options;
+    State* state;
+    Key key;
+  };
+
+  bool any_amsgrad() const {
+    for (const auto& group : this->param_groups_)
+      if (static_cast<const Options&>(group.options()).amsgrad()) return true;
+    return false;
+  }
+
+  const std::vector<at::Tensor>& params_of(const Segment& s) const {
+    return this->param_groups_[s.group].params();
+  }
+  const Options& options_of(const Segment& s) const {
+    return static_cast<const Options&>(this->param_groups_[s.group].options());
+  }
+
+  State* find_state(const at::Tensor& p) {
+    const auto found = this->state_.find(state_key<Key>(p.unsafeGetTensorImpl()));
+    return found == this->state_.end() ? nullptr : static_cast<State*>(found->second.get());
+  }
+
+  // The segments of the parameters' current layout, their state looked up.
+  void lay_out() {
+    std::vector<Segment> kept;
+    kept.swap(m_segments);
+    m_all_in_segments = true;
+    for (size_t g = 0; g < this->param_groups_.size(); ++g) {
+      const auto& params = this->param_groups_[g].params();
+      std::vector<std::vector<size_t>> sets;  // the group's params by device and dtype
+      for (size_t k = 0; k < params.size(); ++k) {
+        const auto& p = params[k];
+        auto set = std::find_if(sets.begin(), sets.end(), [&](const std::vector<size_t>& s) {
+          return params[s[0]].device() == p.device() &&
+                 params[s[0]].scalar_type() == p.scalar_type();
+        });
+        if (set == sets.end())
+          sets.push_back({k});
+        else
+          set->push_back(k);
+      }
+      for (const auto& set : sets) {
+        const auto dtype = params[set[0]].scalar_type();
+        std::vector<at::Tensor> members;
+        for (size_t k : set) members.push_back(params[k]);
+        FlatParameters f =
+            (dtype == at::kFloat || dtype == at::kDouble) ? find_flat(members) : FlatParameters();
+        if (!f.values.defined()) {
+          m_all_in_segments = false;
+          continue;
+        }
+        for (size_t& i : f.params) i = set[i];  // indices into the group's params
+        Segment s;
+        // The same buffers as before keep their moments and device scalars.
+        for (Segment& old : kept)
+          if (old.group == g && old.flat.values.data_ptr() == f.values.data_ptr() &&
+              old.flat.grads.data_ptr() == f.grads.data_ptr() && old.flat.params == f.params &&
+              old.flat.offsets == f.offsets) {
+            s = std::move(old);
+            break;
+          }
+        s.group = g;
+        s.flat = std::move(f);
+        s.states.clear();
+        for (size_t i : s.flat.params) s.states.push_back(find_state(params[i]));
+        m_segments.push_back(std::move(s));
+      }
+    }
+    m_laid_out = true;
+    m_n_groups = this->param_groups_.size();
+    m_n_states = this->state_.size();
+  }
+
+  // Whether the segment can take a flat step now: its parameters and gradients in place, and its
+  // state absent (made here) or every parameter's, of one step count (copied into the flat
+  // moments here when it is not theirs yet, as after load_optimizer).
+  bool ready(Segment& s) {
+    const auto& params = params_of(s);
+    if (!still_flat(s.flat, params)) return false;
+    size_t n_states = 0;
+    for (State* st : s.states) n_states += st != nullptr;
+    const at::Tensor& values = s.flat.values;
+    if (n_states == 0) {
+      s.exp_avg = at::zeros_like(values);
+      s.exp_avg_sq = at::zeros_like(values);
+      for (size_t j = 0; j < s.flat.params.size(); ++j) {
+        const at::Tensor& p = params[s.flat.params[j]];
+        auto state = std::make_unique<State>();
+        state->step(0);
+        state->exp_avg(alias_of(s.exp_avg, s.flat.offsets[j], p.sizes()));
+        state->exp_avg_sq(alias_of(s.exp_avg_sq, s.flat.offsets[j], p.sizes()));
+        s.states[j] = state.get();
+        this->state_[state_key<Key>(p.unsafeGetTensorImpl())] = std::move(state);
+      }
+      return true;
+    }
+    if (n_states != s.states.size()) return false;
+    bool ours = s.exp_avg.defined();
+    for (size_t j = 0; j < s.states.size(); ++j) {
+      const State& st = *s.states[j];
+      const at::Tensor& p = params[s.flat.params[j]];
+      if (st.step() != s.states[0]->step() || !dense_like(st.exp_avg(), p) ||
+          !dense_like(st.exp_avg_sq(), p))
+        return false;
+      ours = ours && is_at(st.exp_avg(), s.exp_avg, s.flat.offsets[j]) &&
+             is_at(st.exp_avg_sq(), s.exp_avg_sq, s.flat.offsets[j]) &&
+             st.exp_avg().is_contiguous() && st.exp_avg_sq().is_contiguous();
+    }
+    if (ours) return true;
+    if (!s.exp_avg.defined()) {
+      s.exp_avg = at::empty_like(values);
+      s.exp_avg_sq = at::empty_like(values);
+    }
+    for (size_t j = 0; j < s.states.size(); ++j) {
+      State& st = *s.states[j];
+      const at::Tensor& p = params[s.flat.params[j]];
+      at::Tensor m = alias_of(s.exp_avg, s.flat.offsets[j], p.sizes());
+      at::Tensor v = alias_of(s.exp_avg_sq, s.flat.offsets[j], p.sizes());
+      m.copy_(st.exp_avg());
+      v.copy_(st.exp_avg_sq());
+      st.exp_avg(m);
+      st.exp_avg_sq(v);
+    }
+    return true;
+  }
+
+  void write_lr(Segment& s) {
+    const double lr = options_of(s).lr();
+    if (std::memcmp(&lr, &s.lr_on_device, sizeof lr) == 0) return;
+    s.lr.fill_(lr);
+    s.lr_on_device = lr;
+  }
+
+  void step_segment(Segment& s) {
+    const int64_t step = s.states[0]->step() + 1;
+    for (State* st : s.states) st->step(step);  // torch's state, on the host
+    const Options& o = options_of(s);
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    const FlatParameters& f = s.flat;
+    if (fused_kernels(f.values)) {  // the CPU's loop: host values cost no synchronisation
+      adam_elements(f.values, f.grads, s.exp_avg, s.exp_avg_sq,
+                    o.lr() * warmup_factor(step, m_warmup), o.weight_decay(), kDecoupled, beta1,
+                    beta2, o.eps(), step);
+      return;
+    }
+    // The step count and the rate on the device: written when the host's differ (the first
+    // step there, after load_optimizer or CPU steps), else the count advances on the device.
+    if (!s.step.defined()) {
+      const auto scalar = f.values.options().dtype(at::kDouble);
+      s.step = at::zeros({}, scalar);
+      s.lr = at::zeros({}, scalar);
+      s.step_on_device = 0;
+    }
+    if (s.step_on_device == step - 1)
+      s.step.add_(1);
+    else
+      s.step.fill_(double(step));
+    s.step_on_device = step;
+    write_lr(s);
+    const double wd = o.weight_decay();
+    // 0-dim float64: warm-up, rate, -bias correction 1, sqrt(bias correction 2), -step size.
+    at::Tensor lr = m_warmup > 0 ? s.lr * at::clamp_max(s.step / double(m_warmup), 1.0) : s.lr;
+    const at::Tensor neg_bc1 = at::pow(beta1, s.step).sub_(1.0);
+    const at::Tensor sqrt_bc2 = at::rsub(at::pow(beta2, s.step), 1.0).sqrt_();
+    const at::Tensor neg_step_size = lr / neg_bc1;
+    // [n] of the parameters' dtype: the update over the flat buffers.
+    const at::Tensor &p = f.values, &m = s.exp_avg, &v = s.exp_avg_sq;
+    at::Tensor g = f.grads;
+    if (wd != 0.0) {
+      if (kDecoupled)
+        p.mul_(at::rsub(lr * wd, 1.0));
+      else
+        g = at::add(g, p, wd);
+    }
+    m.mul_(beta1).add_(g, 1.0 - beta1);
+    v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+    const at::Tensor denom = v.sqrt().div_(sqrt_bc2).add_(o.eps());
+    p.addcdiv_(m * neg_step_size, denom);
+  }
+
+  // The parameters with a gradient outside `done`, each looked up once; false (torch's step)
+  // unless every one is dense, float32 or float64, with its gradient and state of its dtype,
+  // device and shape.
+  bool collect(std::vector<Item>& items, const std::unordered_set<const c10::TensorImpl*>& done) {
+    for (const auto& group : this->param_groups_) {
+      const auto& o = static_cast<const Options&>(group.options());
+      for (const auto& p : group.params()) {
+        if (!p.grad().defined() || done.count(p.unsafeGetTensorImpl())) continue;
+        const auto dtype = p.scalar_type();
+        if ((dtype != at::kFloat && dtype != at::kDouble) || p.layout() != c10::kStrided ||
+            !dense_like(p.grad(), p))
+          return false;
+        Key key = state_key<Key>(p.unsafeGetTensorImpl());
+        const auto found = this->state_.find(key);
+        State* s = found == this->state_.end() ? nullptr : static_cast<State*>(found->second.get());
+        if (s && (!dense_like(s->exp_avg(), p) || !dense_like(s->exp_avg_sq(), p))) return false;
+        items.push_back({&p, &o, s, std::move(key)});
+      }
+    }
+    return true;
+  }
+
+  // One parameter at a time: the CPU's loop, or multi-tensor operations with host scalars.
+  void step_items(std::vector<Item>& items) {
     std::vector<Batch> batches;
     for (Item& it : items) {
       if (!it.state) {  // the parameter's first step: torch's initial state
@@ -159,60 +472,32 @@ class FusedAdam : public Base {
       const Options& o = *it.options;
       const at::Tensor &p = *it.p, &g = p.grad(), &m = s.exp_avg(), &v = s.exp_avg_sq();
       const auto dtype = p.scalar_type();
-      if (!(plain_cpu(p, dtype) && plain_cpu(g, dtype) && plain_cpu(m, dtype) &&
+      if (!(fused_kernels(p) && plain_cpu(p, dtype) && plain_cpu(g, dtype) && plain_cpu(m, dtype) &&
             plain_cpu(v, dtype))) {
         batch_for(batches, o, s.step(), p).add(p, g, m, v);
         continue;
       }
-      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-      if (dtype == at::kFloat)
-        adam_elements(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
-                      v.data_ptr<float>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled, beta1,
-                      beta2, o.eps(), s.step());
-      else
-        adam_elements(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
-                      v.data_ptr<double>(), p.numel(), o.lr(), o.weight_decay(), kDecoupled, beta1,
-                      beta2, o.eps(), s.step());
+      adam_elements(p, g, m, v, o.lr() * warmup_factor(s.step(), m_warmup), o.weight_decay(),
+                    kDecoupled, std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), s.step());
     }
-    for (Batch& b : batches) b.run(kDecoupled);
-    return {};
+    for (Batch& b : batches) b.run(kDecoupled, b.options->lr() * warmup_factor(b.step, m_warmup));
   }
 
- private:
-  using Key = OptimizerStateKey::type;
-  using Batch = AdamBatch<Options>;
-
-  // A parameter with a gradient, its group's options, and its state (null before its first step)
-  // under `key`.
-  struct Item {
-    const at::Tensor* p;
-    const Options* options;
-    State* state;
-    Key key;
-  };
-
-  // The parameters with a gradient, each looked up once; false (torch's step) unless every one is
-  // dense, float32 or float64, with its gradient and state of its dtype, device and shape, and no
-  // group uses amsgrad.
-  bool collect(std::vector<Item>& items) {
-    for (const auto& group : this->param_groups_) {
-      const auto& o = static_cast<const Options&>(group.options());
-      if (o.amsgrad()) return false;
-      for (const auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        const auto dtype = p.scalar_type();
-        if ((dtype != at::kFloat && dtype != at::kDouble) || p.layout() != c10::kStrided ||
-            !dense_like(p.grad(), p))
-          return false;
-        Key key = state_key<Key>(p.unsafeGetTensorImpl());
-        const auto found = this->state_.find(key);
-        State* s = found == this->state_.end() ? nullptr : static_cast<State*>(found->second.get());
-        if (s && (!dense_like(s->exp_avg(), p) || !dense_like(s->exp_avg_sq(), p))) return false;
-        items.push_back({&p, &o, s, std::move(key)});
-      }
-    }
-    return true;
+  // torch's own step, the warm-up applied to its rates for the step.
+  torch::Tensor torch_step(torch::optim::Optimizer::LossClosure closure) {
+    int64_t step = 1;
+    for (const auto& entry : this->state_)
+      step = std::max(step, static_cast<const State&>(*entry.second).step() + 1);
+    m_laid_out = false;
+    const ScaledLr warm(*this, warmup_factor(step, m_warmup));
+    return Base::step(closure);
   }
+
+  std::vector<Segment> m_segments;
+  bool m_laid_out = false;
+  bool m_all_in_segments = false;  // every parameter lies in a segment
+  size_t m_n_groups = 0, m_n_states = 0;
+  int64_t m_warmup = 0;  // Training.warmup_steps (≤ 0: none)
 };
 
 // The options torch's Adam and AdamW get from make_optimizer.
@@ -241,22 +526,41 @@ std::unique_ptr<torch::optim::Optimizer> make_fused_adam(
 
 void zero_gradients(const std::vector<torch::Tensor>& parameters) {
   c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> elsewhere;  // zeroed by one multi-tensor operation
+  // The gradients by storage: those that cover a range of it exactly are zeroed as one.
+  std::unordered_map<const c10::StorageImpl*, std::vector<at::Tensor>> by_storage;
+  std::vector<const c10::StorageImpl*> storages;  // in order of first appearance
+  std::vector<at::Tensor> elsewhere;              // zeroed by one multi-tensor operation
   for (const auto& p : parameters) {
     const at::Tensor& g = p.grad();
     if (!g.defined()) continue;
-    if (g.device().is_cpu() && g.layout() == c10::kStrided && g.is_contiguous() &&
-        !g.requires_grad()) {
-      std::memset(g.data_ptr(), 0, size_t(g.numel()) * g.element_size());
+    if (g.requires_grad()) g.detach_();
+    if (g.layout() != c10::kStrided || !g.has_storage()) {
+      g.zero_();
       continue;
     }
-    if (g.requires_grad()) g.detach_();
-    if (g.layout() == c10::kStrided)
-      elsewhere.push_back(g);
-    else
-      g.zero_();
+    auto& list = by_storage[g.storage().unsafeGetStorageImpl()];
+    if (list.empty()) storages.push_back(g.storage().unsafeGetStorageImpl());
+    list.push_back(g);
   }
-  if (!elsewhere.empty()) at::_foreach_zero_(elsewhere);
+  const auto zero = [&](const at::Tensor& g) {
+    if (g.device().is_cpu() && g.is_contiguous())
+      std::memset(g.data_ptr(), 0, size_t(g.numel()) * g.element_size());
+    else
+      elsewhere.push_back(g);
+  };
+  for (const c10::StorageImpl* storage : storages) {
+    const auto& list = by_storage[storage];
+    const at::Tensor range = list.size() > 1 ? covered_range(list) : at::Tensor();
+    if (range.defined()) {
+      zero(range);
+    } else {
+      for (const auto& g : list) zero(g);
+    }
+  }
+  if (elsewhere.size() == 1)
+    elsewhere.front().zero_();
+  else if (!elsewhere.empty())
+    at::_foreach_zero_(elsewhere);
 }
 
 }  // namespace ddgnn

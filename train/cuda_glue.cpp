@@ -40,15 +40,19 @@ std::string gpu_name(int index) {
 
 namespace {
 
-// Device buckets all-reduced by NCCL on its own stream, which waits (an event) for the work the
-// backward's stream enqueued before the bucket was ready; wait_all makes the current stream wait
-// for NCCL's. No host synchronisation.
+// Ranges of the flat gradient buffer all-reduced in place by NCCL on its own stream, which waits
+// (an event) for the work the backward's stream enqueued before the bucket was ready; wait_all
+// makes the current stream wait for NCCL's. No host synchronisation.
 class NcclBuckets : public GradBuckets {
  public:
-  NcclBuckets(MPI_Comm comm, const at::TensorOptions& options, const std::vector<int64_t>& elems)
-      : m_nccl(comm, options.device().index()),
-        m_type(options.dtype() == at::kDouble ? ncclDouble : ncclFloat) {
-    for (int64_t n : elems) m_buckets.push_back(at::zeros({n}, options));
+  NcclBuckets(MPI_Comm comm, const at::Tensor& grads, const std::vector<int64_t>& elems)
+      : m_nccl(comm, grads.device().index()),
+        m_type(grads.scalar_type() == at::kDouble ? ncclDouble : ncclFloat) {
+    int64_t offset = 0;
+    for (int64_t n : elems) {
+      m_buckets.push_back(grads.narrow(0, offset, n));
+      offset += n;
+    }
     m_ready.assign(elems.size(), false);
     CUDA_CHECK(cudaEventCreateWithFlags(&m_event, cudaEventDisableTiming));
   }
@@ -95,9 +99,9 @@ class NcclBuckets : public GradBuckets {
 
 }  // namespace
 
-std::unique_ptr<GradBuckets> make_nccl_buckets(MPI_Comm comm, const at::TensorOptions& options,
+std::unique_ptr<GradBuckets> make_nccl_buckets(MPI_Comm comm, const at::Tensor& grads,
                                                const std::vector<int64_t>& bucket_elems) {
-  return std::make_unique<NcclBuckets>(comm, options, bucket_elems);
+  return std::make_unique<NcclBuckets>(comm, grads, bucket_elems);
 }
 
 #endif

@@ -18,7 +18,8 @@ std::string set_cuda_device(int index);
 std::string gpu_name(int index);
 
 #ifdef DDGNN_HAVE_NCCL
-std::unique_ptr<GradBuckets> make_nccl_buckets(MPI_Comm comm, const at::TensorOptions& options,
+// Buckets over ranges of the flat gradient buffer `grads` (make_grad_buckets).
+std::unique_ptr<GradBuckets> make_nccl_buckets(MPI_Comm comm, const at::Tensor& grads,
                                                const std::vector<int64_t>& bucket_elems);
 #endif
 

@@ -1,16 +1,43 @@
-// Data-parallel gradient averaging with autograd hooks and bucketed non-blocking all-reduce.
+// Data-parallel gradient sums: gradients as views into bucketed flat buffers, buckets all-reduced
+// as backward finishes them (train/ddp.h).
 #include "train/ddp.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "comm/mpi.h"
 #include "core/error.h"
 
 namespace ddgnn {
+
+struct DataParallel::Owner {
+  DataParallel* ddp = nullptr;
+};
+
+namespace {
+
+// Runs after autograd has accumulated a parameter's gradient: tells DataParallel, on the host.
+class Accumulated : public torch::autograd::FunctionPostHook {
+ public:
+  explicit Accumulated(std::function<void()> notify) : m_notify(std::move(notify)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    m_notify();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> m_notify;
+};
+
+}  // namespace
 
 DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_t bucket_bytes,
                            GradSync sync)
@@ -19,35 +46,60 @@ DataParallel::DataParallel(std::vector<at::Tensor> params, MPI_Comm comm, int64_
   const auto dtype = m_params[0].scalar_type();
   if (dtype != at::kFloat && dtype != at::kDouble)
     throw Error("DataParallel: parameters must be float32 or float64");
+  size_t n_summed = 0;  // parameters with a gradient and an element
+  for (const auto& p : m_params) {
+    if (p.scalar_type() != dtype || p.device() != m_params[0].device())
+      throw Error("DataParallel: parameters of mixed dtypes or devices");
+    if (!p.requires_grad())
+      throw Error("DataParallel: a parameter that takes no gradient",
+                  "pass only the trained parameters");
+    n_summed += p.numel() > 0;
+  }
   m_type = dtype == at::kFloat ? MPI_FLOAT : MPI_DOUBLE;
   const int64_t elem = dtype == at::kFloat ? 4 : 8;
-  // Buckets over the parameters in reverse order, each up to bucket_bytes (at least one param).
+  auto flats = flatten_parameters(m_params);  // (those without an element stay out)
+  if (n_summed == 0) throw Error("DataParallel: no parameter has an element");
+  if (flats.size() != 1 || flats[0].params.size() != n_summed)
+    throw Error("DataParallel: the parameters could not be laid out in one flat buffer",
+                "pass each parameter once");
+  m_flat = std::move(flats[0]);
+  // Buckets: runs of the buffer's parameters, up to bucket_bytes each (at least one parameter).
   std::vector<int64_t> elems;
   m_bucket_of.assign(m_params.size(), 0);
   m_offset.assign(m_params.size(), 0);
-  for (size_t k = m_params.size(); k-- > 0;) {
-    if (m_params[k].scalar_type() != dtype || m_params[k].device() != m_params[0].device())
-      throw Error("DataParallel: parameters of mixed dtypes or devices");
+  for (size_t i = 0; i < m_flat.params.size(); ++i) {
+    const size_t k = m_flat.params[i];
     const int64_t n = m_params[k].numel();
     if (elems.empty() || (elems.back() > 0 && (elems.back() + n) * elem > bucket_bytes))
       elems.push_back(0);
     m_bucket_of[k] = elems.size() - 1;
-    m_offset[k] = elems.back();
+    m_offset[k] = m_flat.offsets[i];
     elems.back() += n;
   }
-  m_buckets = make_grad_buckets(sync, comm, m_params[0].options().requires_grad(false), elems);
+  m_buckets = make_grad_buckets(sync, comm, m_flat.grads, elems);
   m_pending_init.assign(elems.size(), 0);
-  for (size_t k = 0; k < m_params.size(); ++k) ++m_pending_init[m_bucket_of[k]];
+  for (size_t k : m_flat.params) ++m_pending_init[m_bucket_of[k]];
   m_pending = m_pending_init;
   m_filled.assign(m_params.size(), false);
-  for (size_t k = 0; k < m_params.size(); ++k)
-    m_params[k].register_hook([this, k](const at::Tensor& grad) {
-      on_grad(k, grad);
-      return at::Tensor();  // the local gradient is accumulated as usual; finish_step replaces it
-    });
+  // A post hook on each gradient accumulator, which this object keeps alive (else a later
+  // backward would make a new one, without the hook).
+  m_owner = std::make_shared<Owner>();
+  m_owner->ddp = this;
+  for (size_t k : m_flat.params) {
+    std::shared_ptr<torch::autograd::Node> accumulator =
+        torch::autograd::impl::grad_accumulator(m_params[k]);
+    std::shared_ptr<Owner> owner = m_owner;
+    m_hooks.push_back(accumulator->add_post_hook(std::make_unique<Accumulated>([owner, k] {
+      if (owner->ddp) owner->ddp->on_grad(k);
+    })));
+    m_accumulators.push_back(std::move(accumulator));
+  }
 }
 
-DataParallel::~DataParallel() = default;
+DataParallel::~DataParallel() {
+  m_owner->ddp = nullptr;
+  for (size_t k = 0; k < m_accumulators.size(); ++k) m_accumulators[k]->del_post_hook(m_hooks[k]);
+}
 
 void DataParallel::broadcast_parameters() {
   c10::NoGradGuard no_grad;
@@ -71,52 +123,59 @@ void DataParallel::average_buffers(const std::vector<at::Tensor>& buffers) {
   }
 }
 
-void DataParallel::begin_step(double weight) {
-  m_weight = weight;
+bool DataParallel::grads_in_place() const {
+  const char* base = static_cast<const char*>(m_flat.grads.data_ptr());
+  const int64_t elem = int64_t(m_flat.grads.element_size());
+  for (size_t k : m_flat.params) {
+    const at::Tensor& g = m_params[k].grad();
+    if (!g.defined() || g.data_ptr() != base + m_offset[k] * elem || !g.is_contiguous())
+      return false;
+  }
+  return true;
+}
+
+void DataParallel::begin_step() {
   m_in_step = true;
+  m_filled_in_backward = 0;
   m_pending = m_pending_init;
   m_filled.assign(m_params.size(), false);
-}
-
-void DataParallel::on_grad(size_t k, const at::Tensor& grad) {
-  if (!m_in_step || m_filled[k]) return;  // not a training step's backward (or already in)
-  const size_t b = m_bucket_of[k];
-  at::Tensor dst = slot(k);
+  if (grads_in_place()) return;
   c10::NoGradGuard no_grad;
-  if (grad.defined())  // the weight as a host scalar: no device copy
-    at::mul_out(dst, grad, at::scalar_tensor(m_weight, at::TensorOptions().dtype(grad.dtype())));
-  else  // autograd's "no gradient" (a zero)
-    dst.zero_();
-  m_filled[k] = true;
-  if (--m_pending[b] == 0) m_buckets->ready(b);
+  const char* base = static_cast<const char*>(m_flat.grads.data_ptr());
+  const int64_t elem = int64_t(m_flat.grads.element_size());
+  for (size_t k : m_flat.params) {
+    const at::Tensor& p = m_params[k];
+    const at::Tensor& g = p.grad();
+    if (g.defined() && g.data_ptr() == base + m_offset[k] * elem && g.is_contiguous()) continue;
+    at::Tensor slot = alias_of(m_flat.grads, m_offset[k], p.sizes());
+    if (g.defined())
+      slot.copy_(g);
+    else
+      slot.zero_();
+    p.mutable_grad() = slot;
+  }
 }
 
-at::Tensor DataParallel::slot(size_t k) {
-  return m_buckets->bucket(m_bucket_of[k])
-      .narrow(0, m_offset[k], m_params[k].numel())
-      .view(m_params[k].sizes());
+void DataParallel::on_grad(size_t k) {
+  if (!m_in_step || m_filled[k]) return;  // not a training step's backward (or already in)
+  m_filled[k] = true;
+  const size_t b = m_bucket_of[k];
+  if (--m_pending[b] == 0) {
+    ++m_filled_in_backward;
+    m_buckets->ready(b);
+  }
 }
 
 void DataParallel::finish_step() {
-  // Parameters that got no gradient here contribute zeros.
-  c10::NoGradGuard no_grad;
-  for (size_t k = 0; k < m_params.size(); ++k)
-    if (!m_filled[k]) {
-      const size_t b = m_bucket_of[k];
-      slot(k).zero_();
-      m_filled[k] = true;
-      if (--m_pending[b] == 0) m_buckets->ready(b);
-    }
+  // Buckets with a parameter that got no gradient here (a zero) start now, in order.
   m_buckets->wait_all();
   m_in_step = false;
-  for (size_t k = 0; k < m_params.size(); ++k) {
-    const at::Tensor avg = slot(k);
-    at::Tensor& g = m_params[k].mutable_grad();
-    if (g.defined())
-      g.copy_(avg);
-    else
-      g = avg.clone();
-  }
+  if (!grads_in_place())
+    throw Error(
+        "DataParallel: a parameter's gradient was replaced during backward instead of being "
+        "accumulated into its bucket",
+        "run one backward per step with create_graph false, and zero the gradients in place "
+        "(zero_gradients) rather than setting them to none");
 }
 
 void DataParallel::check_identical() const {

@@ -49,7 +49,8 @@ TrainStep::TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params,
       m_ddp(ddp),
       m_average(average),
       m_setup(setup),
-      m_s(settings) {}
+      m_s(settings),
+      m_warmup_inside(set_warmup(optimizer, settings.warmup_steps)) {}
 
 StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   using Clock = std::chrono::steady_clock;
@@ -62,8 +63,8 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   StepTimes& t = r.times;
   t.start = t.forward = t.forces = t.backward = Clock::now();
   if (!sb.empty) wait_for_upload(sb.prepared);  // on the device: the step's stream waits
-  zero_gradients(m_params);
-  if (m_ddp) m_ddp->begin_step(1.0);  // the loss carries each rank's share: gradients add up
+  zero_gradients(m_params);        // in place: one memset or zero_ of the flat gradient buffer
+  if (m_ddp) m_ddp->begin_step();  // the loss carries each rank's share: gradients add up
   Prediction p;
   if (!sb.empty) {
     const PreparedBatch& b = sb.prepared;
@@ -90,7 +91,9 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   t.synced = Clock::now();
   if (m_s.grad_clip > 0) r.grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
   {
-    const ScaledLr warmup(m_optimizer, warmup_factor(place.step, m_s.warmup_steps));
+    // Adam and AdamW take the warm-up from their own step count (on the device); the others here.
+    const ScaledLr warmup(m_optimizer,
+                          m_warmup_inside ? 1.0 : warmup_factor(place.step, m_s.warmup_steps));
     m_optimizer.step();
   }
   if (m_average) m_average->update();

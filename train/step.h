@@ -76,6 +76,7 @@ class TrainStep {
   WeightAverage* m_average;
   const ModelSetup& m_setup;
   const TrainSettings& m_s;
+  bool m_warmup_inside;  // the optimizer applies Training.warmup_steps itself (set_warmup)
 };
 
 // The steps whose loss and gradient norm the host has not read yet. They stay on the device until
