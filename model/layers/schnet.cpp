@@ -59,13 +59,13 @@ class SchNet : public MessagePassing {
       return out;
     }
     // filter2(ssp(filter1(gaussians))) * envelope as one function ([n_edges, num_filters]).
-    // The memoised Gaussians and cutoff values feed the fused CPU version only (the generic one
-    // computes its own through autograd).
+    // The memoised Gaussians and cutoff values feed the fused CPU and CUDA versions only (the
+    // generic one computes its own through autograd).
     const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
     // A smoothly capped batch's envelope goes in as a tensor (its radius moves with the
     // positions), through the generic version.
     const bool capped = geometry.edge_cutoff().defined();
-    const bool fused = fused_kernels(geometry.len()) && !capped;
+    const bool fused = (fused_kernels(geometry.len()) || cuda_kernels(geometry.len())) && !capped;
     const at::Tensor w = schnet_filter(
         geometry.len(), fused ? geometry.gaussian_values(m_num_gaussians) : at::Tensor(),
         FilterBasis{mu, coeff, geometry.cutoff(),
