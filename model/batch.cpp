@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "model/cuda/schnet_cuda.h"
 #include "model/device.h"
 #include "model/device_graph.h"
 #include "model/kernels.h"
@@ -33,8 +34,9 @@ inline T clamped_gaussian(T c, T x) {
   return std::exp(std::max(c * x * x, T(-80)));
 }
 
-// Forward of Gaussians: G [E, n].
+// Forward of Gaussians: G [E, n] (one CUDA kernel on a CUDA device).
 at::Tensor gaussians_fused(const at::Tensor& d_in, const at::Tensor& mu_in, double coeff) {
+  if (d_in.is_cuda()) return cuda::gaussians(d_in, mu_in, coeff);
   const at::Tensor d = d_in.contiguous(), mu = mu_in.contiguous();
   const int64_t e_count = d.size(0), n = mu.size(0);
   at::Tensor out = at::empty({e_count, n}, d.options());
@@ -311,8 +313,9 @@ const at::Tensor& EdgeGeometry::gaussian_values(int64_t n) const {
   auto it = m_cache.find(key);
   if (it != m_cache.end()) return it->second;
   const auto [mu, coeff] = gaussian_basis(n);
-  return m_cache[key] = fused_kernels(m_len) ? gaussians_fused(m_len.detach(), mu, coeff)
-                                             : gaussians_generic(m_len.detach(), mu, coeff);
+  return m_cache[key] = fused_kernels(m_len) || cuda_kernels(m_len)
+                            ? gaussians_fused(m_len.detach(), mu, coeff)
+                            : gaussians_generic(m_len.detach(), mu, coeff);
 }
 
 namespace {
@@ -356,8 +359,9 @@ std::array<at::Tensor, 3> envelope_terms(const at::Tensor& d, double rc, const E
 }
 
 std::array<at::Tensor, 3> envelope_values(const at::Tensor& d_in, double rc, const Envelope& e) {
-  if (e.kind != Envelope::kCosine || !fused_kernels(d_in))
+  if (e.kind != Envelope::kCosine || (!fused_kernels(d_in) && !cuda_kernels(d_in)))
     return envelope_terms(d_in.detach(), rc, e);
+  if (d_in.is_cuda()) return cuda::cosine_cutoff(d_in.detach(), rc);
   const double k = M_PI / rc;
   const at::Tensor d = d_in.detach().contiguous();
   at::Tensor c = at::empty_like(d), c1 = at::empty_like(d), c2 = at::empty_like(d);

@@ -1,4 +1,5 @@
-// The switch between the fused CPU kernels and their device-agnostic versions (model/device.h).
+// The switch between the fused CPU kernels, the CUDA kernels and their device-agnostic versions
+// (model/device.h).
 #include "model/device.h"
 
 #include <ATen/autocast_mode.h>
@@ -59,6 +60,17 @@ bool fused_kernels(const at::Tensor& t) {
   const auto type = t.scalar_type();
   return t.device().is_cpu() && type != at::kBFloat16 && type != at::kHalf &&
          g_generic_scopes.load(std::memory_order_relaxed) == 0 && !autocast_enabled(c10::kCPU);
+}
+
+bool cuda_kernels(const at::Tensor& t) {
+#ifdef DDGNN_CUDA_KERNELS
+  const auto type = t.scalar_type();
+  return t.is_cuda() && (type == at::kFloat || type == at::kDouble) &&
+         g_generic_scopes.load(std::memory_order_relaxed) == 0 && !autocast_enabled(c10::kCUDA);
+#else
+  (void)t;
+  return false;
+#endif
 }
 
 Bf16Autocast::Bf16Autocast(c10::DeviceType device, bool on) : m_device(device), m_on(on) {

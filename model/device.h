@@ -1,8 +1,10 @@
 // Which version of the model's kernels runs for a tensor: the fused CPU kernels (raw loops over
-// contiguous memory, custom autograd functions with hand-written derivatives) or their
-// device-agnostic versions made of ATen ops (index_select, index_add, elementwise ops), which run
-// on any device and are differentiable to any order through autograd. Every op with a fused
-// kernel asks fused_kernels() of its main operand first.
+// contiguous memory, custom autograd functions with hand-written derivatives), the CUDA kernels
+// behind the same autograd functions (GPU build; the segment family and SchNet's filter,
+// model/cuda/), or their device-agnostic versions made of ATen ops (index_select, index_add,
+// elementwise ops), which run on any device and are differentiable to any order through
+// autograd. Every op with a fused kernel asks fused_kernels() (and, where it has CUDA kernels,
+// cuda_kernels()) of its main operand first.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,9 +15,14 @@ namespace ddgnn {
 // (bfloat16, half), and neither generic kernels are forced nor autocast is on.
 bool fused_kernels(const at::Tensor& t);
 
-// While one exists (process-wide, any thread), the device-agnostic versions run on the CPU too:
-// the tests compare them with the fused kernels, and the benchmarks time them. Nests; not meant
-// to be toggled while another thread is training.
+// True when the CUDA kernels run for `t`: a build with them (the GPU build, DDGNN_CUDA_KERNELS),
+// t on a CUDA device in float32 or float64, and neither generic kernels forced nor autocast on
+// there. Always false in the CPU build.
+bool cuda_kernels(const at::Tensor& t);
+
+// While one exists (process-wide, any thread), the device-agnostic versions run on the CPU and on
+// CUDA devices too: the tests compare them with the fused and CUDA kernels, and the benchmarks
+// time them. Nests; not meant to be toggled while another thread is training.
 class GenericKernels {
  public:
   GenericKernels();

@@ -3,7 +3,9 @@
 // force loss's backward). Notation, per edge e: x_k = d - mu_k, G_k = exp(coeff x_k^2) with
 // G' = 2 coeff x G and G'' = (2 coeff + 4 coeff^2 x^2) G; P = G A1^T + b1; S = ssp(P), s =
 // sigmoid(P) = ssp'(P); U = S A2^T + b2; c = cutoff(d) with derivatives c1, c2; W = U c.
-// Forward-pass values are kept (detached) in the context and reused by both derivatives.
+// Forward-pass values are kept (detached) in the context and reused by both derivatives. The
+// single passes below are CPU loops, or on a CUDA device (GPU build) one kernel each
+// (model/cuda/schnet_cuda.h); the matrix products are ATen's on both.
 #include "model/schnet_filter.h"
 
 #include <ATen/ATen.h>
@@ -21,6 +23,7 @@
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/batch.h"
+#include "model/cuda/schnet_cuda.h"
 #include "model/device.h"
 #include "model/kernels.h"
 
@@ -37,6 +40,7 @@ constexpr double kLn2 = 0.69314718055994530942;
 
 // S = ssp(P) and s = sigmoid(P).
 std::pair<at::Tensor, at::Tensor> ssp_and_sigmoid(const at::Tensor& p) {
+  if (p.is_cuda()) return cuda::ssp_and_sigmoid(p);
   if (p.scalar_type() == at::kFloat) {
     at::Tensor s_out = at::empty_like(p), sig = at::empty_like(p);
     kernels::softplus_sigmoid(p.data_ptr<float>(), s_out.data_ptr<float>(), sig.data_ptr<float>(),
@@ -48,6 +52,7 @@ std::pair<at::Tensor, at::Tensor> ssp_and_sigmoid(const at::Tensor& p) {
 
 // W = U c (rows scaled).
 at::Tensor scale_rows(const at::Tensor& u, const at::Tensor& c) {
+  if (u.is_cuda()) return cuda::scale_rows(u, c);
   at::Tensor w = at::empty_like(u);
   const int64_t e_count = u.size(0), f = u.size(1);
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "scale_rows", [&] {
@@ -62,6 +67,7 @@ at::Tensor scale_rows(const at::Tensor& u, const at::Tensor& c) {
 // gU = gW c and r1 = sum_f gW U ([E, nf] and [E]).
 std::pair<at::Tensor, at::Tensor> grad_through_cutoff(const at::Tensor& gw, const at::Tensor& u,
                                                       const at::Tensor& c) {
+  if (u.is_cuda()) return cuda::grad_through_cutoff(gw, u, c);
   at::Tensor gu = at::empty_like(u), r1 = at::empty({u.size(0)}, u.options());
   const int64_t e_count = u.size(0), f = u.size(1);
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "grad_through_cutoff", [&] {
@@ -83,6 +89,7 @@ std::pair<at::Tensor, at::Tensor> grad_through_cutoff(const at::Tensor& gw, cons
 // out[e] = base[e] + sum_k g[e, k] G'[e, k] (G' = 2 coeff x G); base [E] or undefined.
 at::Tensor gauss_grad_dot(const at::Tensor& g, const at::Tensor& gauss, const at::Tensor& d,
                           const at::Tensor& mu, double coeff, const at::Tensor& base) {
+  if (d.is_cuda()) return cuda::gauss_grad_dot(g, gauss, d, mu, coeff, base);
   const int64_t e_count = gauss.size(0), n = gauss.size(1);
   at::Tensor out = at::empty({e_count}, d.options());
   AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gauss_grad_dot", [&] {
@@ -105,6 +112,7 @@ at::Tensor gauss_grad_dot(const at::Tensor& g, const at::Tensor& gauss, const at
 std::pair<at::Tensor, at::Tensor> gauss_second(const at::Tensor& v, const at::Tensor& gg,
                                                const at::Tensor& gauss, const at::Tensor& d,
                                                const at::Tensor& mu, double coeff) {
+  if (d.is_cuda()) return cuda::gauss_second(v, gg, gauss, d, mu, coeff);
   const int64_t e_count = gauss.size(0), n = gauss.size(1);
   at::Tensor dgg = at::empty_like(gauss), dd = at::empty({e_count}, d.options());
   AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "gauss_second", [&] {
@@ -129,6 +137,7 @@ std::pair<at::Tensor, at::Tensor> gauss_second(const at::Tensor& v, const at::Te
 // Through gP = gS s, given dL/dgP: dL/dgS = dL/dgP s and dL/dP = dL/dgP gS s (1 - s).
 std::pair<at::Tensor, at::Tensor> sigmoid_second(const at::Tensor& dgp, const at::Tensor& gs,
                                                  const at::Tensor& sig) {
+  if (dgp.is_cuda()) return cuda::sigmoid_second(dgp, gs, sig);
   at::Tensor dgs = at::empty_like(dgp), dp_out = at::empty_like(dgp);
   const int64_t n = dgp.numel();
   AT_DISPATCH_FLOATING_TYPES(dgp.scalar_type(), "sigmoid_second", [&] {
@@ -149,6 +158,7 @@ std::pair<at::Tensor, at::Tensor> sigmoid_second(const at::Tensor& dgp, const at
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cutoff_second(
     const at::Tensor& dgu, const at::Tensor& gw, const at::Tensor& u, const at::Tensor& v,
     const at::Tensor& c, const at::Tensor& c1, const at::Tensor& c2, const at::Tensor& r1) {
+  if (u.is_cuda()) return cuda::cutoff_second(dgu, gw, u, v, c, c1, c2, r1);
   at::Tensor dgw = at::empty_like(u), du = at::empty_like(u),
              dd = at::empty({u.size(0)}, u.options());
   const int64_t e_count = u.size(0), f = u.size(1);
@@ -436,8 +446,9 @@ at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const Fil
                          const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
                          const at::Tensor& b2) {
   check_shapes(d, a1, b1, a2, b2, basis.mu.numel());
-  // Off the CPU, with GenericKernels, or without the Gaussians: plain ATen ops (autograd).
-  if (!fused_kernels(d) || !gauss.defined() || basis.envelope_tensor.defined() ||
+  // Off the CPU and CUDA, with GenericKernels, or without the Gaussians: plain ATen ops.
+  if ((!fused_kernels(d) && !cuda_kernels(d)) || !gauss.defined() ||
+      basis.envelope_tensor.defined() ||
       gauss.sizes() != at::IntArrayRef{d.size(0), basis.mu.numel()})
     return schnet_filter_reference(d, basis, a1, b1, a2, b2);
   const std::array<at::Tensor, 3> cut = basis.cutoff_values[0].defined()

@@ -4,7 +4,9 @@
 // pass) and that derivative's derivative (the force loss's backward) cost ~60 small ops per
 // layer; fused, each is a few matmuls (BLAS) and single passes over [E, nf].
 // Derivatives beyond the second (and weight gradients taken with create_graph) fall back to
-// schnet_filter_reference, differentiable to any order; off the CPU it is the whole function.
+// schnet_filter_reference, differentiable to any order. On a CUDA device (GPU build) the same
+// functions run with CUDA kernels for their single passes; elsewhere the reference is the whole
+// function.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,8 +38,8 @@ struct FilterBasis {
 
 // d [E] (differentiable), gauss [E, ng] = G(d) already computed (a value: d carries the
 // dependence), A1 [nf, ng], b1 [nf], A2 [nf, nf], b2 [nf] -> W [E, nf]. float32 or float64.
-// Where fused_kernels(d) is false (model/device.h) it is schnet_filter_reference, and `gauss` and
-// basis.cutoff_values are not read (may be undefined).
+// Where fused_kernels(d) and cuda_kernels(d) are false (model/device.h) it is
+// schnet_filter_reference, and `gauss` and basis.cutoff_values are not read (may be undefined).
 at::Tensor schnet_filter(const at::Tensor& d, const at::Tensor& gauss, const FilterBasis& basis,
                          const at::Tensor& a1, const at::Tensor& b1, const at::Tensor& a2,
                          const at::Tensor& b2);

@@ -1,7 +1,9 @@
 // Edge operations as autograd functions whose backward passes are made of each other: gather /
 // segment sum, the fused gather_mul_sum / gather_gather_dot and outer_sum / gather-contract
-// families, and edge_difference / its adjoint. Plain loops over edges, no index_add_. Off the CPU
-// (or with GenericKernels) the versions of model/segment_generic.cpp run instead.
+// families, and edge_difference / its adjoint. Plain loops over edges, no index_add_; on a CUDA
+// device (cuda_kernels(), GPU build) the same functions with one CUDA kernel per forward
+// (model/cuda/segment_cuda.h). Elsewhere (or with GenericKernels) the versions of
+// model/segment_generic.cpp run instead.
 #include "model/segment.h"
 
 #include <ATen/ATen.h>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/cuda/segment_cuda.h"
 #include "model/device.h"
 #include "model/kernels.h"
 #include "model/saved_index.h"
@@ -71,6 +74,7 @@ DDGNN_VECTOR_KERNEL void gather_gather_dot_loop(const T* pp, const T* qp, const 
 
 // Plain segment sum of x [E, ...] into [N, ...] by s.index; no autograd.
 at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
+  if (x_in.is_cuda()) return cuda::segment_sum(x_in, s);
   const at::Tensor x = x_in.contiguous();
   const int64_t e = x.size(0);
   const int64_t f = e > 0 ? x.numel() / e : (x.dim() > 1 ? x.numel() : 1);
@@ -89,6 +93,7 @@ at::Tensor segment_sum_raw(const at::Tensor& x_in, const SegmentIndex& s) {
 }
 
 at::Tensor gather_raw(const at::Tensor& y_in, const SegmentIndex& s) {
+  if (y_in.is_cuda()) return cuda::gather_rows(y_in, s);
   const at::Tensor y = y_in.contiguous();
   const int64_t e_count = s.index.numel();
   const int64_t f = y.size(0) > 0 ? y.numel() / y.size(0) : 0;
@@ -142,6 +147,7 @@ std::vector<int64_t> rows_shape(const at::Tensor& x, int64_t n) {
 // gather_mul_sum without autograd: y [N_src, K, F] (K = 1 when 2-D), w [E, F].
 at::Tensor gather_mul_sum_raw(const at::Tensor& y_in, const at::Tensor& w_in,
                               const SegmentIndex& src, const SegmentIndex& dst) {
+  if (y_in.is_cuda()) return cuda::gather_mul_sum(y_in, w_in, src, dst);
   const at::Tensor y = y_in.contiguous(), w = w_in.contiguous();
   const int64_t f = w.size(1), kf = y.numel() / std::max<int64_t>(y.size(0), 1);
   const int64_t k_dim = f > 0 ? kf / f : 0;
@@ -161,6 +167,7 @@ at::Tensor gather_mul_sum_raw(const at::Tensor& y_in, const at::Tensor& w_in,
 // gather_gather_dot without autograd: p, q [N, K, F] (K = 1 when 2-D) -> [E, F].
 at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
                                  const SegmentIndex& a, const SegmentIndex& b) {
+  if (p_in.is_cuda()) return cuda::gather_gather_dot(p_in, q_in, a, b);
   const at::Tensor p = p_in.contiguous(), q = q_in.contiguous();
   const int64_t e_count = a.index.numel();
   const int64_t f = p.size(p.dim() - 1), kf = p.numel() / std::max<int64_t>(p.size(0), 1);
@@ -180,6 +187,7 @@ at::Tensor gather_gather_dot_raw(const at::Tensor& p_in, const at::Tensor& q_in,
 // out[e] = y[from[e]] - y[to[e]] without autograd.
 at::Tensor edge_difference_raw(const at::Tensor& y_in, const SegmentIndex& from,
                                const SegmentIndex& to) {
+  if (y_in.is_cuda()) return cuda::edge_difference(y_in, from, to);
   const at::Tensor y = y_in.contiguous();
   const int64_t e_count = from.index.numel();
   const int64_t f = y.numel() / std::max<int64_t>(y.size(0), 1);
@@ -200,6 +208,7 @@ at::Tensor edge_difference_raw(const at::Tensor& y_in, const SegmentIndex& from,
 
 // outer_sum without autograd: a [E, F], u [E, K] -> [N, K, F].
 at::Tensor outer_sum_raw(const at::Tensor& a_in, const at::Tensor& u_in, const SegmentIndex& dst) {
+  if (a_in.is_cuda()) return cuda::outer_sum(a_in, u_in, dst);
   const at::Tensor a = a_in.contiguous(), u = u_in.contiguous();
   const int64_t f = a.size(1), k_dim = u.size(1);
   at::Tensor out = at::zeros({dst.n_rows, k_dim, f}, a.options());
@@ -225,6 +234,7 @@ at::Tensor outer_sum_raw(const at::Tensor& a_in, const at::Tensor& u_in, const S
 // over F when b is a [E, F] (-> [E, K]), no autograd.
 at::Tensor gather_contract_raw(const at::Tensor& g_in, const at::Tensor& b_in,
                                const SegmentIndex& dst, bool over_k) {
+  if (g_in.is_cuda()) return cuda::gather_contract(g_in, b_in, dst, over_k);
   const at::Tensor g = g_in.contiguous(), b = b_in.contiguous();
   const int64_t k_dim = g.size(1), f = g.size(2), e_count = dst.index.numel();
   // Every element is written when k_dim > 0 (over K, the first k term assigns): no zero fill.
@@ -360,6 +370,7 @@ struct EdgeDifferenceAdjoint : public torch::autograd::Function<EdgeDifferenceAd
                             const SegmentIndex* to) {
     save_index(ctx, "from", from);
     save_index(ctx, "to", to);
+    if (g.is_cuda()) return cuda::difference_sum(g, *from, *to);  // one pass over both maps
     return segment_sum_raw(g, *from).sub_(segment_sum_raw(g, *to));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad);
@@ -441,12 +452,12 @@ SegmentIndex make_segment_index(const at::Tensor& index_in, int64_t n_rows) {
 
 // The autograd functions keep their own handles to the map's tensors (model/saved_index.h).
 at::Tensor gather_rows(const at::Tensor& y, const SegmentIndex& s) {
-  if (!fused_kernels(y)) return generic::gather_rows(y, s);
+  if (!fused_kernels(y) && !cuda_kernels(y)) return generic::gather_rows(y, s);
   return GatherRows::apply(y, &s);
 }
 
 at::Tensor scatter_sum(const at::Tensor& x, const SegmentIndex& s) {
-  if (!fused_kernels(x)) return generic::scatter_sum(x, s);
+  if (!fused_kernels(x) && !cuda_kernels(x)) return generic::scatter_sum(x, s);
   return ScatterSum::apply(x, &s);
 }
 
@@ -455,7 +466,7 @@ at::Tensor gather_mul_sum(const at::Tensor& y, const at::Tensor& w, const Segmen
   if (w.dim() != 2 || w.size(0) != src.index.numel() || src.index.numel() != dst.index.numel() ||
       y.dim() < 2 || y.size(y.dim() - 1) != w.size(1))
     throw Error("gather_mul_sum: expected y [N, (K,) F], w [E, F] and two maps over the E edges");
-  if (!fused_kernels(y)) return generic::gather_mul_sum(y, w, src, dst);
+  if (!fused_kernels(y) && !cuda_kernels(y)) return generic::gather_mul_sum(y, w, src, dst);
   return GatherMulSum::apply(y, w, &src, &dst);
 }
 
@@ -463,21 +474,21 @@ at::Tensor gather_gather_dot(const at::Tensor& p, const at::Tensor& q, const Seg
                              const SegmentIndex& b) {
   if (p.sizes() != q.sizes() || p.dim() < 2 || a.index.numel() != b.index.numel())
     throw Error("gather_gather_dot: expected p, q of one shape [N, (K,) F] and two maps over E");
-  if (!fused_kernels(p)) return generic::gather_gather_dot(p, q, a, b);
+  if (!fused_kernels(p) && !cuda_kernels(p)) return generic::gather_gather_dot(p, q, a, b);
   return GatherGatherDot::apply(p, q, &a, &b);
 }
 
 at::Tensor outer_sum(const at::Tensor& a, const at::Tensor& u, const SegmentIndex& dst) {
   if (a.dim() != 2 || u.dim() != 2 || a.size(0) != u.size(0) || a.size(0) != dst.index.numel())
     throw Error("outer_sum: expected a [E, F] and u [E, K] over the map's E edges");
-  if (!fused_kernels(a)) return generic::outer_sum(a, u, dst);
+  if (!fused_kernels(a) && !cuda_kernels(a)) return generic::outer_sum(a, u, dst);
   return OuterSum::apply(a, u, &dst);
 }
 
 at::Tensor edge_difference(const at::Tensor& y, const SegmentIndex& from, const SegmentIndex& to) {
   if (from.index.numel() != to.index.numel() || y.dim() < 1)
     throw Error("edge_difference: the two maps must cover the same edges");
-  if (!fused_kernels(y)) return generic::edge_difference(y, from, to);
+  if (!fused_kernels(y) && !cuda_kernels(y)) return generic::edge_difference(y, from, to);
   return EdgeDifference::apply(y, &from, &to);
 }
 

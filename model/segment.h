@@ -3,8 +3,10 @@
 // The kernels walk the [E, ...] operand in edge order (sequential reads of the large tensor) and
 // add into the small [N, ...] rows; a row's edges are summed in increasing edge order.
 // LibTorch 1.13's CPU index_select / index_add_ cost ~0.4 ms a call at training sizes, which
-// these avoid. Off the CPU (model/device.h) the same functions run as ATen ops
-// (model/segment_generic.h), differentiable to any order through autograd.
+// these avoid. On a CUDA device (GPU build) the same autograd functions run CUDA kernels, whose
+// segment sums walk each row's edges in the map's CSR order (model/cuda/segment_kernels.cu);
+// elsewhere, or with GenericKernels (model/device.h), ATen ops (model/segment_generic.h),
+// differentiable to any order through autograd.
 // Shapes: N rows (atoms), E rows (edges), trailing dims flattened into F values per row.
 #pragma once
 
@@ -18,7 +20,8 @@ namespace ddgnn {
 struct SegmentIndex {
   at::Tensor index;  // [E] int64, the row of every edge
   // [E] int64, edges sorted by row (stable). With the fused kernels undefined when `index` is
-  // sorted; always defined where the generic versions run (knowing would read device values).
+  // sorted; always defined where the generic versions run (knowing would read device values),
+  // and so on a CUDA device, whose kernels sum each row's edges in this order.
   at::Tensor order;
   at::Tensor ptr;  // [N+1] int64, CSR offsets of each row's edges in sorted order
   int64_t n_rows = 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The short GPU check, for a lease of a few minutes: builds the GPU binary, the GPU tests and the
-# training benchmark (jobs/build.sh --gpu ddgnn test_gpu bench_train), runs the tests, measures
+# training benchmark (jobs/build.sh --gpu ddgnn test_gpu bench_train), runs the tests (the CUDA
+# kernels of model/cuda/ against their ATen versions among them, with their call counts), measures
 # every mpnn_type's training throughput in float32 beside the PyTorch Geometric loop
 # (bench/pyg_baseline.py) on the same GPU, then bf16 for three types and PyG's bf16, one profiler
 # trace of SchNet on shape (a), then, while time is left, trains the bundled ethanol config on
@@ -31,7 +32,7 @@ fi
 [ -f .gpu_deps/env.sh ] && . .gpu_deps/env.sh
 echo "== GPU tests (t = ${SECONDS} s)"
 timeout $(($(left) < 150 ? $(left) - 5 : 150)) ./build-gpu/tests/test_gpu 2>&1 | tee "$out/test_gpu.log" |
-  grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|which is|relative|difference|error" | head -60
+  grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which|which is|relative|difference|error|calls with the CUDA kernels" | head -80
 echo "== training throughput, every mpnn_type, float32, then PyTorch Geometric (t = ${SECONDS} s)"
 if [ "$(left)" -gt 120 ]; then
   timeout $(($(left) - 90)) ./build-gpu/bench/bench_train "$steps" all ab - cuda 2>&1 | tee "$out/bench.txt"

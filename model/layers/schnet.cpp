@@ -59,13 +59,13 @@ class SchNet : public MessagePassing {
       return out;
     }
     // filter2(ssp(filter1(gaussians))) * envelope as one function ([n_edges, num_filters]).
-    // The fused CPU version reads the memoised Gaussians and cutoff values as values (it
-    // differentiates through the lengths itself); the generic one reads the memoised
+    // The fused CPU and CUDA versions read the memoised Gaussians and cutoff values as values
+    // (they differentiate through the lengths themselves); the generic one reads the memoised
     // differentiable Gaussians and envelope, which every layer shares. A smoothly capped batch's
     // envelope (its radius moves with the positions) always goes the generic way.
     const auto [mu, coeff] = geometry.gaussian_basis(m_num_gaussians);
     const bool capped = geometry.edge_cutoff().defined();
-    const bool fused = fused_kernels(geometry.len()) && !capped;
+    const bool fused = (fused_kernels(geometry.len()) || cuda_kernels(geometry.len())) && !capped;
     FilterBasis basis{mu, coeff, geometry.cutoff(), {}, {}, geometry.envelope_kind(), {}};
     if (fused) {
       basis.cutoff_values = geometry.cutoff_values();

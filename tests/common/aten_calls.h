@@ -7,18 +7,27 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace ddgnn::testing {
 
-// The names ("aten::add_", ...) of the ATen operations that fn calls on this thread, in order.
+// The names ("aten::add_", ...) of the ATen operations that fn calls, in order: on this thread
+// and on the autograd engine's device threads working for it (a CUDA backward runs there; they
+// inherit the callback with the graph task's thread-local state). Named launches of ddgnn's own
+// kernels (RECORD_FUNCTION, e.g. "ddgnn::cuda::segment_sum") are listed too.
 inline std::vector<std::string> aten_calls(const std::function<void()>& fn) {
-  static thread_local std::vector<std::string> names;
-  names.clear();
+  static std::mutex mutex;
+  static std::vector<std::string> names;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    names.clear();
+  }
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(
           [](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
+            const std::lock_guard<std::mutex> lock(mutex);
             names.emplace_back(f.name());
             return nullptr;
           },
@@ -26,6 +35,7 @@ inline std::vector<std::string> aten_calls(const std::function<void()>& fn) {
           .scopes({at::RecordScope::FUNCTION}));
   fn();
   at::removeCallback(handle);
+  const std::lock_guard<std::mutex> lock(mutex);
   return names;
 }
 
@@ -40,8 +50,12 @@ struct AtenCall {
 // The ATen operations that fn calls on this thread (nested ones included), in order, with their
 // arguments read as AtenCall says.
 inline std::vector<AtenCall> aten_calls_with_arguments(const std::function<void()>& fn) {
-  static thread_local std::vector<AtenCall> calls;
-  calls.clear();
+  static std::mutex mutex;  // the autograd engine's device threads record too (as aten_calls)
+  static std::vector<AtenCall> calls;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    calls.clear();
+  }
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(
           [](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
@@ -63,6 +77,7 @@ inline std::vector<AtenCall> aten_calls_with_arguments(const std::function<void(
             }
             c.has_size = !inputs.empty() &&
                          (inputs.back().isInt() || (inputs.size() >= 2 && inputs[1].isInt()));
+            const std::lock_guard<std::mutex> lock(mutex);
             calls.push_back(std::move(c));
             return nullptr;
           },
@@ -71,6 +86,7 @@ inline std::vector<AtenCall> aten_calls_with_arguments(const std::function<void(
           .scopes({at::RecordScope::FUNCTION}));
   fn();
   at::removeCallback(handle);
+  const std::lock_guard<std::mutex> lock(mutex);
   return calls;
 }
 

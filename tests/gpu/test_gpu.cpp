@@ -1,31 +1,39 @@
-// GPU tests (ctest label gpu): the radius graph built on the device, every model's energies,
-// forces and gradients on a CUDA device against the CPU in float64, bf16 autocast against float32,
-// Adam's multi-tensor step against torch's, and `ddgnn train` on the GPU,
-// one rank and two ranks sharing it. The only tests that skip: with a message, where no GPU is
-// visible (a CPU build, or a machine without one).
+// GPU tests (ctest label gpu): the radius graph built on the device, the CUDA kernels of the
+// segment family and SchNet's filter against their generic ATen versions (to second derivatives,
+// deterministic, fewer calls), every model's energies, forces and gradients on a CUDA device
+// against the CPU in float64, bf16 autocast against float32, Adam's multi-tensor step against
+// torch's, and `ddgnn train` on the GPU, one rank and two ranks sharing it. The only tests that
+// skip: with a message, where no GPU is visible (a CPU build, or a machine without one).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../common/aten_calls.h"
+#include "../common/derivatives.h"
 #include "../common/lj_dataset.h"
 #include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "../common/temp_dir.h"
 #include "../common/torch_adam.h"
 #include "../common/train_run.h"
+#include "model/batch.h"
+#include "model/device.h"
 #include "model/device_graph.h"
 #include "model/gnn.h"
 #include "model/layer.h"
 #include "model/optim.h"
 #include "model/predict.h"
 #include "model/radius_graph.h"
+#include "model/schnet_filter.h"
+#include "model/segment.h"
 
 namespace ddgnn {
 namespace {
@@ -68,6 +76,210 @@ TEST(Gpu, RadiusGraphOnTheDeviceEqualsTheCellLists) {
     EXPECT_LT(rel_error(gpu.edge_shift, cpu.edge_shift), 1e-12);
     EXPECT_EQ(gpu.cut_atoms, cpu.cut_atoms);
     EXPECT_EQ(gpu.most_neighbours, cpu.most_neighbours);
+  }
+}
+
+// Segment maps on the GPU over n rows: receivers sorted, senders not, rows drawn from all but the
+// last three (so those and whichever the draw misses have no edge).
+struct GpuMaps {
+  int64_t n, e;
+  SegmentIndex r, s;
+};
+
+GpuMaps gpu_maps(int64_t n, int64_t e, int seed) {
+  at::manual_seed(seed);
+  const auto opt = at::TensorOptions().dtype(at::kLong).device(kGpu);
+  const at::Tensor recv = std::get<0>(at::randint(0, n - 3, {e}, opt).sort());
+  return {n, e, make_segment_index(recv, n),
+          make_segment_index(at::randint(0, n - 3, {e}, opt), n)};
+}
+
+// One segment op of model/segment.h on the GPU: a name, the op, its inputs, and those it is
+// differentiated in.
+struct GpuOp {
+  std::string name;
+  testing::Fn op;
+  std::vector<at::Tensor> inputs;
+  std::vector<size_t> first;
+};
+
+std::vector<GpuOp> segment_ops(const GpuMaps& m) {
+  at::manual_seed(12);
+  const auto opt = at::TensorOptions().dtype(at::kDouble).device(kGpu);
+  const int64_t n = m.n, e = m.e;
+  const at::Tensor y3 = at::randn({n, 3, 4}, opt), y2 = at::randn({n, 6}, opt);
+  const at::Tensor yk = at::randn({n, 3, 6}, opt), qk = at::randn({n, 3, 6}, opt);
+  const at::Tensor x = at::randn({e, 5}, opt), w = at::randn({e, 6}, opt);
+  const at::Tensor u = at::randn({e, 3}, opt), q2 = at::randn({n, 6}, opt);
+  // The maps by value: the ops outlive this function.
+  const SegmentIndex r = m.r, s = m.s;
+  return {
+      {"gather_rows", [=](const auto& in) { return gather_rows(in[0], s); }, {y3}, {0}},
+      {"scatter_sum (unsorted)", [=](const auto& in) { return scatter_sum(in[0], s); }, {x}, {0}},
+      {"scatter_sum (sorted)", [=](const auto& in) { return scatter_sum(in[0], r); }, {x}, {0}},
+      {"gather_mul_sum [N, F]",
+       [=](const auto& in) { return gather_mul_sum(in[0], in[1], s, r); },
+       {y2, w},
+       {0, 1}},
+      {"gather_mul_sum [N, K, F]",
+       [=](const auto& in) { return gather_mul_sum(in[0], in[1], r, s); },
+       {yk, w},
+       {0, 1}},
+      {"gather_gather_dot [N, F]",
+       [=](const auto& in) { return gather_gather_dot(in[0], in[1], r, s); },
+       {y2, q2},
+       {0, 1}},
+      {"gather_gather_dot [N, K, F]",
+       [=](const auto& in) { return gather_gather_dot(in[0], in[1], s, r); },
+       {yk, qk},
+       {0, 1}},
+      {"outer_sum", [=](const auto& in) { return outer_sum(in[0], in[1], r); }, {w, u}, {0, 1}},
+      {"outer_sum (unsorted)",
+       [=](const auto& in) { return outer_sum(in[0], in[1], s); },
+       {w, u},
+       {0, 1}},
+      {"edge_difference", [=](const auto& in) { return edge_difference(in[0], s, r); }, {y3}, {0}},
+  };
+}
+
+// The CUDA kernels (model/cuda/) run for float32 and float64 CUDA tensors, and step aside for
+// GenericKernels, bfloat16 and autocast.
+TEST(Gpu, CudaKernelsRunWhereTheyShould) {
+  REQUIRE_GPU();
+  const at::Tensor x = at::zeros({2, 3}, at::TensorOptions().device(kGpu));
+  EXPECT_TRUE(cuda_kernels(x));
+  EXPECT_TRUE(cuda_kernels(x.to(at::kDouble)));
+  EXPECT_FALSE(cuda_kernels(x.to(at::kBFloat16)));
+  EXPECT_FALSE(cuda_kernels(x.cpu()));
+  EXPECT_FALSE(fused_kernels(x));
+  {
+    GenericKernels force;
+    EXPECT_FALSE(cuda_kernels(x));
+  }
+  {
+    Bf16Autocast autocast(c10::kCUDA, true);
+    EXPECT_FALSE(cuda_kernels(x));
+  }
+  EXPECT_TRUE(cuda_kernels(x));
+}
+
+// Every segment op and SchNet's filter with the CUDA kernels against the generic ATen versions on
+// the GPU, float64: value, first derivatives and second derivatives (the force loss's backward),
+// random maps with empty rows; maps without edges; the Gaussians and cutoff values.
+TEST(Gpu, CudaKernelsEqualTheGenericVersionsToSecondOrder) {
+  REQUIRE_GPU();
+  for (const GpuOp& op : segment_ops(gpu_maps(40, 300, 11)))
+    testing::compare_op(op.name, op.op, op.inputs, op.first);
+  // No edges: zero rows out, and gradients of the right shapes.
+  for (const GpuOp& op : segment_ops(gpu_maps(7, 0, 13))) {
+    SCOPED_TRACE(op.name + ", no edges");
+    std::vector<at::Tensor> results[2];
+    for (const bool generic : {false, true}) {
+      std::unique_ptr<GenericKernels> force;
+      if (generic) force = std::make_unique<GenericKernels>();
+      std::vector<at::Tensor> in;
+      for (const auto& t : op.inputs) in.push_back(t.detach().clone().requires_grad_(true));
+      const at::Tensor out = op.op(in);
+      results[generic].push_back(out.detach());
+      const auto g = torch::autograd::grad({out.sum()}, in, {}, false, false, true);
+      for (size_t k = 0; k < g.size(); ++k)
+        results[generic].push_back(g[k].defined() ? g[k] : at::zeros_like(in[k]));
+    }
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      ASSERT_EQ(results[0][k].sizes(), results[1][k].sizes()) << k;
+      EXPECT_EQ(testing::max_abs(results[0][k] - results[1][k]), 0.0) << k;
+    }
+  }
+  // SchNet's filter: the force pass (in d) and every input, cosine and polynomial envelopes.
+  const auto opt = at::TensorOptions().dtype(at::kDouble).device(kGpu);
+  for (const Envelope envelope : {Envelope(), Envelope{Envelope::kPolynomial, 6}}) {
+    const int64_t e = 150, ng = 12, nf = 40;
+    const double rc = 3.0, spacing = rc / double(ng - 1);
+    at::manual_seed(31);
+    const at::Tensor d = 0.5 + (rc - 0.5) * at::rand({e}, opt);
+    FilterBasis basis{
+        at::linspace(0.0, rc, ng, opt), -0.5 / (spacing * spacing), rc, {}, at::Tensor(), envelope};
+    basis.cutoff_values = envelope_values(d, rc, envelope);
+    const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
+    const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));
+    const at::Tensor a1 = at::randn({nf, ng}, opt) / 3.0, b1 = at::randn({nf}, opt);
+    const at::Tensor a2 = at::randn({nf, nf}, opt) / 4.0, b2 = at::randn({nf}, opt);
+    const testing::Fn fn = [&](const std::vector<at::Tensor>& in) {
+      const bool own = cuda_kernels(in[0]);
+      FilterBasis b = basis;
+      if (!own) b.cutoff_values = {};
+      return schnet_filter(in[0], own ? gauss : at::Tensor(), b, in[1], in[2], in[3], in[4]);
+    };
+    const std::string name = envelope.kind == Envelope::kCosine ? "" : ", polynomial envelope";
+    testing::compare_op("schnet_filter, d" + name, fn, {d, a1, b1, a2, b2}, {0});
+    testing::compare_op("schnet_filter, all" + name, fn, {d, a1, b1, a2, b2}, {0, 1, 2, 3, 4});
+  }
+  // The memoised Gaussians and cutoff values of a batch's edges.
+  const GraphBatch batch = testing::batch_of(structures(), 3.5, at::kDouble, kGpu);
+  const EdgeGeometry own(batch, batch.pos, 3.5);
+  const at::Tensor gauss = own.gaussian_values(12);
+  const std::array<at::Tensor, 3> cut = own.cutoff_values();
+  GenericKernels force;
+  const EdgeGeometry generic(batch, batch.pos, 3.5);
+  testing::expect_rel(gauss, generic.gaussian_values(12), 1e-14, "gaussian_values");
+  for (size_t k = 0; k < 3; ++k)
+    testing::expect_rel(cut[k], generic.cutoff_values()[k], 1e-14,
+                        "cutoff value " + std::to_string(k));
+}
+
+// The CUDA segment sums add each row's edges in one order (CSR, increasing edge order): the same
+// bits every run, and the same as the fused CPU kernels, which add in that order too.
+TEST(Gpu, CudaSegmentSumsAreDeterministicAndEqualTheCpuBitForBit) {
+  REQUIRE_GPU();
+  const GpuMaps m = gpu_maps(500, 20000, 17);
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({m.e, 3, 32}, at::TensorOptions().dtype(at::kFloat).device(kGpu));
+  for (const SegmentIndex* map : {&m.r, &m.s}) {
+    const at::Tensor first = scatter_sum(x, *map);
+    EXPECT_TRUE(at::equal(first, scatter_sum(x, *map)));
+    const SegmentIndex on_cpu = make_segment_index(map->index.cpu(), map->n_rows);
+    EXPECT_TRUE(at::equal(first.cpu(), scatter_sum(x.cpu(), on_cpu)));
+  }
+  // edge_difference's adjoint: the sum over senders minus the sum over receivers, in one pass.
+  const SegmentIndex s_cpu = make_segment_index(m.s.index.cpu(), m.n),
+                     r_cpu = make_segment_index(m.r.index.cpu(), m.n);
+  const at::Tensor y = at::randn({m.n, 3, 32}, x.options()).requires_grad_(true);
+  const at::Tensor y_cpu = y.detach().cpu().requires_grad_(true);
+  const at::Tensor gy = torch::autograd::grad({edge_difference(y, m.s, m.r)}, {y}, {x})[0];
+  const at::Tensor gy_cpu =
+      torch::autograd::grad({edge_difference(y_cpu, s_cpu, r_cpu)}, {y_cpu}, {x.cpu()})[0];
+  EXPECT_TRUE(at::equal(gy.cpu(), gy_cpu));
+}
+
+// A forward and backward of every segment op makes fewer calls with the CUDA kernels than with
+// the ATen ops (ATen calls, and the kernels' own launches, each a recorded "ddgnn::cuda::..."):
+// each forward is one CUDA kernel, and no index_select or index_add runs.
+TEST(Gpu, CudaKernelsMakeFewerCallsThanTheGenericVersions) {
+  REQUIRE_GPU();
+  for (const GpuOp& op : segment_ops(gpu_maps(40, 300, 19))) {
+    SCOPED_TRACE(op.name);
+    std::vector<std::string> calls[2], forward;
+    for (const bool generic : {false, true}) {
+      std::unique_ptr<GenericKernels> force;
+      if (generic) force = std::make_unique<GenericKernels>();
+      std::vector<at::Tensor> in;
+      for (const auto& t : op.inputs) in.push_back(t.detach().clone().requires_grad_(true));
+      at::Tensor out;
+      if (!generic) forward = testing::aten_calls([&] { out = op.op(in); });
+      const at::Tensor seed = at::ones_like(op.op(in));
+      calls[generic] = testing::aten_calls([&] {
+        out = op.op(in);
+        torch::autograd::grad({out}, in, {seed});
+      });
+    }
+    std::printf("%-28s forward and backward: %zu calls with the CUDA kernels, %zu generic\n",
+                op.name.c_str(), calls[0].size(), calls[1].size());
+    EXPECT_LT(calls[0].size(), calls[1].size());
+    EXPECT_EQ(std::count_if(forward.begin(), forward.end(),
+                            [](const std::string& c) { return c.rfind("ddgnn::cuda::", 0) == 0; }),
+              1);
+    for (const char* slow : {"aten::index_select", "aten::index_add", "aten::index_add_"})
+      EXPECT_FALSE(testing::called(calls[0], slow)) << slow;
   }
 }
 
