@@ -20,7 +20,8 @@
 // otherwise); `ops`: the 40 costliest ATen ops of the timed steps by input shapes; `all_elements`:
 // element-indexed weights for every atomic number, not only for the shape's (GnnSpec::elements, as
 // `train` sets them); `kernels=wide|avx2|none`: the CPU loops of that level (model/kernels.h)
-// instead of the CPU's own.
+// instead of the CPU's own; `step=train|static|graphs`: the training step itself (run_train_step
+// below), eager, on padded batches, or replayed as CUDA graphs.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <sys/resource.h>
@@ -53,9 +54,15 @@
 #include "model/kernels.h"
 #include "model/layer.h"
 #include "model/optim.h"
+#include "model/pad_batch.h"
 #include "model/precision.h"
 #include "model/predict.h"
 #include "model/small_mm.h"
+#include "train/model_setup.h"
+#include "train/static_shapes.h"
+#include "train/step.h"
+#include "train/step_graphs.h"
+#include "train/upload.h"
 
 namespace {
 
@@ -194,8 +201,8 @@ void sync(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix,
-         c10::Device device) {
+// The model of `type` at shape `s` (its elements those of the shape's data, as `train` sets them).
+ddgnn::GnnSpec bench_spec(const Shape& s, const std::string& type) {
   ddgnn::GnnSpec spec;
   spec.mpnn_type = type;
   spec.layer.hidden_dim = s.hidden;
@@ -222,6 +229,12 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   // The data's elements, as `train` sets them.
   if (!g_all_elements)
     spec.elements = s.ethanol ? std::vector<int64_t>{1, 6, 8} : std::vector<int64_t>{29};
+  return spec;
+}
+
+void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix,
+         c10::Device device) {
+  const ddgnn::GnnSpec spec = bench_spec(s, type);
   torch::manual_seed(0);
   auto gnn = std::make_shared<ddgnn::Gnn>(spec);
   gnn->to(device, at::kFloat);
@@ -297,10 +310,104 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   if (g_ops) print_op_times(steps);
 }
 
+// options `step=train|static|graphs`: the training step itself (TrainStep, train/step.h) instead
+// of the loop above, with Adam, the loss of train's energy and force weights (1, 10): `train` its
+// batches as they are, `static` padded to one fixed shape (model/pad_batch.h), `graphs` that and
+// the step replayed as CUDA graphs (train/step_graphs.h; a GPU only). Batches are built on the
+// host and moved to the device as the loader moves them (train/upload.h); graphs/s from a loop
+// without synchronisation.
+std::string g_step_mode;
+
+void run_train_step(const Shape& s, const std::string& type, int steps, c10::Device device) {
+  ddgnn::ModelSetup setup;
+  setup.spec = bench_spec(s, type);
+  setup.targets.heads = {ddgnn::HeadTarget{"energy", ddgnn::HeadSpec::kNode, 1}};
+  setup.targets.energy_head = 0;
+  setup.targets.conservative = true;
+  setup.graph.radius = 5.0;
+  setup.graph.max_neighbours = s.max_neighbours;
+  setup.device = device;
+  if (!device.is_cpu()) setup.uploader = std::make_shared<const ddgnn::BatchUploader>(device);
+  ddgnn::TrainSettings ts;
+  ts.weights = {1.0, 0.0, 10.0, 0.0};
+  ts.cuda_graphs = g_step_mode == "graphs";
+  std::mt19937 rng(1);
+  std::vector<ddgnn::PreparedBatch> batches(4);
+  for (auto& p : batches) {
+    p.batch = random_batch(s, rng, c10::Device(c10::kCPU));
+    p.columns.resize(1);
+    ddgnn::add_graph_inputs(p.batch, setup.spec);
+  }
+  if (g_step_mode != "train") {  // one shape for the four batches, with room for the padding
+    ddgnn::BatchSizes most;
+    int64_t degree = 1;
+    for (const auto& p : batches) {
+      const ddgnn::BatchSizes b = ddgnn::sizes_of(p.batch);
+      most.graphs = std::max(most.graphs, b.graphs);
+      most.atoms = std::max(most.atoms, b.atoms);
+      most.edges = std::max(most.edges, b.edges);
+      most.triplets = std::max(most.triplets, b.triplets);
+      most.graph_atoms = std::max(most.graph_atoms, b.graph_atoms);
+      const at::Tensor& ptr = p.batch.receivers->ptr;
+      degree = std::max(
+          degree, (ptr.narrow(0, 1, b.atoms) - ptr.narrow(0, 0, b.atoms)).max().item<int64_t>());
+    }
+    auto shapes = std::make_shared<ddgnn::StaticShapes>();
+    const int64_t pad_atoms = 8, pad_edges = pad_atoms * degree / 2;
+    shapes->buckets = {ddgnn::ShapeBucket{most.graphs + 1 + pad_atoms / most.graph_atoms,
+                                          most.atoms + pad_atoms, most.edges + pad_edges,
+                                          most.triplets > 0 ? most.triplets + pad_edges : 0,
+                                          most.graph_atoms, std::max<int64_t>(degree, 8)}};
+    shapes->pad.radius = setup.graph.radius;
+    shapes->pad.pad_z = setup.spec.elements.empty() ? 1 : setup.spec.elements.front();
+    setup.static_shapes = shapes;
+    for (auto& p : batches) ddgnn::pad_to_static_shape(p, setup, ddgnn::StepShare{});
+  }
+  for (auto& p : batches) {
+    if (setup.uploader) {
+      setup.uploader->upload(p);
+    } else {
+      p.batch = ddgnn::to_device(p.batch, device);
+      if (p.share.defined()) p.share = p.share.to(device);
+    }
+  }
+  torch::manual_seed(0);
+  ddgnn::Gnn gnn(setup.spec);
+  gnn.to(device, at::kFloat);
+  const std::vector<at::Tensor> params = gnn.parameters();
+  auto opt = ddgnn::make_optimizer(ddgnn::OptimizerType::kAdam, params, 1e-3, 0.0);
+  ddgnn::TrainStep step(gnn, params, *opt, nullptr, nullptr, setup, ts);
+  const auto one = [&](int k) {
+    ddgnn::StepBatch sb;
+    sb.prepared = batches[size_t(k % 4)];
+    sb.empty = false;
+    sb.graphs_all = sb.prepared.batch.real_graphs();
+    sb.atoms_all = sb.prepared.batch.real_atoms();
+    ddgnn::StepPlace place;
+    place.step = k + 1;
+    (void)step.run(sb, place);
+    return sb.graphs_all;
+  };
+  int k = 0;
+  for (; k < 3 + 2 * int(ddgnn::StepGraphs::kWarmupSteps); ++k) one(k);  // warm-up, captures
+  sync(device);
+  const auto t0 = Clock::now();
+  int64_t graphs = 0;
+  for (int i = 0; i < steps; ++i) graphs += one(k++);
+  sync(device);
+  const double total = seconds_since(t0);
+  std::printf("%-10s %-6s %9.0f %8.2f %8s %8s %8s %8s %9s %9lld  step=%s%s\n", s.name, type.c_str(),
+              double(graphs) / total, 1e3 * total / steps, "-", "-", "-", "-", "-",
+              (long long)batches[0].batch.n_edges(), g_step_mode.c_str(),
+              step.graphs()
+                  ? (" (" + std::to_string(step.graphs()->replayed()) + " replayed)").c_str()
+                  : "");
+}
+
 constexpr const char* kUsage =
     "usage: bench_train [steps=30] [types=all] [shapes=ab, of abc] [trace_prefix|-] [device=cpu]\n"
     "                   [options: generic,bf16,ops,all_elements,kernels=wide|avx2|none,\n"
-    "                    max_ell=N,node_max_ell=N,correlation=N]\n"
+    "                    max_ell=N,node_max_ell=N,correlation=N,step=train|static|graphs]\n"
     "e.g. bench_train 30 SchNet,PAINN a; bench_train 30 MACE c - cpu kernels=avx2\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -385,6 +492,10 @@ int bench_main(int argc, char** argv) {
             if (value == ddgnn::kernels::to_string(l)) level = l;
           if (!level) usage_error("kernels must be wide, avx2 or none, got '" + value + "'");
           kernel_level = std::make_unique<ddgnn::kernels::CpuKernelsScope>(*level);
+        } else if (key == "step") {
+          if (value != "train" && value != "static" && value != "graphs")
+            usage_error("step must be train, static or graphs, got '" + value + "'");
+          g_step_mode = value;
         } else if (key == "max_ell" || key == "node_max_ell" || key == "correlation") {
           g_layer[key] = parse_integer(value, key, 0, INT_MAX);  // the layer checks its range
         } else {
@@ -403,12 +514,20 @@ int bench_main(int argc, char** argv) {
   std::printf("%-10s %-6s %9s %8s %8s %8s %8s %8s %9s %9s\n", "shape", "type", "graphs/s", "step",
               "forward", "forces", "backward", "adam", "build ms", "edges");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (g_step_mode == "graphs" && !device.is_cuda())
+    usage_error("step=graphs needs a CUDA device (the fifth argument)");
+  const auto run_one = [&](const Shape& s, const std::string& t, int n) {
+    if (g_step_mode.empty())
+      run(s, t, n, trace, device);
+    else
+      run_train_step(s, t, n, device);
+  };
   if (shapes.find('a') != std::string::npos)
-    for (const auto& t : types) run(a, t, steps, trace, device);
+    for (const auto& t : types) run_one(a, t, steps);
   if (shapes.find('b') != std::string::npos)
-    for (const auto& t : types) run(b, t, std::max(3, steps / 5), trace, device);
+    for (const auto& t : types) run_one(b, t, std::max(3, steps / 5));
   if (shapes.find('c') != std::string::npos)
-    for (const auto& t : types) run(c, t, steps * 4, trace, device);
+    for (const auto& t : types) run_one(c, t, steps * 4);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   std::printf("peak RSS %.0f MB\n", ru.ru_maxrss / 1024.0);

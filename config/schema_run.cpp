@@ -137,6 +137,13 @@ void add_run_keys(std::vector<KeySpec>& s) {
           "let several ranks of a node share a GPU (more ranks per node than GPUs)")
           .def(false)
           .ddgnn_only());
+  add(key("Runtime.cuda_graphs", T::kBool,
+          "on a GPU, replay each fixed batch shape's training step as CUDA graphs (captured after "
+          "a few eager steps of the shape: forward, forces, loss and backward in one, clipping, "
+          "Adam or AdamW and the weight average in another; gradients summed over the ranks "
+          "between them); turns Loader.static_shapes on; needs Adam or AdamW")
+          .def(false)
+          .ddgnn_only());
   add(key("Runtime.intra_op_threads", T::kInt,
           "threads per rank (0 = auto: 1 per rank when ranks >= cores)")
           .def(0)

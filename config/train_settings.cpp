@@ -389,6 +389,20 @@ TrainSettings train_settings(const Config& c) {
   s.deterministic = c.get<bool>("Runtime.deterministic");
   parse_device(c.get<std::string>("Runtime.device"), s);
   s.allow_gpu_sharing = c.get<bool>("Runtime.allow_gpu_sharing");
+  s.cuda_graphs = c.get<bool>("Runtime.cuda_graphs");
+  if (s.cuda_graphs) {
+    if (s.device == Device::kCpu)
+      throw ConfigError("Runtime.cuda_graphs: CUDA graphs need a GPU, and Runtime.device is cpu",
+                        "set Runtime.device to auto or cuda, or Runtime.cuda_graphs to false");
+    if (s.optimizer != OptimizerType::kAdam && s.optimizer != OptimizerType::kAdamW)
+      throw ConfigError(
+          "Runtime.cuda_graphs: a replayed step needs Adam or AdamW (they read "
+          "their step count and rate from the device); the optimizer is " +
+              to_string(s.optimizer),
+          "set NeuralNetwork.Training.Optimizer.type to Adam or AdamW, or "
+          "Runtime.cuda_graphs to false");
+    s.static_shapes = true;  // graphs replay fixed shapes
+  }
   s.run_dir = c.get<std::string>("Output.run_dir");
   s.trace_steps = c.get<int64_t>("Output.trace_steps");
   s.read_every_steps = c.get<int64_t>("Output.read_every_steps");

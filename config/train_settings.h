@@ -135,6 +135,7 @@ struct TrainSettings {
   Device device = Device::kAuto;
   int64_t device_index = -1;       // cuda:N; -1 = by node-local rank
   bool allow_gpu_sharing = false;  // Runtime.allow_gpu_sharing
+  bool cuda_graphs = false;        // Runtime.cuda_graphs (with it, static_shapes is on)
 
   // Whether the loss or the metrics need force labels.
   bool needs_forces() const;

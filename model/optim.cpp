@@ -680,6 +680,18 @@ void WeightAverage::update() {
   ++m_updates;
 }
 
+bool WeightAverage::replayed_update() {
+  size_t flat = 0;
+  for (const Flat& f : m_flat) {
+    if (!f.in_place(m_params) || !f.count.defined() || f.count_on_device != m_updates) return false;
+    flat += f.params.size();
+  }
+  if (flat != m_params.size()) return false;
+  for (Flat& f : m_flat) f.count_on_device = m_updates + 1;
+  ++m_updates;
+  return true;
+}
+
 void WeightAverage::swap() {
   c10::NoGradGuard no_grad;
   std::vector<bool> done(m_params.size(), false);

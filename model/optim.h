@@ -80,6 +80,13 @@ double warmup_factor(std::int64_t step, std::int64_t warmup_steps);
 // caller scales the rate (ScaledLr). The schedules never see the warm-up either way.
 bool set_warmup(torch::optim::Optimizer& optimizer, std::int64_t warmup_steps);
 
+// The optimizer's last step ran again on the device without the host (a replayed CUDA graph of
+// it): Adam's and AdamW's host step counts advance as that step would have advanced them, and
+// nothing is launched. False (nothing changed) for another optimizer, or when the last step was
+// not every parameter's flat device step (one that reads its step count and rate from the
+// device, the only kind a graph can replay).
+bool note_replayed_step(torch::optim::Optimizer& optimizer);
+
 // Multiplies the lr of every param group by `factor` for its lifetime and puts the rates back
 // when it ends (so the schedules, which read and set the optimizer's rate, never see the warm-up):
 // the warm-up of optimizers that do not take it themselves (set_warmup). A factor of 1 touches
@@ -230,6 +237,10 @@ class WeightAverage {
   WeightAverage(const std::vector<torch::Tensor>& parameters, double decay);
   ~WeightAverage();
   void update();
+  // The last update ran again on the device without the host (a replayed CUDA graph of it): the
+  // count advances, nothing is launched. False (nothing changed) unless every parameter is in a
+  // flat buffer off the CPU (the update that reads its count from the device).
+  bool replayed_update();
   void swap();
   int64_t updates() const { return m_updates; }
   // The shadows, in parameter order, and restoring them (shapes and dtypes must match:

@@ -46,7 +46,16 @@ class DeviceRate {
   // Every param group's lr into the device tensors that hold a different one.
   virtual void write_lr() = 0;
   virtual void set_warmup_steps(int64_t warmup_steps) = 0;
+  // The last step ran again on the device without the host (a replayed CUDA graph): the host's
+  // counts advance as step() would have advanced them, and nothing is launched. False, and
+  // nothing changed, unless that step was every parameter's flat device step.
+  virtual bool replayed_step() = 0;
 };
+
+bool note_replayed_step(torch::optim::Optimizer& optimizer) {
+  auto* d = dynamic_cast<DeviceRate*>(&optimizer);
+  return d != nullptr && d->replayed_step();
+}
 
 void write_device_lr(torch::optim::Optimizer& optimizer) {
   if (auto* d = dynamic_cast<DeviceRate*>(&optimizer)) d->write_lr();
@@ -232,6 +241,20 @@ class FusedAdam : public Base, public DeviceRate {
   }
 
   void set_warmup_steps(int64_t warmup_steps) override { m_warmup = warmup_steps; }
+
+  bool replayed_step() override {
+    if (!m_all_in_segments || m_segments.empty()) return false;
+    for (const Segment& s : m_segments)
+      if (!s.step.defined() || s.states.empty() || s.states[0] == nullptr ||
+          s.step_on_device != s.states[0]->step())
+        return false;
+    for (Segment& s : m_segments) {
+      const int64_t step = s.states[0]->step() + 1;
+      for (State* st : s.states) st->step(step);
+      s.step_on_device = step;
+    }
+    return true;
+  }
 
  private:
   using Key = OptimizerStateKey::type;

@@ -113,11 +113,11 @@ GraphBatch pad_batch(const GraphBatch& in, const ShapeBucket& bucket, const PadO
     counts[filled - 1] = pad_atoms - (filled - 1) * bucket.graph_atoms;
   }
   b.atoms_per_graph = at::cat({in.atoms_per_graph, counts});
-  // Edges: self-edges of the pad atoms, 2 rc long.
+  // Edges: self-edges of the pad atoms, rc long (where every envelope is zero).
   const at::Tensor pad_recv = spread(pad_edges, pad_atoms, n);
   b.edge_index = at::cat({in.edge_index, at::stack({pad_recv, pad_recv})}, 1);
   at::Tensor shift = at::zeros({pad_edges, 3}, in.edge_shift.options());
-  if (pad_edges > 0) shift.select(1, 0).fill_(2.0 * o.radius);
+  if (pad_edges > 0) shift.select(1, 0).fill_(o.radius);
   b.edge_shift = at::cat({in.edge_shift, shift});
   if (in.cap_boundary.defined() || o.cap_boundary) {
     const at::Tensor real = in.cap_boundary.defined() ? in.cap_boundary : at::full({e}, -1, i64);

@@ -5,10 +5,14 @@
 //   - pad atoms sit in pad graphs of their own after the real graphs (each of at most
 //     ShapeBucket::graph_atoms atoms, so that the per-graph dense layouts of max pooling and GPS
 //     attention keep their width), any remaining graph slots are empty graphs;
-//   - every pad edge is a self-edge of a pad atom with a periodic shift of twice the radius (a
-//     length of 2 rc: beyond every cutoff, never zero), spread evenly over the pad atoms so that
-//     the receivers stay sorted and no pad atom has more than ShapeBucket::pad_degree of them; a
-//     pad triplet pairs a pad edge with itself, spread likewise;
+//   - every pad edge is a self-edge of a pad atom with a periodic shift of the radius: a length of
+//     rc, never zero, where every envelope (cosine, DimeNet's polynomial) is zero, so that the
+//     models that weigh their messages by it send none along a pad edge (beyond rc the polynomial
+//     grows fast: at 2 rc MACE's order-5 envelope is -351, and its products overflow float32 in a
+//     pad atom); spread evenly over the pad atoms so that the receivers stay sorted and no pad atom
+//     has more than ShapeBucket::pad_degree of them (the data's largest in-degree, so that models
+//     without an envelope see sums no larger than real atoms'); a pad triplet pairs a pad edge with
+//     itself, spread likewise;
 //   - the loss and the metrics weigh rows by GraphBatch::graph_weight and atom_weight, 0 for
 //     padding; batch statistics (PNA's batch degrees, GPS's batch norms) count real atoms only.
 // Shapes: G graphs, N atoms, E edges, T triplets of a bucket.
@@ -48,7 +52,7 @@ bool fits(const BatchSizes& s, const ShapeBucket& b);
 int fit_bucket(const std::vector<ShapeBucket>& buckets, const BatchSizes& s);
 
 struct PadOptions {
-  double radius = 0.0;  // Å: pad edges are 2 radius long
+  double radius = 0.0;  // Å: the length of pad edges
   int64_t pad_z = 1;    // the atomic number of pad atoms (one the model has weights for)
   // Keep these defined in every padded batch (zero where the batch has none), so that every batch
   // of a bucket runs the same operators: stress and stress_mask (the model predicts a stress),

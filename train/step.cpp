@@ -14,11 +14,14 @@
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/step_graphs.h"
 #include "train/upload.h"
 
 namespace ddgnn {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // Test hooks, "R:S" = rank R at step S: DDGNN_DEBUG_FAIL_AT_STEP throws (a rank that fails),
 // DDGNN_DEBUG_STOP_AT_STEP stops the process with SIGSTOP (a rank that stops answering).
@@ -50,46 +53,73 @@ TrainStep::TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params,
       m_average(average),
       m_setup(setup),
       m_s(settings),
-      m_warmup_inside(set_warmup(optimizer, settings.warmup_steps)) {}
+      m_warmup_inside(set_warmup(optimizer, settings.warmup_steps)) {
+  if (settings.cuda_graphs && setup.device.is_cuda())
+    m_graphs = std::make_unique<StepGraphs>(*this, setup.device);
+}
+
+TrainStep::~TrainStep() = default;
 
 StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
-  using Clock = std::chrono::steady_clock;
   static const Hook fail("DDGNN_DEBUG_FAIL_AT_STEP"), stop("DDGNN_DEBUG_STOP_AT_STEP");
   if (fail.now(place))
     throw Error("DDGNN_DEBUG_FAIL_AT_STEP: rank " + std::to_string(place.rank) + " fails at step " +
                 std::to_string(place.step) + " as asked");
   if (stop.now(place)) std::raise(SIGSTOP);
+  if (!sb.empty) wait_for_upload(sb.prepared);  // on the device: the step's stream waits
+  if (m_graphs && !sb.empty && sb.prepared.bucket >= 0) return m_graphs->run(sb, place);
+  return run_eager(sb, place);
+}
+
+StepResult TrainStep::run_eager(const StepBatch& sb, const StepPlace& place) {
   StepResult r;
   StepTimes& t = r.times;
   t.start = t.forward = t.forces = t.backward = Clock::now();
-  if (!sb.empty) wait_for_upload(sb.prepared);  // on the device: the step's stream waits
-  zero_gradients(m_params);        // in place: one memset or zero_ of the flat gradient buffer
   if (m_ddp) m_ddp->begin_step();  // the loss carries each rank's share: gradients add up
-  Prediction p;
-  if (!sb.empty) {
-    const PreparedBatch& b = sb.prepared;
-    // Forward and the energy, then the forces (their backward keeps the graph for the loss).
-    p = predict(m_gnn, m_setup.targets, b.batch, /*create_graph=*/true, &t.forward);
-    t.forces = Clock::now();
+  if (sb.empty) {
+    zero_gradients(m_params);
+  } else {
     StepShare share;
-    if (b.share.defined()) {  // a padded batch: its shares are data on the device
-      share.device = b.share;
-    } else if (m_ddp) {
-      share.graphs = double(b.batch.n_graphs) / double(sb.graphs_all);
-      share.atoms = double(b.batch.n_atoms()) / double(sb.atoms_all);
+    if (!sb.prepared.share.defined() && m_ddp) {
+      share.graphs = double(sb.prepared.batch.n_graphs) / double(sb.graphs_all);
+      share.atoms = double(sb.prepared.batch.n_atoms()) / double(sb.atoms_all);
     }
-    at::Tensor loss =
-        total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
-    r.loss = loss.detach();
-    backward_to_parameters(loss, m_params);
-    t.backward = Clock::now();
+    const Prediction p = forward_backward(sb.prepared, share, r.loss, &t);
+    c10::NoGradGuard no_grad;
+    r.prediction.energy = p.energy.defined() ? p.energy.detach() : p.energy;
+    r.prediction.forces = p.forces.defined() ? p.forces.detach() : p.forces;
+    r.prediction.stress = p.stress.defined() ? p.stress.detach() : p.stress;
+    for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());
   }
   if (m_ddp) {
     Waiting waiting("gradient all-reduce");
     m_ddp->finish_step();
   }
   t.synced = Clock::now();
-  if (m_s.grad_clip > 0) r.grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
+  r.grad_norm = update(place);
+  t.done = Clock::now();
+  return r;
+}
+
+Prediction TrainStep::forward_backward(const PreparedBatch& b, StepShare share, at::Tensor& loss,
+                                       StepTimes* t) {
+  zero_gradients(m_params);  // in place: one memset or zero_ of the flat gradient buffer
+  // Forward and the energy, then the forces (their backward keeps the graph for the loss).
+  Prediction p =
+      predict(m_gnn, m_setup.targets, b.batch, /*create_graph=*/true, t ? &t->forward : nullptr);
+  if (t) t->forces = Clock::now();
+  if (b.share.defined()) share.device = b.share;  // a padded batch: its shares are device data
+  const at::Tensor l =
+      total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
+  loss = l.detach();
+  backward_to_parameters(l, m_params);
+  if (t) t->backward = Clock::now();
+  return p;
+}
+
+at::Tensor TrainStep::update(const StepPlace& place) {
+  at::Tensor grad_norm;
+  if (m_s.grad_clip > 0) grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
   {
     // Adam and AdamW take the warm-up from their own step count (on the device); the others here.
     const ScaledLr warmup(m_optimizer,
@@ -97,15 +127,7 @@ StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
     m_optimizer.step();
   }
   if (m_average) m_average->update();
-  t.done = Clock::now();
-  if (!sb.empty) {
-    c10::NoGradGuard no_grad;
-    r.prediction.energy = p.energy.defined() ? p.energy.detach() : p.energy;
-    r.prediction.forces = p.forces.defined() ? p.forces.detach() : p.forces;
-    r.prediction.stress = p.stress.defined() ? p.stress.detach() : p.stress;
-    for (const auto& o : p.outputs) r.prediction.outputs.push_back(o.detach());
-  }
-  return r;
+  return grad_norm;
 }
 
 void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPlace& place) {

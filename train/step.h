@@ -58,15 +58,35 @@ struct StepPlace {
   std::string data_path;
 };
 
+class StepGraphs;
+
 class TrainStep {
  public:
   // All references must outlive the step; `ddp` and `average` may be null (one rank, no
-  // Training.ema_decay).
+  // Training.ema_decay). With Runtime.cuda_graphs on a CUDA device, padded batches' steps are
+  // replayed as CUDA graphs (train/step_graphs.h).
   TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params, torch::optim::Optimizer& optimizer,
             DataParallel* ddp, WeightAverage* average, const ModelSetup& setup,
             const TrainSettings& settings);
+  ~TrainStep();
   // Never waits for the device: the loss and the gradient norm are checked when read.
   StepResult run(const StepBatch& batch, const StepPlace& place);
+  // The step without CUDA graphs: forward_backward, the gradients summed over the ranks, update.
+  StepResult run_eager(const StepBatch& batch, const StepPlace& place);
+
+  // The two halves that a CUDA graph captures. forward_backward: the gradients zeroed, the
+  // prediction, the loss (detached into `loss`) and its backward into the gradients (of this rank;
+  // `share` its part of the step, replaced by b.share when the batch carries it). update:
+  // clipping (returns the norm before it, undefined without Training.grad_clip), the optimizer
+  // and the weight average.
+  Prediction forward_backward(const PreparedBatch& b, StepShare share, at::Tensor& loss,
+                              StepTimes* times = nullptr);
+  at::Tensor update(const StepPlace& place);
+
+  DataParallel* ddp() const { return m_ddp; }
+  torch::optim::Optimizer& optimizer() const { return m_optimizer; }
+  WeightAverage* average() const { return m_average; }
+  const StepGraphs* graphs() const { return m_graphs.get(); }  // null: every step eager
 
  private:
   Gnn& m_gnn;
@@ -77,6 +97,7 @@ class TrainStep {
   const ModelSetup& m_setup;
   const TrainSettings& m_s;
   bool m_warmup_inside;  // the optimizer applies Training.warmup_steps itself (set_warmup)
+  std::unique_ptr<StepGraphs> m_graphs;  // Runtime.cuda_graphs on a CUDA device
 };
 
 // The steps whose loss and gradient norm the host has not read yet. They stay on the device until

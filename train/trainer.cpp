@@ -41,6 +41,7 @@
 #include "train/start_checks.h"
 #include "train/static_shapes.h"
 #include "train/step.h"
+#include "train/step_graphs.h"
 #include "train/upload.h"
 
 namespace ddgnn {
@@ -391,6 +392,8 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   PendingSteps pending;
   double gn_sum = 0;
   int64_t graphs_all = 0, graphs_read = 0, steps = 0, unpadded = 0;
+  const StepGraphs* graphs = m_step_fn->graphs();
+  const int64_t replayed_before = graphs ? graphs->replayed() : 0;
   const int64_t n_train = m_loader->data().size(kTrain);
   StepPlace place{epoch, 0, m_rank, m_world, m_loader->data().dataset(kTrain).path()};
   const auto t_epoch = Clock::now();
@@ -452,6 +455,8 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   row["steps"] = steps;
   // Steps whose batch fit none of the static shapes (ran unpadded).
   if (m_setup.static_shapes) row["unpadded_steps"] = unpadded;
+  // Runtime.cuda_graphs: steps replayed as CUDA graphs (events.jsonl).
+  if (graphs) row["replayed_steps"] = graphs->replayed() - replayed_before;
   row["grad_norm"] =
       steps && m_s.grad_clip > 0 ? nlohmann::json(gn_sum / double(steps)) : nlohmann::json();
   phases.put(row);

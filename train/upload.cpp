@@ -36,6 +36,15 @@ std::vector<at::Tensor*> batch_tensors(PreparedBatch& p) {
   return out;
 }
 
+bool PackedLayout::operator==(const PackedLayout& o) const {
+  if (bytes != o.bytes || pieces.size() != o.pieces.size()) return false;
+  for (size_t k = 0; k < pieces.size(); ++k)
+    if (pieces[k].offset != o.pieces[k].offset || pieces[k].dtype != o.pieces[k].dtype ||
+        pieces[k].shape != o.pieces[k].shape)
+      return false;
+  return true;
+}
+
 PackedLayout pack_layout(const std::vector<at::Tensor*>& tensors) {
   PackedLayout layout;
   for (const at::Tensor* t : tensors) {
@@ -98,6 +107,7 @@ void BatchUploader::upload(PreparedBatch& p) const {
     up->done.record(*m_stream);
   }
   unpack_views(tensors, layout, up->buffer);
+  up->layout = layout;
   if (species_is_z) p.batch.species = p.batch.z;
   p.upload = std::move(up);
 }

@@ -31,6 +31,7 @@ struct PackedLayout {
   static constexpr int64_t kAlign = 64;
   std::vector<Piece> pieces;  // in the order of batch_tensors()
   int64_t bytes = 0;
+  bool operator==(const PackedLayout& o) const;
 };
 
 // The tensors of `p` that move, in a fixed order: the GraphBatch's (its segment maps' too), the
@@ -45,9 +46,11 @@ void pack(const std::vector<at::Tensor*>& tensors, const PackedLayout& layout,
 void unpack_views(const std::vector<at::Tensor*>& tensors, const PackedLayout& layout,
                   const at::Tensor& buffer);
 
-// The upload of one batch: the device buffer its tensors view, and the event after its copy.
+// The upload of one batch: the device buffer its tensors view (as `layout` says), and the event
+// after its copy.
 struct Upload {
   at::Tensor buffer;
+  PackedLayout layout;
   c10::Event done;
   explicit Upload(c10::DeviceType type) : done(type) {}
 };

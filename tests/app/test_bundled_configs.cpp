@@ -75,10 +75,11 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
   for (const auto& e : fs::directory_iterator(std::string(DDGNN_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  const std::vector<std::string> trained = {
-      "cu_eam_mace.json",         "cu_eam_schnet.json", "cu_eam_stress_schnet.json",
-      "ethanol_dimenet.json",     "ethanol_mace.json",  "ethanol_schnet.json",
-      "hydragnn_lj_example.json", "si_sw_painn.json",   "si_sw_stress_mace.json"};
+  const std::vector<std::string> trained = {"cu_eam_mace.json",          "cu_eam_schnet.json",
+                                            "cu_eam_stress_schnet.json", "ethanol_dimenet.json",
+                                            "ethanol_mace.json",         "ethanol_mace_gpu.json",
+                                            "ethanol_schnet.json",       "hydragnn_lj_example.json",
+                                            "si_sw_painn.json",          "si_sw_stress_mace.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
@@ -119,6 +120,23 @@ TEST(BundledConfigs, DimeNetWithTooManyTripletsStopsBeforeTheFirstStep) {
 TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {
   const TempDir dir;
   expect_one_epoch_with_forces(train_one_epoch("ethanol_mace.json", dir, false), dir.file("run"));
+}
+
+// The GPU config: where no GPU is (a CPU build, or none visible) it is refused in one line naming
+// the device; with the device set to the CPU and the step eager (CUDA graphs need a GPU), its
+// static shapes train an epoch.
+TEST(BundledConfigs, EthanolMaceGpuTrainsOneEpochOnTheCpuWithStaticShapes) {
+  const TempDir dir;
+  const Result as_shipped = train_one_epoch("ethanol_mace_gpu.json", dir, false);
+  if (as_shipped.out.find("device: cuda") == std::string::npos) {  // no GPU here
+    testing::expect_error(as_shipped, "Runtime.device: \"cuda\"");
+    EXPECT_EQ(lines(as_shipped.out).size(), 1u) << as_shipped.out;
+  }
+  const TempDir cpu;
+  const Result r = train_one_epoch("ethanol_mace_gpu.json", cpu, false,
+                                   "--set Runtime.device=cpu --set Runtime.cuda_graphs=false");
+  expect_one_epoch_with_forces(r, cpu.file("run"));
+  EXPECT_NE(r.out.find("static shapes: 2 shape(s)"), std::string::npos) << r.out;
 }
 
 TEST(BundledConfigs, EthanolSchnetTrainsOneEpoch) {

@@ -197,8 +197,13 @@ TEST(Gpu, CudaKernelsEqualTheGenericVersionsToSecondOrder) {
     const double rc = 3.0, spacing = rc / double(ng - 1);
     at::manual_seed(31);
     const at::Tensor d = 0.5 + (rc - 0.5) * at::rand({e}, opt);
-    FilterBasis basis{
-        at::linspace(0.0, rc, ng, opt), -0.5 / (spacing * spacing), rc, {}, at::Tensor(), envelope};
+    FilterBasis basis{at::linspace(0.0, rc, ng, opt),
+                      -0.5 / (spacing * spacing),
+                      rc,
+                      {},
+                      at::Tensor(),
+                      envelope,
+                      at::Tensor()};
     basis.cutoff_values = envelope_values(d, rc, envelope);
     const at::Tensor x = d.unsqueeze(1) - basis.mu.unsqueeze(0);
     const at::Tensor gauss = at::exp(at::clamp_min(basis.coeff * x * x, -80.0));

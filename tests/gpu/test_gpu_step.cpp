@@ -2,7 +2,8 @@
 // a batch uploaded by the loader's uploader (one pinned copy on its own stream) equals the batch
 // built on the host, and a training step of every mpnn_type (padded batch, AdamW, clipping, the
 // weight average, the metrics and pending losses the trainer adds after it) never synchronises
-// with the host: LibTorch's synchronisation check (sync debug mode "error") is on while it runs.
+// with the host: LibTorch's synchronisation check (sync debug mode "error") is on while it runs;
+// and steps replayed as CUDA graphs equal the same steps run eagerly.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -23,6 +24,7 @@
 #include "train/split_metrics.h"
 #include "train/static_shapes.h"
 #include "train/step.h"
+#include "train/step_graphs.h"
 #include "train/upload.h"
 
 namespace ddgnn {
@@ -132,6 +134,97 @@ TEST(GpuStep, NoSynchronisationInsideAStep) {
     for (const auto& r : pending.read()) EXPECT_TRUE(std::isfinite(r.loss));
   }
 #endif
+}
+
+// Runtime.cuda_graphs: the steps of a shape after its warm-up, captured once and replayed, leave
+// the parameters, the optimizer's and the weight average's state as the same steps run eagerly
+// do (float64, every mpnn_type), with the same losses and gradient norms.
+TEST(GpuStep, CapturedStepsEqualEagerSteps) {
+  REQUIRE_GPU_HERE();
+  std::vector<std::string> types = known_layers();
+  types.push_back("GPS");
+  for (const std::string& name : types) {
+    SCOPED_TRACE(name);
+    const std::string type = name == "GPS" ? "SchNet" : name;
+    const GraphBlock block = testing::test_block();
+    auto shapes = std::make_shared<StaticShapes>();
+    {
+      const PreparedBatch probe = prepare_batch(block, {0, 1}, setup_for(type, c10::kCPU));
+      const BatchSizes s = sizes_of(probe.batch);
+      shapes->buckets = {ShapeBucket{s.graphs + 2, s.atoms + 8, s.edges + 16,
+                                     s.triplets > 0 ? s.triplets + 16 : 0,
+                                     std::max<int64_t>(s.graph_atoms, 8), 64}};
+      shapes->pad.radius = 3.0;
+    }
+    struct Run {
+      ModelSetup setup;
+      std::unique_ptr<Gnn> gnn;
+      std::vector<at::Tensor> params;
+      std::unique_ptr<torch::optim::Optimizer> opt;
+      std::unique_ptr<WeightAverage> average;
+      TrainSettings ts;
+      std::unique_ptr<TrainStep> step;
+    };
+    const auto make = [&](bool graphs) {
+      auto r = std::make_unique<Run>();
+      r->setup = setup_for(type, kGpu);
+      r->setup.precision = Precision::kFloat64;
+      if (name == "GPS") {
+        r->setup.spec.gps_heads = 4;
+        r->setup.spec.pe_dim = 3;
+      }
+      r->setup.static_shapes = shapes;
+      at::manual_seed(7);
+      r->gnn = std::make_unique<Gnn>(r->setup.spec);
+      r->gnn->to(kGpu, at::kDouble);
+      r->params = r->gnn->parameters();
+      r->opt = make_optimizer(OptimizerType::kAdamW, r->params, 1e-3, 0.01);
+      r->average = std::make_unique<WeightAverage>(r->params, 0.99);
+      r->ts.weights = {1.0, 0.5, 10.0, 0.0};
+      r->ts.grad_clip = 1.0;
+      r->ts.warmup_steps = 5;
+      r->ts.cuda_graphs = graphs;
+      r->step = std::make_unique<TrainStep>(*r->gnn, r->params, *r->opt, nullptr, r->average.get(),
+                                            r->setup, r->ts);
+      return r;
+    };
+    const auto eager = make(false), captured = make(true);
+    ASSERT_NE(captured->step->graphs(), nullptr);
+    const StepShare share;
+    // Two batches of one shape, alternating (the cell's atoms moved between them).
+    const std::vector<std::vector<int64_t>> ids = {{0, 1}, {1, 0}};
+    for (int k = 1; k <= 8; ++k) {
+      StepPlace place;
+      place.step = k;
+      double loss[2], norm[2];
+      int i = 0;
+      for (Run* run : {eager.get(), captured.get()}) {
+        StepBatch sb;
+        sb.prepared = prepare_batch(block, ids[size_t(k % 2)], run->setup, &share);
+        sb.empty = false;
+        sb.graphs_all = sb.prepared.batch.real_graphs();
+        sb.atoms_all = sb.prepared.batch.real_atoms();
+        const StepResult r = run->step->run(sb, place);
+        loss[i] = r.loss.item<double>();
+        norm[i] = r.grad_norm.item<double>();
+        ++i;
+      }
+      EXPECT_NEAR(loss[1], loss[0], 1e-10 * std::abs(loss[0])) << "step " << k;
+      EXPECT_NEAR(norm[1], norm[0], 1e-10 * std::abs(norm[0])) << "step " << k;
+      for (size_t p = 0; p < eager->params.size(); ++p)
+        ASSERT_LT((captured->params[p] - eager->params[p]).abs().max().item<double>(),
+                  1e-10 * (1.0 + eager->params[p].abs().max().item<double>()))
+            << "step " << k << " parameter " << p;
+    }
+    EXPECT_EQ(captured->step->graphs()->replayed(), 8 - StepGraphs::kWarmupSteps);
+    EXPECT_EQ(captured->average->updates(), eager->average->updates());
+    for (size_t p = 0; p < eager->params.size(); ++p)
+      EXPECT_LT((captured->average->shadows()[p] - eager->average->shadows()[p])
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-10);
+  }
 }
 
 }  // namespace
