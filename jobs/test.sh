@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, runs the whole test suite; then the
+# The README's test command: installs what is missing, builds, runs the whole test suite and
+# compiles the GPU build's sources where a CUDA toolkit is (jobs/gpu/syntax_check.sh); then the
 # suite's torch-free part (core, comm, loader, tuner, config, their MPI tests, the data tests with
 # convert and info) again under AddressSanitizer + UndefinedBehaviorSanitizer (clang,
 # ./build-sanitize), each libFuzzer target for 30 s (jobs/fuzz.sh), and ddgnn's own threads (the
@@ -18,6 +19,8 @@ if [ "${1:-}" != "--sanitize" ]; then
   # ranks, the online tuner's timings, signals and watchdogs), which run one at a time after.
   (cd build && ctest --output-on-failure -j"$cores" --timeout 600 -LE '^(train|mpi)$')
   (cd build && ctest --output-on-failure --timeout 600 -L '^(train|mpi)$')
+  # The GPU build's sources compiled where a CUDA toolkit is (skipped, with a message, where not).
+  bash jobs/gpu/syntax_check.sh build
 fi
 
 # Sanitizers: the build jobs/fuzz.sh uses, with its tests. HDF5 keeps allocations until exit by

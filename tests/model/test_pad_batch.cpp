@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/aten_calls.h"
+#include "../common/model_cases.h"
 #include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "core/error.h"
@@ -27,49 +28,6 @@ namespace ddgnn {
 namespace {
 
 constexpr double kRadius = 3.0;
-
-struct PadCase {
-  std::string name, mpnn_type;
-  std::function<void(GnnSpec&, TargetSpec&)> adjust;
-  bool cap = false;  // a smooth neighbour cap in the radius graph
-};
-
-void PrintTo(const PadCase& c, std::ostream* os) {
-  *os << c.name;
-}
-
-std::vector<PadCase> pad_cases() {
-  std::vector<PadCase> cases;
-  for (const auto& type : known_layers()) cases.push_back({type, type, {}});
-  cases.push_back(
-      {"EGNN_equivariant", "EGNN", [](GnnSpec& s, TargetSpec&) { s.layer.equivariance = true; }});
-  cases.push_back(
-      {"PNA_batch_degrees", "PNA", [](GnnSpec& s, TargetSpec&) { s.layer.pna_deg.clear(); }});
-  cases.push_back({"PAINN_conv_head", "PAINN",
-                   [](GnnSpec& s, TargetSpec&) { s.node_head_type = NodeHeadType::kConv; }});
-  for (Pooling pool : {Pooling::kMax, Pooling::kMean})
-    cases.push_back({std::string("CGCNN_graph_head_") + (pool == Pooling::kMax ? "max" : "mean"),
-                     "CGCNN", [pool](GnnSpec& s, TargetSpec&) {
-                       s.graph_pooling = pool;
-                       s.heads = {{"energy", HeadSpec::kGraph, 1}};
-                     }});
-  for (const char* type : {"SchNet", "GIN"})
-    cases.push_back({std::string(type) + "_GPS", type, [](GnnSpec& s, TargetSpec&) {
-                       s.gps_heads = 4;
-                       s.pe_dim = 3;
-                     }});
-  cases.push_back({"PAINN_branches_and_columns", "PAINN", [](GnnSpec& s, TargetSpec&) {
-                     HeadBranch other = s.branch(0);
-                     other.dim_headlayers = {7};
-                     s.more_branches = {other};
-                     s.heads.push_back({"gap", HeadSpec::kGraph, 2});
-                     s.heads.push_back({"charge", HeadSpec::kNode, 1});
-                   }});
-  cases.push_back({"SchNet_stress", "SchNet", [](GnnSpec&, TargetSpec& t) { t.stress = true; }});
-  cases.push_back({"MACE_smooth_cap", "MACE", {}, /*cap=*/true});
-  cases.push_back({"SchNet_smooth_cap", "SchNet", {}, /*cap=*/true});
-  return cases;
-}
 
 std::vector<testing::Structure> structures(unsigned seed) {
   return {testing::triclinic_cell({14, 8, 8, 14, 8, 1, 8, 14}, seed, 0.2), testing::methanol()};
@@ -102,9 +60,9 @@ std::vector<at::Tensor> columns_of(const GnnSpec& spec, const GraphBatch& b) {
   return c;
 }
 
-TargetSpec targets_for(const GnnSpec& spec, const TargetSpec& adjusted) {
+TargetSpec targets_for(const GnnSpec& spec, bool stress) {
   TargetSpec t = testing::targets_of(spec, /*conservative=*/true);
-  t.stress = adjusted.stress;
+  t.stress = stress;
   for (auto& h : t.heads)
     if (h.name == "gap" || h.name == "charge") h.source = TargetSource::kColumn;
   return t;
@@ -147,27 +105,26 @@ double max_abs(const at::Tensor& t) {
   return t.numel() ? t.abs().max().item<double>() : 0.0;
 }
 
-class PaddedBatch : public ::testing::TestWithParam<PadCase> {};
+class PaddedBatch : public ::testing::TestWithParam<testing::ModelCase> {};
 
 // Padded equals unpadded with the kernels that `generic` picks (the fused CPU kernels, or the
 // code a GPU runs).
-void expect_padded_as_unpadded(const PadCase& c, bool generic_kernels) {
+void expect_padded_as_unpadded(const testing::ModelCase& c, bool generic_kernels) {
   SCOPED_TRACE(generic_kernels ? "generic kernels" : "fused CPU kernels");
   GnnSpec spec = testing::small_spec(c.mpnn_type, kRadius);
-  TargetSpec adjusted;
-  if (c.adjust) c.adjust(spec, adjusted);
-  const TargetSpec t = targets_for(spec, adjusted);
+  if (c.adjust) c.adjust(spec);
+  const TargetSpec t = targets_for(spec, c.stress);
   std::unique_ptr<GenericKernels> generic;
   if (generic_kernels) generic = std::make_unique<GenericKernels>();
   at::manual_seed(3);
   Gnn gnn(spec);
   gnn.to(at::kDouble);
-  const GraphBatch b = make(structures(11), spec, c.cap);
+  const GraphBatch b = make(structures(11), spec, c.smooth_cap);
   const std::vector<at::Tensor> cols = columns_of(spec, b);
   PadOptions o;
   o.radius = kRadius;
   o.stress = t.stress;
-  o.cap_boundary = c.cap;
+  o.cap_boundary = c.smooth_cap;
   const ShapeBucket shape = roomy(sizes_of(b));
   const GraphBatch padded = pad_batch(b, shape, o);
   ASSERT_EQ(padded.n_graphs, shape.graphs);
@@ -224,15 +181,14 @@ TEST_P(PaddedBatch, PredictsLossAndGradientsAsUnpadded) {
 // pad edges): a pad atom's overflow would make the loss's gradient NaN (0 times infinity), though
 // its rows weigh nothing in the loss.
 TEST_P(PaddedBatch, PaddingStaysFiniteInFloat32) {
-  const PadCase& c = GetParam();
+  const testing::ModelCase& c = GetParam();
   GnnSpec spec = testing::small_spec(c.mpnn_type, kRadius);
   spec.num_conv_layers = 3;
-  TargetSpec adjusted;
-  if (c.adjust) c.adjust(spec, adjusted);
-  const TargetSpec t = targets_for(spec, adjusted);
+  if (c.adjust) c.adjust(spec);
+  const TargetSpec t = targets_for(spec, c.stress);
   at::manual_seed(3);
   Gnn gnn(spec);
-  GraphBatch b = make(structures(11), spec, c.cap);
+  GraphBatch b = make(structures(11), spec, c.smooth_cap);
   for (at::Tensor* x : {&b.pos, &b.edge_shift, &b.cell, &b.energy, &b.forces, &b.stress,
                         &b.stress_mask, &b.laplacian_pe})
     if (x->defined()) *x = x->to(at::kFloat);
@@ -240,7 +196,7 @@ TEST_P(PaddedBatch, PaddingStaysFiniteInFloat32) {
   PadOptions o;
   o.radius = kRadius;
   o.stress = t.stress;
-  o.cap_boundary = c.cap;
+  o.cap_boundary = c.smooth_cap;
   ShapeBucket shape = roomy(sizes_of(b));
   shape.atoms = b.n_atoms() + 2;  // two pad atoms take every pad edge
   shape.edges = b.n_edges() + 40;
@@ -266,20 +222,19 @@ TEST_P(PaddedBatch, PaddingStaysFiniteInFloat32) {
 // Two batches of different geometry (other edges) padded to one shape issue the same operators
 // on tensors of the same sizes: the forward, the forces, the loss and its backward.
 TEST_P(PaddedBatch, TwoBatchesOfOneShapeRunTheSameOperators) {
-  const PadCase& c = GetParam();
+  const testing::ModelCase& c = GetParam();
   GnnSpec spec = testing::small_spec(c.mpnn_type, kRadius);
-  TargetSpec adjusted;
-  if (c.adjust) c.adjust(spec, adjusted);
-  const TargetSpec t = targets_for(spec, adjusted);
+  if (c.adjust) c.adjust(spec);
+  const TargetSpec t = targets_for(spec, c.stress);
   GenericKernels generic;
   at::manual_seed(3);
   Gnn gnn(spec);
   gnn.to(at::kDouble);
-  const GraphBatch a = make(structures(11), spec, c.cap);
-  const GraphBatch b = make(structures(29), spec, c.cap);
+  const GraphBatch a = make(structures(11), spec, c.smooth_cap);
+  const GraphBatch b = make(structures(29), spec, c.smooth_cap);
   const BatchSizes sa = sizes_of(a), sb = sizes_of(b);
   // Other edges (with a neighbour cap, as many edges, other boundary edges).
-  ASSERT_TRUE(sa.edges != sb.edges || c.cap) << "the two batches differ";
+  ASSERT_TRUE(sa.edges != sb.edges || c.smooth_cap) << "the two batches differ";
   ASSERT_FALSE(at::equal(a.pos, b.pos));
   BatchSizes most = sa;
   most.edges = std::max(sa.edges, sb.edges);
@@ -287,7 +242,7 @@ TEST_P(PaddedBatch, TwoBatchesOfOneShapeRunTheSameOperators) {
   PadOptions o;
   o.radius = kRadius;
   o.stress = t.stress;
-  o.cap_boundary = c.cap;
+  o.cap_boundary = c.smooth_cap;
   ShapeBucket shape = roomy(most);
   shape.pad_degree = 1000;
   const GraphBatch pa = pad_batch(a, shape, o), pb = pad_batch(b, shape, o);
@@ -307,7 +262,7 @@ TEST_P(PaddedBatch, TwoBatchesOfOneShapeRunTheSameOperators) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryModel, PaddedBatch, ::testing::ValuesIn(pad_cases()),
+INSTANTIATE_TEST_SUITE_P(EveryModel, PaddedBatch, ::testing::ValuesIn(testing::model_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(ShapeBucket, FitsWithinEveryCapacityAndSpreadsItsPadding) {

@@ -15,6 +15,7 @@
 
 #include "../common/aten_calls.h"
 #include "../common/graph_block.h"
+#include "../common/model_cases.h"
 #include "../common/small_spec.h"
 #include "../common/structures.h"
 #include "model/device.h"
@@ -22,62 +23,13 @@
 #include "model/layer.h"
 #include "model/optim.h"
 #include "train/split_metrics.h"
+#include "train/static_shapes.h"
 #include "train/step.h"
 
 namespace ddgnn {
 namespace {
 
 constexpr double kRadius = 3.0;
-
-struct StepCase {
-  std::string name, mpnn_type;
-  std::function<void(GnnSpec&, ModelSetup&)> adjust;
-};
-
-void PrintTo(const StepCase& c, std::ostream* os) {
-  *os << c.name;
-}
-
-// Every mpnn_type, and the options that run code of their own in the step.
-std::vector<StepCase> step_cases() {
-  std::vector<StepCase> cases;
-  for (const auto& type : known_layers()) cases.push_back({type, type, {}});
-  cases.push_back(
-      {"EGNN_equivariant", "EGNN", [](GnnSpec& s, ModelSetup&) { s.layer.equivariance = true; }});
-  cases.push_back(
-      {"PNA_batch_degrees", "PNA", [](GnnSpec& s, ModelSetup&) { s.layer.pna_deg.clear(); }});
-  cases.push_back({"PAINN_conv_head", "PAINN",
-                   [](GnnSpec& s, ModelSetup&) { s.node_head_type = NodeHeadType::kConv; }});
-  for (Pooling pool : {Pooling::kMax, Pooling::kMean})
-    cases.push_back({std::string("CGCNN_graph_head_") + (pool == Pooling::kMax ? "max" : "mean"),
-                     "CGCNN", [pool](GnnSpec& s, ModelSetup&) {
-                       s.graph_pooling = pool;
-                       s.heads = {{"energy", HeadSpec::kGraph, 1}};
-                     }});
-  for (const char* type : {"SchNet", "GIN"})
-    cases.push_back({std::string(type) + "_GPS", type, [](GnnSpec& s, ModelSetup&) {
-                       s.gps_heads = 4;
-                       s.pe_dim = 3;
-                     }});
-  cases.push_back({"PAINN_branches", "PAINN", [](GnnSpec& s, ModelSetup& setup) {
-                     HeadBranch other = s.branch(0);
-                     other.dim_headlayers = {7};
-                     s.more_branches = {other};
-                     s.heads.push_back({"gap", HeadSpec::kGraph, 1});
-                     setup.branch_column = 0;
-                     setup.norm.column_mean = {{}, {0.5}};
-                     setup.norm.column_std = {{}, {2.0}};
-                   }});
-  cases.push_back({"SchNet_stress", "SchNet",
-                   [](GnnSpec&, ModelSetup& setup) { setup.targets.stress = true; }});
-  cases.push_back({"MACE_smooth_cap", "MACE", [](GnnSpec&, ModelSetup& setup) {
-                     setup.graph.max_neighbours = 4;
-                     setup.graph.smooth_cap = true;
-                   }});
-  cases.push_back(
-      {"MACE_correlation_3", "MACE", [](GnnSpec& s, ModelSetup&) { s.layer.correlation = 3; }});
-  return cases;
-}
 
 // The ops that make the host wait for the device or move data between devices, with the op that
 // made each (and the ops just before it), or "" when there is none.
@@ -119,22 +71,35 @@ std::string host_waits(const std::vector<testing::AtenCall>& calls) {
   return out;
 }
 
-class StepWaits : public ::testing::TestWithParam<StepCase> {};
+class StepWaits : public ::testing::TestWithParam<testing::ModelCase> {};
 
 TEST_P(StepWaits, NoHostWaitOrDeviceMoveInAStep) {
-  const StepCase& c = GetParam();
+  const testing::ModelCase& c = GetParam();
   GnnSpec spec = testing::small_spec(c.mpnn_type, kRadius);
+  if (c.adjust) c.adjust(spec);
   ModelSetup setup;
+  setup.spec = spec;
   setup.graph.radius = kRadius;
   setup.periodic = true;
   setup.precision = Precision::kFloat64;
-  if (c.adjust) c.adjust(spec, setup);
-  setup.spec = spec;
-  const bool stress = setup.targets.stress;
+  if (c.smooth_cap) {
+    setup.graph.max_neighbours = 4;
+    setup.graph.smooth_cap = true;
+  }
   setup.targets = testing::targets_of(spec, /*conservative=*/true);
-  setup.targets.stress = stress;
-  for (auto& h : setup.targets.heads)
-    if (h.name == "gap") h.source = TargetSource::kColumn, h.column = 0;
+  setup.targets.stress = c.stress;
+  const bool stress = c.stress;
+  setup.norm.column_mean.resize(spec.heads.size());
+  setup.norm.column_std.resize(spec.heads.size());
+  for (size_t k = 0; k < spec.heads.size(); ++k) {
+    HeadTarget& h = setup.targets.heads[k];
+    if (h.name != "gap" && h.name != "charge") continue;
+    h.source = TargetSource::kColumn;
+    h.column = h.name == "gap" ? 1 : 0;  // graph column 1, per-atom column 0 (graph_block.h)
+    setup.norm.column_mean[k].assign(size_t(h.dim), 0.5);
+    setup.norm.column_std[k].assign(size_t(h.dim), 2.0);
+  }
+  if (c.columns) setup.branch_column = 0;
 
   at::manual_seed(7);
   Gnn gnn(spec);
@@ -150,37 +115,55 @@ TEST_P(StepWaits, NoHostWaitOrDeviceMoveInAStep) {
 
   const GraphBlock block = testing::test_block();
   GenericKernels generic;
-  StepBatch sb;
-  sb.prepared = prepare_batch(block, {0, 1}, setup);
-  sb.empty = false;
-  sb.graphs_all = sb.prepared.batch.n_graphs;
-  sb.atoms_all = sb.prepared.batch.n_atoms();
-  ASSERT_EQ(sb.prepared.batch.n_stress, 1) << "the cell has a stress";
-  SplitMetrics metrics(setup);
-  PendingSteps pending;
-  // The first steps make the optimizer's state and the layers' constant tables; the third is
-  // what every later step does.
-  StepPlace place;
-  std::vector<testing::AtenCall> calls;
-  for (int k = 1; k <= 3; ++k) {
-    place.step = k;
-    const auto one_step = [&] {
-      const StepResult r = step.run(sb, place);
-      metrics.add(r.prediction, sb.prepared, setup, r.loss, sb.graphs_all);
-      pending.add(r, sb, place);
-    };
-    if (k < 3)
-      one_step();
-    else
-      calls = testing::aten_calls_with_arguments(one_step);
+  // The batch as it is, then padded into a fixed shape (Loader.static_shapes: what a replayed
+  // step reads), at steps 1-3 and 4-6.
+  for (const bool padded : {false, true}) {
+    SCOPED_TRACE(padded ? "padded" : "as it is");
+    StepShare share;
+    if (padded) {
+      const BatchSizes n = sizes_of(prepare_batch(block, {0, 1}, setup).batch);
+      auto shapes = std::make_shared<StaticShapes>();
+      shapes->buckets = {ShapeBucket{n.graphs + 2, n.atoms + 8, n.edges + 16,
+                                     n.triplets > 0 ? n.triplets + 16 : 0,
+                                     std::max<int64_t>(n.graph_atoms, 8), 64}};
+      shapes->pad.radius = kRadius;
+      shapes->pad.stress = stress;
+      shapes->pad.cap_boundary = c.smooth_cap;
+      setup.static_shapes = shapes;
+    }
+    StepBatch sb;
+    sb.prepared = prepare_batch(block, {0, 1}, setup, &share);
+    ASSERT_EQ(sb.prepared.bucket, padded ? 0 : -1);
+    sb.empty = false;
+    sb.graphs_all = sb.prepared.batch.real_graphs();
+    sb.atoms_all = sb.prepared.batch.real_atoms();
+    ASSERT_EQ(sb.prepared.batch.n_stress, 1) << "the cell has a stress";
+    SplitMetrics metrics(setup);
+    PendingSteps pending;
+    // The first steps make the optimizer's state and the layers' constant tables; the third is
+    // what every later step does.
+    StepPlace place;
+    std::vector<testing::AtenCall> calls;
+    for (int k = 1; k <= 3; ++k) {
+      place.step = k + (padded ? 3 : 0);
+      const auto one_step = [&] {
+        const StepResult r = step.run(sb, place);
+        metrics.add(r.prediction, sb.prepared, setup, r.loss, sb.graphs_all);
+        pending.add(r, sb, place);
+      };
+      if (k < 3)
+        one_step();
+      else
+        calls = testing::aten_calls_with_arguments(one_step);
+    }
+    ASSERT_GT(calls.size(), 50u) << "the step was recorded";
+    EXPECT_EQ(host_waits(calls), "");
+    // The step trained: the losses read afterwards are finite.
+    for (const auto& r : pending.read()) EXPECT_TRUE(std::isfinite(r.loss)) << r.step;
   }
-  ASSERT_GT(calls.size(), 50u) << "the step was recorded";
-  EXPECT_EQ(host_waits(calls), "");
-  // The step trained: the losses read afterwards are finite and the parameters moved.
-  for (const auto& r : pending.read()) EXPECT_TRUE(std::isfinite(r.loss)) << r.step;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryModel, StepWaits, ::testing::ValuesIn(step_cases()),
+INSTANTIATE_TEST_SUITE_P(EveryModel, StepWaits, ::testing::ValuesIn(testing::model_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // The recorder sees what it must: each kind of host wait it is meant to catch, in a small piece of
