@@ -128,6 +128,9 @@ TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
   expect_same_training(one,
                        train(4, 2, "four_width2", "--set Loader.width=2 --set Loader.backend=rma"),
                        "4 ranks, 2 replica groups, rma");
+  // Batches padded into fixed shapes, their shares of the step read from the device.
+  expect_same_training(one, train(2, 4, "two_static", "--set Loader.static_shapes=true"),
+                       "2 ranks, static shapes");
   // Atom-budget steps (at most 40 atoms, 8 graphs) dealt to 2 ranks balanced by atoms.
   const Trained budget = train(1, 8, "one_budget", "--set Loader.atom_budget=40");
   EXPECT_GT(budget.steps, 20);
