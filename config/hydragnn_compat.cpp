@@ -32,8 +32,10 @@ const std::array<const char*, 4> kEnergyFeatures = {"energy", "graph_energy", "t
 const std::array<const char*, 3> kForcesFeatures = {"forces", "force", "atomic_forces"};
 const std::array<const char*, 6> kAtomicNumberFeatures = {
     "atom_type", "atom_types", "atomic_number", "atomic_numbers", "Z", "num_of_protons"};
-const std::array<const char*, 7> kPositionFeatures = {
-    "x", "y", "z", "pos", "positions", "coordinates", "cartesian_coordinates"};
+// Not "x", "y", "z": HydraGNN's CI configs name synthetic per-atom values so (and heads learn
+// them); an entry of those names is a column of the file like any other.
+const std::array<const char*, 4> kPositionFeatures = {"pos", "positions", "coordinates",
+                                                      "cartesian_coordinates"};
 
 template <size_t N>
 bool one_of(const std::string& name, const std::array<const char*, N>& names) {
@@ -107,9 +109,8 @@ void check_feature_columns(const json& value, const std::string& where) {
   if (!value.contains("name"))
     throw ConfigError(where + ": no \"name\" list (the names of the entries)", hint);
   const json& names = value["name"];
-  if (!names.is_array() || names.empty())
-    throw ConfigError(where + ".name: a non-empty list of names, found " + short_value(names),
-                      hint);
+  if (!names.is_array())  // empty: no entries at this level (HydraGNN's EAM examples)
+    throw ConfigError(where + ".name: a list of names, found " + short_value(names), hint);
   for (const json& n : names)
     if (!n.is_string() || n.get<std::string>().empty())
       throw ConfigError(where + ".name: " + short_value(n) + " is not a name", hint);
@@ -163,16 +164,9 @@ void check_inputs_against_features(const std::vector<int64_t>& columns,
       throw ConfigError(key + ": column " + std::to_string(col) + " is past the " +
                             std::to_string(width) + " columns Dataset.node_features describes",
                         order);
-    if (col > 3) continue;
-    const FeatureEntry& e = features[at->entry];
-    const FeatureMeaning want =
-        col == 0 ? FeatureMeaning::kAtomicNumber : FeatureMeaning::kPosition;
-    if (feature_meaning(e.name, /*node_level=*/true) != want)
-      throw ConfigError(
-          key + ": column " + std::to_string(col) + " is Dataset.node_features entry '" + e.name +
-              "', but ddgnn's column " + std::to_string(col) + " is " +
-              (col == 0 ? "the atomic number (" : "a position (") + feature_names(want) + ")",
-          order);
+    // Columns 0-3 are not checked by name: ddgnn embeds the atomic number and reads the
+    // geometry whatever HydraGNN's entries there are called (its CI configs put synthetic
+    // features "x", "x2" first).
   }
 }
 

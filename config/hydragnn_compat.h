@@ -75,9 +75,9 @@ std::optional<FeatureColumn> feature_at_column(const std::vector<FeatureEntry>& 
                                                int64_t column);
 
 // Variables_of_interest.input_node_features (`columns`) against Dataset.node_features
-// (`features`, non-empty): each column must be there, and columns 0-3 must be what ddgnn
-// numbers them (the atomic number, the positions); ConfigError naming the column and the entry
-// otherwise. The columns after the positions are checked against the data (train/model_setup.h).
+// (`features`, non-empty): each column must be there (ConfigError naming it otherwise). Columns
+// 0-3 are ddgnn's atomic number and positions whatever the entries there are called; the columns
+// after the positions are checked against the data (train/model_setup.h).
 void check_inputs_against_features(const std::vector<int64_t>& columns,
                                    const std::vector<FeatureEntry>& features);
 
