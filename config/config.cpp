@@ -362,12 +362,49 @@ class Resolver {
                               " entries, but output_names has " + std::to_string(n_heads),
                           what);
     };
+    // Keys HydraGNN derives: where present they must agree with what they derive from.
+    auto agree = [&](const std::string& key, const json& expected, const std::string& from) {
+      const json* found = find_path(root, key);
+      if (found && *found != expected)
+        throw ConfigError(where(key) + ": " + found->dump() + " disagrees with " + from + " (" +
+                              expected.dump() + ")",
+                          "remove it: ddgnn derives it from " + from);
+    };
     same_length(voi + "output_index", per_head.c_str());
     same_length(voi + "type", per_head.c_str());
+    // HydraGNN's binding by output_index: a head of a level whose Dataset.<level>_features is
+    // given selects one of its entries, and takes its output_dim from it when none is given.
+    const json& types = *find_path(root, voi + "type");
+    const json& index = *find_path(root, voi + "output_index");
+    const bool conservative =
+        find_path(root, arch + "enable_interatomic_potential")->get<bool>() ||
+        find_path(root, "NeuralNetwork.Training.compute_grad_energy")->get<bool>();
+    std::vector<int64_t> dims(n_heads, 1);
+    for (std::size_t h = 0; h < n_heads; ++h) {
+      const std::string key = "Dataset." + types[h].get<std::string>() + "_features";
+      const json* features = find_path(root, key);
+      if (!features) continue;
+      const std::size_t n_entries = (*features)["name"].size();
+      if (index[h].get<std::size_t>() >= n_entries)
+        throw ConfigError(where(voi + "output_index") + ": head " + std::to_string(h) + " ('" +
+                              names[h].get<std::string>() + "', " + types[h].get<std::string>() +
+                              ") selects entry " + index[h].dump() + " of " + key + ", which has " +
+                              std::to_string(n_entries),
+                          "output_index counts from 0 within the entries of the head's level");
+      if (reads_output_index(names[h].get<std::string>(), conservative))
+        dims[h] = feature_entry(*features, index[h].get<std::size_t>()).dim;
+    }
+    for (const char* level : {"graph", "node"}) {
+      const std::string key = std::string("Dataset.") + level + "_features";
+      const json* features = find_path(root, key);
+      if (!features) continue;
+      agree(voi + level + "_feature_names", (*features)["name"], key + ".name");
+      agree(voi + level + "_feature_dims", (*features)["dim"], key + ".dim");
+    }
     if (find_path(root, voi + "output_dim"))
       same_length(voi + "output_dim", per_head.c_str());
     else
-      set_default(root, voi + "output_dim", json(std::vector<int>(n_heads, 1)));
+      set_default(root, voi + "output_dim", json(dims));
     if (find_path(root, arch + "task_weights"))
       same_length(arch + "task_weights", "give one loss weight per head");
     else
@@ -382,7 +419,6 @@ class Resolver {
                               std::to_string(names_of_level->size()) + " in " + level +
                               "_feature_names",
                           "give one size per feature name");
-      const json& types = *find_path(root, voi + "type");
       for (std::size_t h = 0; h < n_heads && names_of_level; ++h)
         if (types[h] == level && (*find_path(root, voi + "output_index"))[h].get<std::size_t>() >=
                                      names_of_level->size())
@@ -404,14 +440,6 @@ class Resolver {
                           "\"dim_headlayers\": [50, 25]");
     }
 
-    // Keys HydraGNN derives: where present they must agree with what they derive from.
-    auto agree = [&](const std::string& key, const json& expected, const std::string& from) {
-      const json* found = find_path(root, key);
-      if (found && *found != expected)
-        throw ConfigError(where(key) + ": " + found->dump() + " disagrees with " + from + " (" +
-                              expected.dump() + ")",
-                          "remove it: ddgnn derives it from " + from);
-    };
     agree(arch + "input_dim", json(find_path(root, voi + "input_node_features")->size()),
           "the length of Variables_of_interest.input_node_features");
     agree(arch + "output_dim", *find_path(root, voi + "output_dim"),

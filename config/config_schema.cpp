@@ -195,27 +195,35 @@ std::vector<KeySpec> build_schema() {
           .ge(0)
           .checked_by(check_input_node_features));
   add(key(voi + "output_names", T::kStringArray,
-          "name of each head's target, e.g. \"energy\", \"forces\"")
+          "name of each head, and of its target when Dataset.node_features / graph_features "
+          "are absent: " +
+              energy_head_names() + " the energy, " + forces_head_names() +
+              " the forces, else a column of the data by that name")
           .required());
   add(key(voi + "output_index", T::kIntArray,
-          "checked against output_names (one entry per head); ddgnn binds each head to the "
-          "data by its name")
+          "one entry per head: with Dataset.node_features (node heads) or graph_features (graph "
+          "heads) the entry of that list the head learns, counted from 0 (HydraGNN's binding), "
+          "except the energy head of a conservative potential named as one, which learns the "
+          "energy (as in HydraGNN); without them checked and not read (the head is bound by its "
+          "name)")
           .required()
-          .ge(0)
-          .derived());
+          .ge(0));
   add(key(voi + "output_dim", T::kIntArray, "size of each target (1 energy, 3 forces)")
-          .derived_default("1 for each head")
+          .derived_default("the dim of the entry of Dataset.node_features / graph_features each "
+                           "head selects, 1 for a head bound by name")
           .ge(1));
   add(key(voi + "type", T::kEnumArray, "level of each head").required().one_of({"graph", "node"}));
   add(key(voi + "denormalize_output", T::kBool,
           "ignored: ddgnn always reports errors and predictions in physical units (eV, eV/Å)")
           .def(false)
           .derived());
-  const std::string named = "ignored: a ddgnn dataset names its columns (`ddgnn info` lists them)";
-  add(key(voi + "graph_feature_names", T::kStringArray, named).derived());
-  add(key(voi + "graph_feature_dims", T::kIntArray, named).ge(1).derived());
-  add(key(voi + "node_feature_names", T::kStringArray, named).derived());
-  add(key(voi + "node_feature_dims", T::kIntArray, named).ge(1).derived());
+  for (const char* level : {"graph", "node"}) {
+    const std::string named = std::string("checked against Dataset.") + level +
+                              "_features' \"name\" and \"dim\" when both are given (HydraGNN "
+                              "copies them here), else ignored: a ddgnn dataset names its columns";
+    add(key(voi + level + "_feature_names", T::kStringArray, named).derived());
+    add(key(voi + level + "_feature_dims", T::kIntArray, named).ge(1).derived());
+  }
   for (const char* name : {"x_minmax", "y_minmax", "minmax_node_feature", "minmax_graph_feature"})
     add(key(voi + name, T::kAny, "ignored: ddgnn does not min-max normalise").derived());
 
@@ -436,11 +444,31 @@ std::vector<KeySpec> build_schema() {
           .output_only()
           .with_hint("every ddgnn model is invariant under rotations: the energy is the same in "
                      "any frame, forces and stress rotate with the sample"));
-  for (const char* name : {"node_features", "graph_features"})
-    add(key(std::string("Dataset.") + name, T::kAny, "columns of HydraGNN's raw formats")
-            .not_implemented({})
-            .with_hint("a ddgnn dataset holds atomic numbers, positions, cell, energy and "
-                       "forces; name the targets in NeuralNetwork.Variables_of_interest"));
+  using M = FeatureMeaning;
+  const std::string entries =
+      " as HydraGNN describes its data: {\"name\": [...], \"dim\": [...], \"column_index\": "
+      "[...]}, one entry per name (dims >= 1; column_index optional, not read: a ddgnn file names "
+      "its columns). When present, each ";
+  add(key("Dataset.node_features", T::kAny,
+          "the per-atom columns" + entries +
+              "node head learns the entry its output_index selects (not its output_names "
+              "entry): " +
+              feature_names(M::kForces) +
+              " the forces, else the per-atom column of that name "
+              "(`convert --extra-columns`); " +
+              feature_names(M::kAtomicNumber) + " (the atomic number) and " +
+              feature_names(M::kPosition) +
+              " (the positions) are the model's inputs, not targets. Absent: node heads are "
+              "bound by name")
+          .checked_by(check_feature_columns));
+  add(key("Dataset.graph_features", T::kAny,
+          "the per-structure values" + entries +
+              "graph head learns the entry its output_index selects (not its output_names "
+              "entry): " +
+              feature_names(M::kEnergy) +
+              " the total energy, else the per-structure key of that name (`convert "
+              "--info-keys`). Absent: graph heads are bound by name")
+          .checked_by(check_feature_columns));
   add(key("Variables", T::kAny, "HydraGNN's newer inputs/outputs section")
           .not_implemented({})
           .with_hint("describe the heads in NeuralNetwork.Variables_of_interest"));

@@ -1,6 +1,7 @@
-// HydraGNN's configs read the ddgnn way (config/hydragnn_compat.h): head names, the list form of
-// output heads, the node-input columns and edge features HydraGNN's examples write, and the schema
-// entries of HydraGNN's global attention and of features that ddgnn does not implement.
+// HydraGNN's configs read the ddgnn way (config/hydragnn_compat.h): head names, the names of the
+// feature entries heads select by output_index, the list form of output heads, the node-input
+// columns and edge features HydraGNN's examples write, and the schema entries of HydraGNN's global
+// attention and of features that ddgnn does not implement.
 #include "config/hydragnn_compat.h"
 
 #include <algorithm>
@@ -22,6 +23,19 @@ const std::array<const char*, 2> kForcesNames = {"forces", "force"};
 // What HydraGNN's examples call the edge length (all the interatomic distance: PyG's Distance
 // transform, or HydraGNN's own edge lengths of its raw formats).
 const std::array<const char*, 3> kDistanceNames = {"length", "lengths", "bond_length"};
+
+// The names of Dataset.node_features / graph_features entries that mean what a ddgnn file holds
+// apart from its named columns, as HydraGNN's examples and raw formats write them (LSMS's node
+// entry 0 is num_of_protons; its graph entry the free energy).
+const std::array<const char*, 4> kEnergyFeatures = {"energy", "graph_energy", "total_energy",
+                                                    "free_energy"};
+const std::array<const char*, 3> kForcesFeatures = {"forces", "force", "atomic_forces"};
+const std::array<const char*, 6> kAtomicNumberFeatures = {
+    "atom_type", "atom_types", "atomic_number", "atomic_numbers", "Z", "num_of_protons"};
+// Not "x", "y", "z": HydraGNN's CI configs name synthetic per-atom values so (and heads learn
+// them); an entry of those names is a column of the file like any other.
+const std::array<const char*, 4> kPositionFeatures = {"pos", "positions", "coordinates",
+                                                      "cartesian_coordinates"};
 
 template <size_t N>
 bool one_of(const std::string& name, const std::array<const char*, N>& names) {
@@ -51,6 +65,113 @@ std::string energy_head_names() {
 }
 std::string forces_head_names() {
   return quoted_or(kForcesNames);
+}
+
+FeatureMeaning feature_meaning(const std::string& name, bool node_level) {
+  if (one_of(name, kEnergyFeatures)) return FeatureMeaning::kEnergy;
+  if (one_of(name, kForcesFeatures)) return FeatureMeaning::kForces;
+  if (node_level && one_of(name, kAtomicNumberFeatures)) return FeatureMeaning::kAtomicNumber;
+  if (node_level && one_of(name, kPositionFeatures)) return FeatureMeaning::kPosition;
+  return FeatureMeaning::kColumn;
+}
+
+std::string feature_names(FeatureMeaning meaning) {
+  switch (meaning) {
+    case FeatureMeaning::kEnergy:
+      return quoted_or(kEnergyFeatures);
+    case FeatureMeaning::kForces:
+      return quoted_or(kForcesFeatures);
+    case FeatureMeaning::kAtomicNumber:
+      return quoted_or(kAtomicNumberFeatures);
+    case FeatureMeaning::kPosition:
+      return quoted_or(kPositionFeatures);
+    case FeatureMeaning::kColumn:
+      break;
+  }
+  return "any other name";
+}
+
+void check_feature_columns(const json& value, const std::string& where) {
+  const std::string hint =
+      "write {\"name\": [\"atom_type\", \"forces\"], \"dim\": [1, 3]} (\"column_index\" "
+      "optional), one entry per column";
+  if (!value.is_object())
+    throw ConfigError(where +
+                          ": an object of lists \"name\", \"dim\" and \"column_index\", found " +
+                          short_value(value),
+                      hint);
+  for (const auto& item : value.items())
+    if (item.key() != "name" && item.key() != "dim" && item.key() != "column_index")
+      throw ConfigError(where + "." + item.key() +
+                            ": unknown key (the entries are described by \"name\", \"dim\" and "
+                            "\"column_index\")",
+                        hint);
+  if (!value.contains("name"))
+    throw ConfigError(where + ": no \"name\" list (the names of the entries)", hint);
+  const json& names = value["name"];
+  if (!names.is_array())  // empty: no entries at this level (HydraGNN's EAM examples)
+    throw ConfigError(where + ".name: a list of names, found " + short_value(names), hint);
+  for (const json& n : names)
+    if (!n.is_string() || n.get<std::string>().empty())
+      throw ConfigError(where + ".name: " + short_value(n) + " is not a name", hint);
+  if (!value.contains("dim"))
+    throw ConfigError(where + ": no \"dim\" list (the number of values of each entry)", hint);
+  for (const char* list : {"dim", "column_index"}) {
+    if (!value.contains(list)) continue;
+    const json& v = value[list];
+    const bool dim = std::string(list) == "dim";
+    if (!v.is_array() || v.size() != names.size())
+      throw ConfigError(
+          where + "." + list + ": " +
+              (v.is_array() ? std::to_string(v.size()) + " entries" : "found " + short_value(v)) +
+              ", but \"name\" has " + std::to_string(names.size()),
+          "give one " + std::string(dim ? "size" : "column") + " per name; " + hint);
+    for (const json& d : v)
+      if (!d.is_number_integer() || d.get<int64_t>() < (dim ? 1 : 0))
+        throw ConfigError(where + "." + list + ": " + short_value(d) +
+                              " must be an integer >= " + (dim ? "1" : "0"),
+                          hint);
+  }
+}
+
+FeatureEntry feature_entry(const json& features, size_t index) {
+  return {features.at("name").at(index).get<std::string>(),
+          features.at("dim").at(index).get<int64_t>()};
+}
+
+std::optional<FeatureColumn> feature_at_column(const std::vector<FeatureEntry>& features,
+                                               int64_t column) {
+  int64_t first = 0;
+  for (size_t i = 0; i < features.size(); ++i) {
+    if (column < first + features[i].dim) return FeatureColumn{i, column - first};
+    first += features[i].dim;
+  }
+  return std::nullopt;
+}
+
+void check_inputs_against_features(const std::vector<int64_t>& columns,
+                                   const std::vector<FeatureEntry>& features) {
+  const std::string key = "NeuralNetwork.Variables_of_interest.input_node_features";
+  const std::string order =
+      "ddgnn numbers the per-atom columns 0 the atomic number, 1-3 the positions, then the "
+      "forces and the file's --extra-columns; describe them in that order in "
+      "Dataset.node_features";
+  int64_t width = 0;
+  for (const FeatureEntry& e : features) width += e.dim;
+  for (int64_t col : columns) {
+    const auto at = feature_at_column(features, col);
+    if (!at)
+      throw ConfigError(key + ": column " + std::to_string(col) + " is past the " +
+                            std::to_string(width) + " columns Dataset.node_features describes",
+                        order);
+    // Columns 0-3 are not checked by name: ddgnn embeds the atomic number and reads the
+    // geometry whatever HydraGNN's entries there are called (its CI configs put synthetic
+    // features "x", "x2" first).
+  }
+}
+
+bool reads_output_index(const std::string& head_name, bool conservative) {
+  return !(conservative && is_energy_head_name(head_name));
 }
 
 namespace {

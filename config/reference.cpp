@@ -100,7 +100,21 @@ Rules:
   per-structure key `dataset_name` names, stored with `convert --info-keys dataset_name`, branch
   0 when the data has none). Heads are bound to the data by name: `energy` or `graph_energy`
   (the name in HydraGNN's interatomic-potential examples) is the energy, `forces` or `force` the
-  forces, any other name a per-atom column or a per-structure key of the dataset.
+  forces, any other name a per-atom column or a per-structure key of the dataset. With
+  `Dataset.node_features` (node heads) or `Dataset.graph_features` (graph heads), HydraGNN's
+  lists of `name`, `dim` and `column_index`, a head is bound as HydraGNN binds it: by its
+  `output_index`, the entry of its level's list it learns, whatever the head is called. The
+  entry's name is read as ddgnn's data: `energy`, `graph_energy`, `total_energy` or
+  `free_energy` the energy; `forces`, `force` or `atomic_forces` the forces; any other name the
+  file's per-atom column (node) or per-structure key (graph) of that name, of the entry's `dim`.
+  The atomic number (`atom_type`, `Z`, `num_of_protons`, ...) and the positions (`x`, `y`, `z`,
+  `pos`, ...; the full lists under `Dataset.node_features`) are the model's inputs, refused as
+  targets. The one exception is HydraGNN's too: a
+  head named `energy` or `graph_energy` with `enable_interatomic_potential` (or
+  `compute_grad_energy`) learns the energy whatever its `output_index` selects. A missing
+  `output_dim` is the entry's `dim`; given, it must agree. When `input_node_features` is given
+  too, the entries must number the per-atom columns as ddgnn does (0 the atomic number, 1-3 the
+  positions, then the forces and the `--extra-columns`).
 )";
 
 }  // namespace

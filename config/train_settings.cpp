@@ -35,6 +35,63 @@ void parse_device(const std::string& v, TrainSettings& s) {
   s.device_index = std::stoll(digits);
 }
 
+// Whether head `t` learns the total energy: named as the energy head, or bound by output_index to
+// an entry that names the energy (config/hydragnn_compat.h).
+bool learns_energy(const HeadTarget& t) {
+  return t.feature_index < 0
+             ? is_energy_head_name(t.name)
+             : feature_meaning(t.data_name, t.kind == HeadSpec::kNode) == FeatureMeaning::kEnergy;
+}
+
+// Binds head `t` by its output_index `index` to the entry of Dataset.node_features (a node head)
+// or graph_features (a graph head) it selects (in range: the resolver checked it): its name is
+// the target's data_name, its dim must be the head's output_dim, and the atomic number and the
+// positions, the model's inputs, are refused as targets.
+void bind_head_to_feature(const Config& c, HeadTarget& t, int64_t index) {
+  const bool node = t.kind == HeadSpec::kNode;
+  const std::string key = node ? "Dataset.node_features" : "Dataset.graph_features";
+  const FeatureEntry e = feature_entry(c.at(key), size_t(index));
+  t.data_name = e.name;
+  t.feature_index = index;
+  const std::string head = "head '" + t.name + "' (output_index " + std::to_string(index) +
+                           ") selects " + key + " entry '" + e.name + "'";
+  const FeatureMeaning meaning = feature_meaning(e.name, node);
+  if (meaning == FeatureMeaning::kAtomicNumber || meaning == FeatureMeaning::kPosition)
+    throw ConfigError(
+        kVars + "output_index: " + head + ", " +
+            (meaning == FeatureMeaning::kAtomicNumber ? "the atomic number" : "a position") +
+            ": ddgnn's models read it as their input, it cannot be a target",
+        "point output_index at the entry of the target (the forces, a per-atom "
+        "column); with enable_interatomic_potential name the energy head "
+        "\"energy\" or \"graph_energy\": it learns the energy whatever its "
+        "output_index selects, as in HydraGNN");
+  // ddgnn's own names for the energy and the forces keep their meaning: the reports and the
+  // predictions evaluate writes name the energy and the forces so.
+  const bool named_energy = is_energy_head_name(t.name), named_forces = is_forces_head_name(t.name);
+  if ((named_energy && meaning != FeatureMeaning::kEnergy) ||
+      (named_forces && meaning != FeatureMeaning::kForces))
+    throw ConfigError(kVars + "output_index: " + head + ", which is not the " +
+                          (named_energy ? "energy" : "forces") + ", but the head is named as " +
+                          (named_energy ? "the energy (" + energy_head_names() + ")"
+                                        : "the forces (" + forces_head_names() + ")"),
+                      "rename the head (e.g. '" + e.name + "'), or point output_index at the " +
+                          (named_energy ? "energy" : "forces"));
+  const int64_t expected = meaning == FeatureMeaning::kEnergy   ? 1
+                           : meaning == FeatureMeaning::kForces ? 3
+                                                                : e.dim;
+  if (e.dim != expected)
+    throw ConfigError(key + ".dim: entry '" + e.name + "' (" +
+                          (meaning == FeatureMeaning::kEnergy ? "the energy" : "the forces") +
+                          ") has dim " + std::to_string(e.dim) + "; it must be " +
+                          std::to_string(expected),
+                      "write dim " + std::to_string(expected) + " for '" + e.name + "'");
+  if (e.dim != t.dim)
+    throw ConfigError(kVars + "output_dim: " + head + " of dim " + std::to_string(e.dim) +
+                          ", but the head's output_dim is " + std::to_string(t.dim),
+                      "give the head output_dim " + std::to_string(e.dim) +
+                          " (or leave output_dim out: ddgnn takes each head's from its entry)");
+}
+
 // The loss weights Training.stage_two may change, by key.
 const std::pair<const char*, double EnergyForceWeights::*> kStageTwoWeights[] = {
     {"energy_weight", &EnergyForceWeights::energy_weight},
@@ -186,10 +243,20 @@ TrainSettings train_settings(const Config& c) {
     throw ConfigError(kArch + "radial_envelope: " + g.mpnn_type + " has no radial envelope",
                       "use it with mpnn_type SchNet, PAINN, MACE or GAT, or leave it cosine");
 
-  // Per-atom inputs beside the atomic number and the positions.
-  for (int64_t col : get_or<std::vector<int64_t>>(c, kVars + "input_node_features", {0}))
+  // Per-atom inputs beside the atomic number and the positions; HydraGNN's description of the
+  // per-atom columns, which they must agree with.
+  const auto inputs = get_or<std::vector<int64_t>>(c, kVars + "input_node_features", {0});
+  for (int64_t col : inputs)
     if (col > 3) s.input_columns.push_back(col);
   g.node_inputs = int64_t(s.input_columns.size());
+  if (c.has("Dataset.node_features")) {
+    const nlohmann::json& f = c.at("Dataset.node_features");
+    for (size_t i = 0; i < f.at("name").size(); ++i) s.node_features.push_back(feature_entry(f, i));
+    // Only columns the config names: ddgnn embeds the atomic number whatever entry 0 is called.
+    const auto given = c.sources.find(kVars + "input_node_features");
+    if (given != c.sources.end() && given->second != "default")
+      check_inputs_against_features(inputs, s.node_features);
+  }
 
   // Heads.
   const auto names = c.get<std::vector<std::string>>(kVars + "output_names");
@@ -206,19 +273,26 @@ TrainSettings train_settings(const Config& c) {
   const bool grad_energy = c.get<bool>(kTrain + "compute_grad_energy");
   TargetSpec& targets = s.targets;
   targets.conservative = g.interatomic_potential || grad_energy;
+  const auto output_index = c.get<std::vector<int64_t>>(kVars + "output_index");
+  const bool node_features = !s.node_features.empty();
+  const bool graph_features = c.has("Dataset.graph_features");
   for (size_t k = 0; k < names.size(); ++k) {
     HeadTarget t;
     t.name = names[k];
+    t.data_name = names[k];
     t.kind = types[k] == "node" ? HeadSpec::kNode : HeadSpec::kGraph;
     t.dim = dims[k];
     t.weight = task_weights[k];
+    if ((t.kind == HeadSpec::kNode ? node_features : graph_features) &&
+        reads_output_index(t.name, targets.conservative))
+      bind_head_to_feature(c, t, output_index[k]);
     targets.heads.push_back(t);
     g.heads.push_back({t.name, t.kind, t.dim});
   }
   // The conservative potential: the per-atom (interatomic potential) or graph (compute_grad_energy)
   // energy head must exist.
   for (size_t k = 0; k < targets.heads.size(); ++k)
-    if (is_energy_head_name(targets.heads[k].name)) {
+    if (learns_energy(targets.heads[k])) {
       if (targets.energy_head >= 0)
         throw ConfigError(kVars + "output_names: two energy heads, '" +
                               targets.heads[size_t(targets.energy_head)].name + "' and '" +
@@ -237,7 +311,10 @@ TrainSettings train_settings(const Config& c) {
         std::string(g.interatomic_potential ? kArch + "enable_interatomic_potential"
                                             : kTrain + "compute_grad_energy") +
             ": forces are -dE/dx of an energy head, but output_names has none (" +
-            energy_head_names() + ")",
+            energy_head_names() + ")" +
+            (graph_features ? ", and no graph head's output_index selects the energy in "
+                              "Dataset.graph_features"
+                            : ""),
         "name the energy head \"energy\" (HydraGNN's \"graph_energy\" works too; type \"node\" "
         "with enable_interatomic_potential, \"graph\" with compute_grad_energy)");
   if (targets.energy_head >= 0) {

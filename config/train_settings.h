@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/hydragnn_compat.h"
 #include "core/backend.h"
 #include "core/split_by.h"
 #include "model/spec.h"
@@ -52,6 +53,9 @@ struct TrainSettings {
   std::vector<int64_t> input_columns;
   std::vector<std::pair<int, int>> input_sources;
   std::vector<std::string> input_names;  // per input: "forces" or the extra column's name
+  // Dataset.node_features (empty: absent): HydraGNN's description of the per-atom columns, which
+  // bind_targets holds input_columns to (each must be the column ddgnn numbers it).
+  std::vector<FeatureEntry> node_features;
   // Multi-branch heads: the per-structure column (kBranchKey) that names each graph's branch, an
   // index into Dataset::graph_columns(); -1: none, every graph goes through branch 0.
   int branch_column = -1;

@@ -3,17 +3,19 @@
 
 Every JSON file under <hydragnn>/examples and <hydragnn>/tests/inputs that has a NeuralNetwork
 section is a run config. Each is copied with its Dataset section pointed at a ddgnn dataset
-(Dataset.path = the file given, Dataset.format = "ddgnn"; node_features and graph_features,
-which describe the columns of HydraGNN's raw formats, are dropped; the other Dataset keys stay),
-then checked twice: strict, and with --allow-unimplemented. Prints one row per config (validates
+(Dataset.path = the file given, Dataset.format = "ddgnn"; the other Dataset keys stay, among
+them node_features and graph_features, by whose entries ddgnn binds the heads' output_index as
+HydraGNN does; --drop-raw-columns drops those two, and the heads are bound by name), then
+checked twice: strict, and with --allow-unimplemented. Prints one row per config (validates
 yes/no and the first refusal) and the refusals grouped by reason, by number of configs. With
 --all, every refusal of a config is found by removing the refused key and checking again, until
 the config validates or the refusal names no key of it (e.g. a missing required key). With
 --train, each config that validates strictly also trains one epoch on the dataset (`ddgnn train
 --set Training.num_epoch=1`, one thread; give a small dataset, e.g. a few dozen frames). With
 --targets-extxyz FILE (the extxyz the dataset was converted from), a config whose heads predict
-a target the dataset lacks (a gap, a spectrum, a per-atom charge) is trained on a copy of FILE
-that carries a synthetic value of each such target — a per-structure key for a graph head
+a target the dataset lacks (a gap, a spectrum, a per-atom charge; for a head bound by
+output_index, the Dataset.node_features / graph_features entry it selects) is trained on a copy
+of FILE that carries a synthetic value of each such target — a per-structure key for a graph head
 (`convert --info-keys`), a per-atom column for a node head (`convert --extra-columns`), a
 smooth function of each structure's energy or of each atom's force, a per-atom column
 `node_inputs` wide enough for the input_node_features after the positions, and for a config of
@@ -30,6 +32,8 @@ neighbours inside the radius).
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --as-shipped
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 --all
+    python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn data/cu_eam.h5 \
+        --drop-raw-columns
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn SMALL.h5 --train
     python3 jobs/hydragnn_configs.py HYDRAGNN_CHECKOUT build/app/ddgnn SMALL.h5 --train \
         --targets-extxyz SMALL.extxyz
@@ -66,14 +70,16 @@ def find_configs(root):
     return sorted(found, key=lambda item: item[0])
 
 
-def point_at(config, dataset):
-    """A copy of `config` whose Dataset section names the ddgnn file `dataset`."""
+def point_at(config, dataset, drop_raw_columns=False):
+    """A copy of `config` whose Dataset section names the ddgnn file `dataset` (without
+    node_features and graph_features when `drop_raw_columns`)."""
     out = json.loads(json.dumps(config))
     section = out.get("Dataset")
     if not isinstance(section, dict):
         section = {}
-    for key in RAW_COLUMN_KEYS:
-        section.pop(key, None)
+    if drop_raw_columns:
+        for key in RAW_COLUMN_KEYS:
+            section.pop(key, None)
     section["path"] = os.path.abspath(dataset)
     section["format"] = "ddgnn"
     out["Dataset"] = section
@@ -133,6 +139,9 @@ def train_one_epoch(binary, path, run_dir, timeout):
 
 
 MISSING_HEAD = re.compile(r"head '([^']+)' is not in the data")
+# A head bound by output_index: the entry of Dataset.<level>_features it selects, and its dim.
+MISSING_ENTRY = re.compile(r"head '[^']+' \(output_index \d+: Dataset\.(node|graph)_features "
+                           r"entry '([^']+)', dim (\d+)\) is not in the data")
 NO_NEIGHBOUR = re.compile(r"no neighbour within the radius ([0-9.]+) Å")
 MISSING_INPUT = re.compile(r"input_node_features: column (\d+) is not in the data")
 NO_GRAPH_ATTR = re.compile(r"use_graph_attr_conditioning: \S+ has no per-structure key graph_attr")
@@ -219,6 +228,7 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
     for _ in range(8):
         trained, why, output = train_one_epoch(binary, path, run_dir, timeout)
         missing = MISSING_HEAD.search(why or "")
+        entry = MISSING_ENTRY.search(why or "")
         short = NO_NEIGHBOUR.search(why or "")
         branches = NO_BRANCH_KEY.search(output)
         no_input = MISSING_INPUT.search(why or "")
@@ -230,6 +240,8 @@ def train_with_targets(binary, config, path, run_dir, extxyz, timeout, tmp):
             heads["graph_attr"] = ("attributes", 2)
         elif missing and missing.group(1) not in heads:
             heads[missing.group(1)] = head_shape(config, missing.group(1))
+        elif entry and entry.group(2) not in heads:
+            heads[entry.group(2)] = (entry.group(1), int(entry.group(3)))
         elif no_input and "node_inputs" not in heads:
             columns = config["NeuralNetwork"]["Variables_of_interest"]["input_node_features"]
             heads["node_inputs"] = ("node", max(columns) - 3)  # covers them, forces or not
@@ -296,6 +308,9 @@ def main():
     parser.add_argument("dataset", help="a dataset written by `ddgnn convert` (Dataset.path)")
     parser.add_argument("--as-shipped", action="store_true",
                         help="check the configs as they are, Dataset section untouched")
+    parser.add_argument("--drop-raw-columns", action="store_true",
+                        help="drop Dataset.node_features and graph_features (heads bound by name, "
+                             "as before ddgnn read them)")
     parser.add_argument("--all", action="store_true",
                         help="every refusal of each config, not only the first")
     parser.add_argument("--train", action="store_true",
@@ -334,12 +349,13 @@ def main():
             if cfg is not None:
                 path = os.path.join(tmp, f"{i:03d}_" + rel.replace(os.sep, "__"))
                 with open(path, "w", encoding="utf-8") as f:
-                    json.dump(cfg if a.as_shipped else point_at(cfg, a.dataset), f, indent=1)
+                    shaped = cfg if a.as_shipped else point_at(cfg, a.dataset, a.drop_raw_columns)
+                    json.dump(shaped, f, indent=1)
             strict = check(a.ddgnn, path, allow=False)
             allow = check(a.ddgnn, path, allow=True)
             every = ([], [])
             if a.all and cfg is not None:
-                config = cfg if a.as_shipped else point_at(cfg, a.dataset)
+                config = cfg if a.as_shipped else point_at(cfg, a.dataset, a.drop_raw_columns)
                 every = tuple(all_refusals(a.ddgnn, config, path + ".all.json", allow)
                               for allow in (False, True))
             elif a.all:
@@ -355,6 +371,8 @@ def main():
 
     name_w = max(len(r[0]) for r in rows) if rows else 10
     mode = "as shipped" if a.as_shipped else f"Dataset pointed at {a.dataset}"
+    if a.drop_raw_columns and not a.as_shipped:
+        mode += ", node_features and graph_features dropped"
     print(f"HydraGNN configs through `ddgnn config` ({mode})\n")
     print(f"{'config':<{name_w}}  strict  allow  first refusal (strict / --allow-unimplemented)")
     for rel, (ok_s, why_s), (ok_a, why_a), every, trained in rows:

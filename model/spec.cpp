@@ -256,15 +256,20 @@ std::vector<std::string> spec_differences(const nlohmann::json& a, const nlohman
 }
 
 nlohmann::json to_json(const HeadTarget& t) {
-  return {{"name", t.name},      {"type", kind_name(t.kind)},
-          {"output_dim", t.dim}, {"source", source_names()[size_t(t.source)]},
-          {"column", t.column},  {"weight", t.weight}};
+  return {{"name", t.name},
+          {"data_name", t.target_name()},
+          {"type", kind_name(t.kind)},
+          {"output_dim", t.dim},
+          {"source", source_names()[size_t(t.source)]},
+          {"column", t.column},
+          {"weight", t.weight}};
 }
 
 HeadTarget head_target_from_json(const nlohmann::json& j) {
   HeadTarget h;
   try {
     h.name = j.at("name");
+    h.data_name = j.value("data_name", h.name);  // absent in records written before it
     h.kind = parse_kind(j.at("type"));
     h.dim = j.at("output_dim");
     const std::string source = j.at("source");

@@ -197,8 +197,8 @@ enum class TargetSource {
   kEnergy,  // total energy (graph head of dim 1, or per-atom node head summed with
             // enable_interatomic_potential)
   kForces,  // forces, a node head of dim 3 (direct forces)
-  kColumn,  // a column of the dataset, by name: per-atom (a node head) or per-structure (a graph
-            // head)
+  kColumn,  // a column of the dataset, by name (HeadTarget::data_name): per-atom (a node head) or
+            // per-structure (a graph head)
 };
 
 struct HeadTarget {
@@ -209,6 +209,12 @@ struct HeadTarget {
   int column = -1;      // kColumn: index into Dataset::extra_columns() (node head) or
                         // Dataset::graph_columns() (graph head)
   double weight = 1.0;  // task_weights[k]
+  // What the data calls the head's target: `name` (empty: the same), or, for a head bound by
+  // output_index (HydraGNN's Dataset.node_features / graph_features), the name of the entry it
+  // selects; a kColumn head reads the data's column of that name.
+  std::string data_name;
+  int64_t feature_index = -1;  // output_index[k] when bound by it, else -1 (not recorded)
+  const std::string& target_name() const { return data_name.empty() ? name : data_name; }
 };
 
 // Every head's target (one per GnnSpec::heads entry, same order) and how energy and forces are

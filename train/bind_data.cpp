@@ -34,6 +34,33 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// With Dataset.node_features: per-atom input column `col` (ddgnn's `src`, the forces when
+// `column_name` is empty, else that extra column, `width` values an atom) must be the same column
+// in HydraGNN's description, entry and component; a ConfigError naming both otherwise.
+void check_input_feature(const TrainSettings& s, int64_t col, std::pair<int, int> src,
+                         const std::string& column_name, int64_t width) {
+  if (s.node_features.empty()) return;
+  const auto at = feature_at_column(s.node_features, col);
+  if (!at) return;  // train_settings refused a column past them
+  const FeatureEntry& e = s.node_features[at->entry];
+  const bool same =
+      (column_name.empty() ? feature_meaning(e.name, /*node_level=*/true) == FeatureMeaning::kForces
+                           : e.name == column_name) &&
+      at->component == src.second;
+  if (same) return;
+  const auto component = [](const std::string& name, int64_t c, int64_t dim) {
+    return "'" + name + "'" + (dim > 1 ? " value " + std::to_string(c + 1) : "");
+  };
+  throw ConfigError(
+      kVars + "input_node_features: column " + std::to_string(col) +
+          " is Dataset.node_features entry " + component(e.name, at->component, e.dim) +
+          ", but the data's column " + std::to_string(col) + " is " +
+          component(column_name.empty() ? "forces" : column_name, src.second, width),
+      "ddgnn numbers the per-atom columns 0 the atomic number, 1-3 the positions, then the "
+      "forces and the file's --extra-columns, in the file's order; describe them in that order "
+      "in Dataset.node_features");
+}
+
 // Maps input_node_features after the positions to the data's per-atom columns, numbered as
 // HydraGNN numbers its node features: 0 the atomic number, 1-3 the positions, then the forces
 // (when the data has them) and each extra column, k values each, in the dataset's order.
@@ -62,6 +89,11 @@ void bind_inputs(TrainSettings& s, const Dataset& ds) {
                         "follow the forces, in the order of the file's columns), or leave the "
                         "column out");
     const auto src = layout[size_t(col - 4)];
+    if (src.first < 0)
+      check_input_feature(s, col, src, "", 3);
+    else
+      check_input_feature(s, col, src, columns[size_t(src.first)].name,
+                          columns[size_t(src.first)].n_cols);
     if (src.first < 0 && s.targets.predicts_forces())
       throw ConfigError(kVars + "input_node_features: column " + std::to_string(col) +
                             " is a force component, which this model also predicts",
@@ -69,6 +101,66 @@ void bind_inputs(TrainSettings& s, const Dataset& ds) {
     s.input_sources.push_back(src);
     s.input_names.push_back(src.first < 0 ? "forces" : columns[size_t(src.first)].name);
   }
+}
+
+// A head of direct forces (`what` names it in messages): none with conservative forces, the data
+// must have forces, and the head must be a node head of 3 values.
+void check_forces_head(const HeadTarget& t, const TrainSettings& s, const Dataset& ds,
+                       const std::string& what, const std::string& hint_have) {
+  const std::string key = kVars + (t.feature_index >= 0 ? "output_index: " : "output_names: ");
+  if (s.targets.conservative)
+    throw ConfigError(
+        key + what + " is redundant: with " +
+            (s.gnn.interatomic_potential ? "enable_interatomic_potential" : "compute_grad_energy") +
+            " forces are -dE/dx of the energy head",
+        "remove the '" + t.name + "' head (force_weight sets the weight of the forces)");
+  if (!ds.has_forces())
+    throw ConfigError(key + what + ": " + ds.path() + " has no forces",
+                      "convert a file with a forces column, or remove the head; " + hint_have);
+  if (t.kind != HeadSpec::kNode || t.dim != 3)
+    throw ConfigError(kVars + "type: " + what +
+                      " (the forces) must be type \"node\" with output_dim 3");
+}
+
+// A head bound by output_index to an entry of Dataset.node_features / graph_features
+// (t.data_name, checked against its meaning by train_settings): the energy, the forces, or the
+// data's column of that name at the head's level, of the head's width.
+void bind_by_index(HeadTarget& t, const TrainSettings& s, const Dataset& ds,
+                   const std::string& hint_have) {
+  const bool node = t.kind == HeadSpec::kNode;
+  const std::string what = "head '" + t.name + "' (output_index " +
+                           std::to_string(t.feature_index) + ": Dataset." +
+                           (node ? "node" : "graph") + "_features entry '" + t.data_name +
+                           "', dim " + std::to_string(t.dim) + ")";
+  switch (feature_meaning(t.data_name, node)) {
+    case FeatureMeaning::kEnergy:
+      t.source = TargetSource::kEnergy;
+      return;
+    case FeatureMeaning::kForces:
+      check_forces_head(t, s, ds, what, hint_have);
+      t.source = TargetSource::kForces;
+      return;
+    default:
+      break;
+  }
+  const auto& cols = node ? ds.extra_columns() : ds.graph_columns();
+  const int k = column_index(cols, t.data_name);
+  if (k < 0)
+    throw ConfigError(kVars + "output_index: " + what + " is not in the data",
+                      hint_have + "; convert the data with " +
+                          (node ? "--extra-columns " : "--info-keys ") + t.data_name + " (" +
+                          (node ? "a per-atom column" : "a number per structure") +
+                          "), or point output_index at an entry the file holds");
+  if (cols[size_t(k)].n_cols != t.dim)
+    throw ConfigError(kVars + "output_index: " + what + ": the " +
+                          (node ? "per-atom column" : "per-structure key") + " '" + t.data_name +
+                          "' of " + ds.path() + " has " + std::to_string(cols[size_t(k)].n_cols) +
+                          " value(s)",
+                      "write dim " + std::to_string(cols[size_t(k)].n_cols) + " for '" +
+                          t.data_name + "' in Dataset." + (node ? "node" : "graph") +
+                          "_features (and the head's output_dim), or convert the data again");
+  t.source = TargetSource::kColumn;
+  t.column = k;
 }
 
 }  // namespace
@@ -84,25 +176,16 @@ void bind_targets(TrainSettings& s, const Dataset& ds) {
     have.push_back(col.name + " (graph, " + std::to_string(col.n_cols) + ")");
   const std::string hint_have = ds.path() + " holds: " + join(have);
   for (auto& t : s.targets.heads) {
+    if (t.feature_index >= 0) {
+      bind_by_index(t, s, ds, hint_have);
+      continue;
+    }
     if (is_energy_head_name(t.name)) {
       t.source = TargetSource::kEnergy;
       continue;
     }
     if (is_forces_head_name(t.name)) {
-      if (s.targets.conservative)
-        throw ConfigError(
-            kVars + "output_names: head '" + t.name + "' is redundant: with " +
-                (s.gnn.interatomic_potential ? "enable_interatomic_potential"
-                                             : "compute_grad_energy") +
-                " forces are -dE/dx of the energy head",
-            "remove the '" + t.name + "' head (force_weight sets the weight of the forces)");
-      if (!ds.has_forces())
-        throw ConfigError(
-            kVars + "output_names: head '" + t.name + "': " + ds.path() + " has no forces",
-            "convert a file with a forces column, or remove the head; " + hint_have);
-      if (t.kind != HeadSpec::kNode || t.dim != 3)
-        throw ConfigError(kVars + "type: head '" + t.name +
-                          "' (the forces) must be type \"node\" with output_dim 3");
+      check_forces_head(t, s, ds, "head '" + t.name + "'", hint_have);
       t.source = TargetSource::kForces;
       continue;
     }
@@ -212,11 +295,12 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
     if (t.source != TargetSource::kColumn) continue;
     const bool per_atom = t.kind == HeadSpec::kNode;
     const auto& cols = per_atom ? ds.extra_columns() : ds.graph_columns();
-    const int k = column_index(cols, t.name);
+    const int k = column_index(cols, t.target_name());
     if (k < 0 || cols[size_t(k)].n_cols != t.dim)
       throw DataError(ds.path() + ": the model's head '" + t.name + "' needs a " +
-                          (per_atom ? "per-atom" : "per-structure") + " column '" + t.name +
-                          "' of " + std::to_string(t.dim) + " value(s); the file holds " + have,
+                          (per_atom ? "per-atom" : "per-structure") + " column '" +
+                          t.target_name() + "' of " + std::to_string(t.dim) +
+                          " value(s); the file holds " + have,
                       "evaluate a file converted with the same --extra-columns / --info-keys");
     t.column = k;
   }

@@ -231,8 +231,8 @@ TEST(Config, NotImplementedKeyIsAnErrorOrWithTheOptionAWarning) {
   EXPECT_HAS(c.warnings[0], "Training.conv_checkpointing");
 
   raw = minimal();
-  raw["Dataset"]["node_features"] = {{"name", {"num_of_protons"}}};
-  EXPECT_HAS(error_of([&] { resolve(raw); }), "Dataset.node_features: ddgnn does not implement");
+  raw["Variables"] = {{"input", {{"x", 1}}}};
+  EXPECT_HAS(error_of([&] { resolve(raw); }), "Variables: ddgnn does not implement");
 }
 
 // Plots and HydraGNN's profiler change nothing about the model: HydraGNN's configs that ask for

@@ -1,6 +1,7 @@
 // HydraGNN's configs in ddgnn: what HydraGNN's examples write for what ddgnn does (the edge length,
 // the node-input columns of atomic number and positions, output heads as a list of branches, the
-// energy head named graph_energy, Checkpoint 0/1, a stratified split, GPS attention,
+// energy head named graph_energy, heads bound by output_index to Dataset.node_features and
+// graph_features, Checkpoint 0/1, a stratified split, GPS attention,
 // graph-attribute conditioning) is accepted and means the same; what ddgnn lacks (other edge
 // features, other global attention, a start epoch) is refused naming the feature, the features that
 // would change the model even with --allow-unimplemented.
@@ -235,6 +236,248 @@ TEST(HydraGnnConfig, GraphEnergyIsTheEnergyHead) {
               {"output_index", {0, 0}},
               {"type", {"node", "node"}}};
   EXPECT_HAS(error_of(raw), "two energy heads, 'energy' and 'graph_energy'");
+}
+
+// HydraGNN's description of its data's columns, Dataset.node_features and graph_features, in the
+// forms its configs write (with and without column_index); a malformed one is one line naming the
+// key.
+TEST(HydraGnnConfig, FeatureListsOfTheDatasetValidateInHydraGnnsForms) {
+  const json node = {{"name", {"atom_type", "x", "y", "z", "forces"}},
+                     {"dim", {1, 1, 1, 1, 3}},
+                     {"column_index", {0, 1, 2, 3, 4}}};
+  const json graph = {{"name", {"energy"}}, {"dim", {1}}};
+  json raw = minimal();
+  raw["Dataset"]["node_features"] = node;
+  raw["Dataset"]["graph_features"] = graph;
+  EXPECT_EQ(error_of(raw), "");
+  EXPECT_TRUE(resolve(raw).warnings.empty());
+
+  const auto error_with = [](const char* key, const json& value) {
+    json bad = minimal();
+    bad["Dataset"][key] = value;
+    const std::string e = error_of(bad);
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    return e;
+  };
+  EXPECT_HAS(error_with("node_features", json::array({"atom_type"})),
+             "Dataset.node_features: an object of lists \"name\", \"dim\" and \"column_index\", "
+             "found");
+  EXPECT_HAS(error_with("graph_features", {{"dim", {1}}}),
+             "Dataset.graph_features: no \"name\" list");
+  EXPECT_HAS(error_with("graph_features", {{"name", "energy"}, {"dim", {1}}}),
+             "Dataset.graph_features.name: a list of names, found energy");
+  EXPECT_HAS(error_with("node_features", {{"name", {"atom_type", 3}}, {"dim", {1, 1}}}),
+             "Dataset.node_features.name: 3 is not a name");
+  EXPECT_HAS(error_with("node_features", {{"name", {"atom_type"}}}),
+             "Dataset.node_features: no \"dim\" list");
+  EXPECT_HAS(error_with("node_features", {{"name", {"atom_type", "forces"}}, {"dim", {1}}}),
+             "Dataset.node_features.dim: 1 entries, but \"name\" has 2");
+  EXPECT_HAS(error_with("node_features", {{"name", {"atom_type"}}, {"dim", 1}}),
+             "Dataset.node_features.dim: found 1, but \"name\" has 1");
+  EXPECT_HAS(error_with("graph_features", {{"name", {"energy"}}, {"dim", {0}}}),
+             "Dataset.graph_features.dim: 0 must be an integer >= 1");
+  EXPECT_HAS(error_with("graph_features", {{"name", {"energy"}}, {"dim", {1.5}}}),
+             "Dataset.graph_features.dim: 1.5 must be an integer >= 1");
+  EXPECT_HAS(
+      error_with("node_features", {{"name", {"atom_type"}}, {"dim", {1}}, {"column_index", {-1}}}),
+      "Dataset.node_features.column_index: -1 must be an integer >= 0");
+  EXPECT_HAS(error_with("node_features",
+                        {{"name", {"atom_type"}}, {"dim", {1}}, {"column_index", {0, 1}}}),
+             "Dataset.node_features.column_index: 2 entries, but \"name\" has 1");
+  EXPECT_HAS(error_with("node_features", {{"name", {"atom_type"}}, {"dims", {1}}}),
+             "Dataset.node_features.dims: unknown key");
+
+  // HydraGNN's copies in Variables_of_interest must agree with them.
+  voi(raw)["graph_feature_names"] = {"energy"};
+  voi(raw)["graph_feature_dims"] = {1};
+  voi(raw)["node_feature_names"] = node["name"];
+  EXPECT_EQ(error_of(raw), "");
+  voi(raw)["graph_feature_names"] = {"free_energy"};
+  EXPECT_HAS(error_of(raw),
+             "graph_feature_names: [\"free_energy\"] disagrees with Dataset.graph_features.name");
+}
+
+// The names an entry may have, read as what a ddgnn file holds.
+TEST(HydraGnnConfig, FeatureNamesAreReadAsTheEnergyTheForcesTheInputsOrAColumn) {
+  using M = FeatureMeaning;
+  for (const char* name : {"energy", "graph_energy", "total_energy", "free_energy"}) {
+    EXPECT_EQ(feature_meaning(name, /*node_level=*/false), M::kEnergy) << name;
+    EXPECT_EQ(feature_meaning(name, /*node_level=*/true), M::kEnergy) << name;
+  }
+  for (const char* name : {"forces", "force", "atomic_forces"})
+    EXPECT_EQ(feature_meaning(name, true), M::kForces) << name;
+  for (const char* name :
+       {"atom_type", "atom_types", "atomic_number", "atomic_numbers", "Z", "num_of_protons"}) {
+    EXPECT_EQ(feature_meaning(name, true), M::kAtomicNumber) << name;
+    EXPECT_EQ(feature_meaning(name, false), M::kColumn) << name;  // a per-structure key
+  }
+  for (const char* name : {"pos", "positions", "coordinates", "cartesian_coordinates"})
+    EXPECT_EQ(feature_meaning(name, true), M::kPosition) << name;
+  // HydraGNN's CI configs learn synthetic per-atom values named x, x2, x3: columns of the file.
+  for (const char* name : {"charges", "gap", "Energy", "magnetic_moment", "x", "y", "z", "x2"})
+    EXPECT_EQ(feature_meaning(name, true), M::kColumn) << name;
+  EXPECT_EQ(feature_names(M::kForces), "\"forces\", \"force\" or \"atomic_forces\"");
+}
+
+// With the feature lists, a head learns the entry its output_index selects, whatever its name,
+// and takes its output_dim from it; without them heads are bound by name as before.
+TEST(HydraGnnConfig, HeadsAreBoundByOutputIndexWhenTheDatasetDescribesItsColumns) {
+  json raw = minimal();
+  raw["Dataset"]["node_features"] = {{"name", {"atom_type", "x", "y", "z", "forces", "charges"}},
+                                     {"dim", {1, 1, 1, 1, 3, 1}}};
+  raw["Dataset"]["graph_features"] = {{"name", {"total_energy", "gap"}}, {"dim", {1, 2}}};
+  voi(raw) = {{"output_names", {"total", "atomic_forces", "y", "band"}},
+              {"output_index", {0, 4, 5, 1}},
+              {"type", {"graph", "node", "node", "graph"}}};
+  TrainSettings s = train_settings(resolve(raw));
+  ASSERT_EQ(s.targets.heads.size(), 4u);
+  const std::vector<std::string> data_names = {"total_energy", "forces", "charges", "gap"};
+  const std::vector<int64_t> dims = {1, 3, 1, 2}, index = {0, 4, 5, 1};
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(s.targets.heads[k].data_name, data_names[k]) << k;
+    EXPECT_EQ(s.targets.heads[k].feature_index, index[k]) << k;
+    EXPECT_EQ(s.targets.heads[k].dim, dims[k]) << k;  // output_dim from the entry
+    EXPECT_EQ(s.gnn.heads[k].output_dim, dims[k]) << k;
+  }
+  EXPECT_EQ(s.targets.energy_head, 0);
+  EXPECT_EQ(s.node_features.size(), 6u);
+
+  // Without the lists: by name (output_index not read), as before.
+  json plain = minimal();
+  voi(plain) = {{"output_names", {"energy", "forces"}},
+                {"output_index", {0, 0}},
+                {"type", {"graph", "node"}},
+                {"output_dim", {1, 3}}};
+  s = train_settings(resolve(plain));
+  EXPECT_EQ(s.targets.heads[1].data_name, "forces");
+  EXPECT_EQ(s.targets.heads[1].feature_index, -1);
+  EXPECT_EQ(s.targets.energy_head, 0);
+  // Only graph_features: the node head keeps its binding by name.
+  plain["Dataset"]["graph_features"] = {{"name", {"free_energy"}}, {"dim", {1}}};
+  voi(plain)["output_names"] = {"E", "forces"};
+  s = train_settings(resolve(plain));
+  EXPECT_EQ(s.targets.heads[0].data_name, "free_energy");
+  EXPECT_EQ(s.targets.energy_head, 0);
+  EXPECT_EQ(s.targets.heads[1].feature_index, -1);
+
+  // What a head may not select, each one line naming the head, its index and the entry.
+  const auto error_with = [&raw](const std::vector<int64_t>& output_index,
+                                 const json& output_dim = nullptr) {
+    json bad = raw;
+    voi(bad)["output_index"] = output_index;
+    if (!output_dim.is_null()) voi(bad)["output_dim"] = output_dim;
+    const std::string e = error_of(bad);
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    return e;
+  };
+  EXPECT_HAS(error_with({0, 6, 5, 1}),
+             "Variables_of_interest.output_index: head 1 ('atomic_forces', node) selects entry 6 "
+             "of Dataset.node_features, which has 6");
+  EXPECT_HAS(error_with({2, 4, 5, 1}), "which has 2");
+  EXPECT_HAS(error_with({0, 4, 0, 1}),
+             "output_index: head 'y' (output_index 0) selects Dataset.node_features entry "
+             "'atom_type', the atomic number: ddgnn's models read it as their input");
+  json positions = raw;
+  positions["Dataset"]["node_features"]["name"] = {"atom_type", "pos",    "y",
+                                                   "z",         "forces", "charges"};
+  {
+    const std::string e = error_of(positions);  // head 'y' at index 5 reads charges: fine
+    EXPECT_EQ(e, "");
+    voi(positions)["output_index"] = {0, 4, 1, 1};
+    EXPECT_HAS(error_of(positions), "entry 'pos', a position: ddgnn's models read it");
+  }
+  EXPECT_HAS(error_with({0, 4, 5, 1}, {1, 1, 1, 2}),
+             "output_dim: head 'atomic_forces' (output_index 4) selects Dataset.node_features "
+             "entry 'forces' of dim 3, but the head's output_dim is 1");
+  json bad = raw;
+  bad["Dataset"]["node_features"]["dim"] = {1, 1, 1, 1, 1, 1};
+  EXPECT_HAS(error_of(bad),
+             "Dataset.node_features.dim: entry 'forces' (the forces) has dim 1; it must be 3");
+  bad = raw;
+  bad["Dataset"]["graph_features"]["dim"] = {2, 2};
+  EXPECT_HAS(error_of(bad),
+             "Dataset.graph_features.dim: entry 'total_energy' (the energy) has dim 2; it must "
+             "be 1");
+  // ddgnn's names of the energy and the forces keep their meaning.
+  bad = raw;
+  voi(bad)["output_names"] = {"total", "atomic_forces", "y", "energy"};
+  EXPECT_HAS(error_of(bad),
+             "head 'energy' (output_index 1) selects Dataset.graph_features entry 'gap', which "
+             "is not the energy, but the head is named as the energy");
+  voi(bad)["output_names"] = {"total", "atomic_forces", "forces", "band"};
+  EXPECT_HAS(error_of(bad), "entry 'charges', which is not the forces");
+  // Two entries of the energy are two energy heads.
+  voi(bad)["output_names"] = {"total", "atomic_forces", "y", "band"};
+  voi(bad)["output_index"] = {0, 4, 5, 0};
+  voi(bad)["output_dim"] = {1, 3, 1, 1};
+  EXPECT_HAS(error_of(bad), "two energy heads, 'total' and 'band'");
+}
+
+// HydraGNN's interatomic potentials train their energy head on the data's energy whatever its
+// output_index selects (its examples select node entry 0, the atom type): a head named as the
+// energy does so in ddgnn too; any other head still reads its index.
+TEST(HydraGnnConfig, TheEnergyHeadOfAnInteratomicPotentialLearnsTheEnergyWhateverItsIndex) {
+  json raw = minimal();
+  arch(raw)["enable_interatomic_potential"] = true;
+  raw["Dataset"]["node_features"] = {{"name", {"atom_type"}}, {"dim", {1}}, {"column_index", {0}}};
+  raw["Dataset"]["graph_features"] = {{"name", {"total_energy"}}, {"dim", {1}}};
+  voi(raw) = {{"input_node_features", {0}},
+              {"output_names", {"graph_energy"}},
+              {"output_index", {0}},
+              {"type", {"node"}},
+              {"output_dim", {1}}};
+  const TrainSettings s = train_settings(resolve(raw));
+  EXPECT_EQ(s.targets.energy_head, 0);
+  EXPECT_EQ(s.targets.heads[0].feature_index, -1);
+  EXPECT_TRUE(s.targets.conservative);
+  voi(raw)["output_names"] = {"y"};
+  EXPECT_HAS(error_of(raw),
+             "head 'y' (output_index 0) selects Dataset.node_features entry "
+             "'atom_type', the atomic number");
+  // A graph head of the energy entry is the energy head of a potential too.
+  voi(raw)["type"] = {"graph"};
+  arch(raw)["graph_pooling"] = "add";
+  EXPECT_EQ(error_of(raw), "");
+  EXPECT_EQ(train_settings(resolve(raw)).targets.energy_head, 0);
+  raw["Dataset"]["graph_features"]["name"] = {"gap"};
+  EXPECT_HAS(error_of(raw),
+             "output_names has none (\"energy\" or \"graph_energy\"), and no graph head's "
+             "output_index selects the energy in Dataset.graph_features");
+}
+
+// input_node_features with the feature lists: each column must be in range; columns 0-3 are
+// ddgnn's atomic number and positions whatever the entries there are called (HydraGNN's CI
+// configs put synthetic features first).
+TEST(HydraGnnConfig, InputNodeFeaturesMustAgreeWithTheNodeFeatures) {
+  json raw = minimal();
+  raw["Dataset"]["node_features"] = {{"name", {"atom_type", "x", "y", "z", "forces"}},
+                                     {"dim", {1, 1, 1, 1, 3}}};
+  for (const json& columns : {json::array({0}), json::array({0, 1, 2, 3}), json::array({0, 6})}) {
+    voi(raw)["input_node_features"] = columns;
+    EXPECT_EQ(error_of(raw), "") << columns;
+  }
+  voi(raw)["input_node_features"] = {0, 7};
+  EXPECT_HAS(error_of(raw),
+             "input_node_features: column 7 is past the 7 columns Dataset.node_features "
+             "describes");
+  raw["Dataset"]["node_features"] = {{"name", {"atom_type", "pos", "charges"}}, {"dim", {1, 3, 1}}};
+  voi(raw)["input_node_features"] = {0, 1, 2, 3};
+  EXPECT_EQ(error_of(raw), "");
+  raw["Dataset"]["node_features"] = {{"name", {"x", "x2", "x3", "y"}}, {"dim", {1, 1, 1, 1}}};
+  EXPECT_EQ(error_of(raw), "") << "entries 0-3 of other names";
+  voi(raw)["input_node_features"] = {0, 4};
+  EXPECT_HAS(error_of(raw), "input_node_features: column 4 is past the 4 columns");
+  // No entry at a level: an empty list (HydraGNN's EAM examples' graph_features) is accepted;
+  // a graph head then selects an entry that is not there.
+  voi(raw)["input_node_features"] = {0};
+  raw["Dataset"]["graph_features"] = {{"name", json::array()}, {"dim", json::array()}};
+  EXPECT_HAS(error_of(raw),
+             "output_index: head 0 ('energy', graph) selects entry 0 of Dataset.graph_features, "
+             "which has 0");
+  raw["Dataset"].erase("graph_features");
+  // Not given: ddgnn embeds the atomic number, whatever entry 0 is called.
+  voi(raw).erase("input_node_features");
+  EXPECT_EQ(error_of(raw), "");
 }
 
 // GPS with multi-head attention is read into the spec; the other engine and attention type are

@@ -151,7 +151,7 @@ TEST(ConfigKeys, NotImplementedKeysRefuseValuesThatWouldChangeSomething) {
     EXPECT_THROW(resolve_config(raw, "test.json", {}, {}), ConfigError) << spec.key;
     ++refused;
   }
-  EXPECT_GT(refused, 10);
+  EXPECT_GE(refused, 9);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // HydraGNN's configs trained end to end on small Lennard-Jones sets: its head names bound to the
-// data (graph_energy the energy, force the forces), its compositional stratified split, graph
-// heads of per-structure keys, per-atom inputs and multi-branch heads.
+// data (graph_energy the energy, force the forces), heads bound by output_index to the entries of
+// Dataset.node_features / graph_features, its compositional stratified split, graph heads of
+// per-structure keys, per-atom inputs and multi-branch heads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,6 +149,128 @@ TEST(TrainHydraGnn, GraphHeadLearnsAPerStructureKeyAndEvaluateWritesIt) {
   expect_error(lacks, "head 'homo' is not in the data");
   EXPECT_NE(lacks.out.find("gap (graph, 2)"), std::string::npos) << lacks.out;
   EXPECT_NE(lacks.out.find("--info-keys homo"), std::string::npos) << lacks.out;
+}
+
+// The line of `out` that holds `needle` (empty when none): a refusal is one line, with its hint.
+std::string line_with(const std::string& out, const std::string& needle) {
+  for (const std::string& l : lines(out))
+    if (l.find(needle) != std::string::npos) return l;
+  return "";
+}
+
+// HydraGNN binds heads by output_index to the entries of Dataset.node_features / graph_features:
+// heads named as HydraGNN's examples name them (atomic_forces: direct forces; total_energy; y, a
+// per-atom column) train on the entries they select, the checkpoint records what each learns,
+// and evaluate reads it by the entry's name. An index that selects what the file lacks stops the
+// run before training, in one line naming the head, its index, the entry and what the file holds.
+TEST(TrainHydraGnn, HeadsBoundByOutputIndexTrainOnTheEntriesTheySelect) {
+  TempDir dir;
+  LjOptions o;
+  o.charges = true;
+  o.gap = true;
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("run"));
+  c["NeuralNetwork"]["Architecture"]["enable_interatomic_potential"] = false;
+  c["Dataset"]["node_features"] = {{"name", {"atom_type", "x", "y", "z", "forces", "charges"}},
+                                   {"dim", {1, 1, 1, 1, 3, 1}},
+                                   {"column_index", {0, 1, 2, 3, 4, 7}}};
+  c["Dataset"]["graph_features"] = {{"name", {"total_energy", "gap"}}, {"dim", {1, 2}}};
+  c["NeuralNetwork"]["Variables_of_interest"] = {
+      {"input_node_features", {0, 1, 2, 3}},
+      {"output_names", {"total_energy", "atomic_forces", "y"}},
+      {"output_index", {0, 4, 5}},
+      {"type", {"graph", "node", "node"}}};  // output_dim: the entries' dims
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 1;
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string csv = dir.file("run") + "/metrics.csv";
+  const std::string header = lines(read_text(csv)).at(0);
+  EXPECT_NE(header.find("test_energy_mae_mev_atom"), std::string::npos) << header;
+  EXPECT_NE(header.find("test_y_mae"), std::string::npos) << header;
+  const double force_mae = last_metric(csv, "test_force_mae_mev_a");
+  EXPECT_GT(force_mae, 0.0);
+  EXPECT_LT(force_mae, 1e6);
+  EXPECT_GT(last_metric(csv, "test_y_mae"), 0.0);
+  const nlohmann::json targets =
+      read_checkpoint_record(dir.file("run") + "/checkpoints/epoch_00001.pt")
+          .at("model")
+          .at("targets");
+  ASSERT_EQ(targets.size(), 3u);
+  EXPECT_EQ(targets[0].at("source"), "energy");
+  EXPECT_EQ(targets[1].at("source"), "forces");
+  EXPECT_EQ(targets[1].at("data_name"), "forces");
+  EXPECT_EQ(targets[1].at("output_dim"), 3);
+  EXPECT_EQ(targets[2].at("source"), "column");
+  EXPECT_EQ(targets[2].at("data_name"), "charges");
+  // evaluate finds the column of head 'y' by the entry's name, in this file and another.
+  const Result ev = run("evaluate --run " + dir.file("run"));
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto errors = nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json"));
+  EXPECT_GT(errors.at("heads").at("y").at("mae").get<double>(), 0.0) << errors.dump();
+  EXPECT_GT(errors.at("forces").at("mae_mev_a").get<double>(), 0.0) << errors.dump();
+  LjOptions other = o;
+  other.gap = false;
+  other.seed = 7;
+  write_lj_dataset(dir.file("other.h5"), other);
+  const Result ev_other = run("evaluate --run " + dir.file("run") + " --data " +
+                              dir.file("other.h5") + " --split all --out " + dir.file("ev_other"));
+  ASSERT_EQ(ev_other.code, 0) << ev_other.out;
+
+  const auto refused = [&](const nlohmann::json& config, const std::string& name,
+                           const std::string& needle, const std::string& also) {
+    const Result bad = run("train -c " + write_config(dir, name, config));
+    expect_error(bad, needle);
+    const std::string line = line_with(bad.out, needle);
+    EXPECT_NE(line.find("hint:"), std::string::npos) << bad.out;
+    EXPECT_NE(line.find(also), std::string::npos) << bad.out;
+  };
+  // A per-structure entry the file lacks.
+  nlohmann::json d = c;
+  d["Dataset"]["graph_features"] = {{"name", {"total_energy", "homo"}}, {"dim", {1, 1}}};
+  d["NeuralNetwork"]["Variables_of_interest"]["output_names"] = {"total_energy", "atomic_forces",
+                                                                 "band"};
+  d["NeuralNetwork"]["Variables_of_interest"]["output_index"] = {0, 4, 1};
+  d["NeuralNetwork"]["Variables_of_interest"]["type"] = {"graph", "node", "graph"};
+  d["Output"]["run_dir"] = dir.file("run_d");
+  refused(d, "d.json",
+          "Variables_of_interest.output_index: head 'band' (output_index 1: "
+          "Dataset.graph_features entry 'homo', dim 1) is not in the data",
+          dir.file("lj.h5") +
+              " holds: energy (graph, 1), forces (node, 3), charges (node, 1), gap (graph, 2); "
+              "convert the data with --info-keys homo");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run_d") + "/metrics.csv"));
+  // An entry of another width than the file's column.
+  d["Dataset"]["graph_features"] = {{"name", {"total_energy", "gap"}}, {"dim", {1, 1}}};
+  refused(d, "d2.json",
+          "head 'band' (output_index 1: Dataset.graph_features entry 'gap', dim 1): the "
+          "per-structure key 'gap' of " +
+              dir.file("lj.h5") + " has 2 value(s)",
+          "write dim 2 for 'gap'");
+  // The forces, in a file without them.
+  LjOptions no_forces = o;
+  no_forces.forces = false;
+  write_lj_dataset(dir.file("no_forces.h5"), no_forces);
+  nlohmann::json f = c;
+  f["Dataset"]["path"] = dir.file("no_forces.h5");
+  f["NeuralNetwork"]["Variables_of_interest"]["input_node_features"] = {0};
+  f["Output"]["run_dir"] = dir.file("run_f");
+  refused(f, "f.json",
+          "output_index: head 'atomic_forces' (output_index 4: Dataset.node_features entry "
+          "'forces', dim 3): " +
+              dir.file("no_forces.h5") + " has no forces",
+          "holds: energy (graph, 1), charges (node, 1)");
+  // A per-atom input whose entry is not the data's column there.
+  nlohmann::json in = c;
+  in["Dataset"]["node_features"]["name"] = {"atom_type", "x", "y", "z", "forces", "q"};
+  in["NeuralNetwork"]["Variables_of_interest"] = {{"input_node_features", {0, 7}},
+                                                  {"output_names", {"total_energy"}},
+                                                  {"output_index", {0}},
+                                                  {"type", {"graph"}}};
+  in["Output"]["run_dir"] = dir.file("run_in");
+  refused(in, "in.json",
+          "input_node_features: column 7 is Dataset.node_features entry 'q', but the data's "
+          "column 7 is 'charges'",
+          "describe them in that order in Dataset.node_features");
 }
 
 // input_node_features after the positions read the data's per-atom columns, numbered as
