@@ -232,6 +232,20 @@ ddgnn::GnnSpec bench_spec(const Shape& s, const std::string& type) {
   return spec;
 }
 
+// One per-atom energy head whose sum is the energy, forces its negative gradient: what training
+// predicts with a conservative potential.
+ddgnn::TargetSpec conservative_energy_targets() {
+  ddgnn::HeadTarget energy;
+  energy.name = "energy";
+  energy.kind = ddgnn::HeadSpec::kNode;
+  energy.dim = 1;
+  ddgnn::TargetSpec targets;
+  targets.heads = {energy};
+  targets.energy_head = 0;
+  targets.conservative = true;
+  return targets;
+}
+
 void run(const Shape& s, const std::string& type, int steps, const std::string& trace_prefix,
          c10::Device device) {
   const ddgnn::GnnSpec spec = bench_spec(s, type);
@@ -241,11 +255,7 @@ void run(const Shape& s, const std::string& type, int steps, const std::string& 
   gnn->set_bf16_autocast(g_bf16);
   const std::vector<at::Tensor> params = gnn->parameters();
   auto opt = ddgnn::make_optimizer(ddgnn::OptimizerType::kAdam, params, 1e-3, 0.0);
-  // Conservative forces of a per-atom energy head, as training predicts them.
-  ddgnn::TargetSpec targets;
-  targets.heads = {ddgnn::HeadTarget{"energy", ddgnn::HeadSpec::kNode, 1}};
-  targets.energy_head = 0;
-  targets.conservative = true;
+  const ddgnn::TargetSpec targets = conservative_energy_targets();
   std::mt19937 rng(1);
   const auto t_build = Clock::now();
   std::vector<ddgnn::GraphBatch> batches;
@@ -321,9 +331,7 @@ std::string g_step_mode;
 void run_train_step(const Shape& s, const std::string& type, int steps, c10::Device device) {
   ddgnn::ModelSetup setup;
   setup.spec = bench_spec(s, type);
-  setup.targets.heads = {ddgnn::HeadTarget{"energy", ddgnn::HeadSpec::kNode, 1}};
-  setup.targets.energy_head = 0;
-  setup.targets.conservative = true;
+  setup.targets = conservative_energy_targets();
   setup.graph.radius = 5.0;
   setup.graph.max_neighbours = s.max_neighbours;
   setup.device = device;

@@ -10,7 +10,8 @@
 #      lacks (c10/cuda/impl/cuda_cmake_macros.h); warnings as errors;
 #  (c) the GPU build's CMake path: configured with a stand-in for the CUDA libraries of LibTorch
 #      (TORCH_CUDA_LIBRARIES, which Debian's leaves unset), and its CUDA kernels' library built.
-# Skips (exit 0, with a message) where nvcc is absent; exits non-zero on any compile error.
+# Skips (exit 0, with a message) where nvcc is absent, and skips (b) where nvcc's include folders
+# lack the runtime headers; exits non-zero on any compile error.
 # usage: jobs/gpu/syntax_check.sh [build_dir=build]
 #   build_dir: a configured CPU build, for its generated headers (configured into a temporary
 #   folder when it has none). NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc),
@@ -22,7 +23,19 @@ if [ ! -x "$nvcc" ]; then
   echo "syntax_check: skipped: no nvcc (CUDA toolkit) here; set NVCC=/path/to/nvcc to check"
   exit 0
 fi
-cuda_include=$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include
+# The toolkit's include folders as nvcc itself passes them (INCLUDES and SYSTEM_INCLUDES of its
+# dry run: targets/<arch>/include and its cccl, wherever the toolkit is laid out), else the
+# include folder beside nvcc's bin.
+mapfile -t cuda_includes < <("$nvcc" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 |
+  sed -n 's/^#\$ \(SYSTEM_\)\{0,1\}INCLUDES=//p' | grep -oE '(-I|")/[^" ]+' | sed 's/^-I//; s/^"//')
+cuda_includes+=("$(dirname "$(dirname "$(readlink -f "$nvcc")")")/include")
+cuda_isystem=()
+have_runtime_header=0
+for d in "${cuda_includes[@]}"; do
+  [ -d "$d" ] || continue
+  cuda_isystem+=(-isystem "$d")
+  [ -f "$d/cuda_runtime_api.h" ] && have_runtime_header=1
+done
 jobs=${JOBS:-$(bash jobs/cores.sh)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -62,7 +75,7 @@ gxx_flags=(-std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Werror
            -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
            -DDDGNN_SOURCE_DIR='"."' -DDDGNN_BINARY='"ddgnn"' -DDDGNN_MPIEXEC='"mpiexec"'
            -I. -I"$build/generated" -isystem "$tmp/shim" -isystem /usr/include/torch/csrc/api/include
-           -isystem "$cuda_include" -isystem /usr/lib/x86_64-linux-gnu/openmpi/include
+           "${cuda_isystem[@]}" -isystem /usr/lib/x86_64-linux-gnu/openmpi/include
            -isystem /usr/include/hdf5/serial)
 
 # check <name> <command...>: runs the command in the background, at most $jobs at a time; its
@@ -83,9 +96,14 @@ echo "syntax_check: nvcc $version, ${#cu_files[@]} .cu files (ARCHS ${ARCHS:-80 
 for f in "${cu_files[@]}"; do
   check "nvcc    $f" "$nvcc" "${nvcc_flags[@]}" -c "$f" -o "$tmp/obj/$(basename "$f").o"
 done
-for f in "${cpp_files[@]}"; do
-  check "g++     $f" g++ "${gxx_flags[@]}" "$f"
-done
+if [ "$have_runtime_header" = 1 ]; then
+  for f in "${cpp_files[@]}"; do
+    check "g++     $f" g++ "${gxx_flags[@]}" "$f"
+  done
+else
+  echo "syntax_check: g++ checks skipped: no cuda_runtime_api.h in nvcc's include folders" \
+    "(${cuda_includes[*]}); a toolkit without its runtime headers"
+fi
 # (c) after (a) and (b): the GPU build's configure step, then nvcc through CMake's flags.
 gpu_build() {
   cmake -S . -B "$tmp/gpu-build" -DTORCH_CUDA_LIBRARIES=stand-in -DCMAKE_CUDA_COMPILER="$nvcc" \
