@@ -303,11 +303,20 @@ std::vector<KeySpec> build_schema() {
           .ge(0)
           .ddgnn_only());
   add(key(train + "divergence_factor", T::kNumber,
-          "stop the run with an error when an epoch's training loss exceeds this many times the "
-          "lowest epoch loss so far (a diverged model, which would otherwise train on for the rest "
-          "of its time; the lowest counts afresh when stage_two changes the loss weights; 0 = "
-          "never)")
+          "stop the run with an error when the median of an epoch's batch losses exceeds this "
+          "many times the lowest such median so far (a diverged model, which would otherwise "
+          "train on for the rest of its time; a median, so that one batch cannot decide it; the "
+          "lowest counts afresh when stage_two changes the loss weights; 0 = never)")
           .def(1000.0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "spike_factor", T::kNumber,
+          "skip the optimizer step of a batch whose loss or gradient norm is non-finite or more "
+          "than this many times the median of the last 100 steps' (judged once 10 are known): "
+          "the step is counted (metrics.csv's skipped_steps) and logged with its graphs, and "
+          "training goes on; 25 skipped steps in a row stop the run. 0 = off (a non-finite "
+          "loss then stops the run)")
+          .def(20.0)
           .ge(0)
           .ddgnn_only());
   add(key(train + "ema_decay", T::kNumber,

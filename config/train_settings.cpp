@@ -395,6 +395,11 @@ TrainSettings train_settings(const Config& c) {
   s.grad_clip = c.get<double>(kTrain + "grad_clip");
   s.ema_decay = c.get<double>(kTrain + "ema_decay");
   s.warmup_steps = c.get<int64_t>(kTrain + "warmup_steps");
+  s.spike_factor = c.get<double>(kTrain + "spike_factor");
+  if (s.spike_factor > 0 && s.spike_factor <= 1)
+    throw ConfigError(kTrain + "spike_factor: " + nlohmann::json(s.spike_factor).dump() +
+                          " would skip every step above the median",
+                      "use a factor well above 1 (the default is 20), or 0 to skip none");
   s.divergence_factor = c.get<double>(kTrain + "divergence_factor");
   if (s.divergence_factor > 0 && s.divergence_factor <= 1)
     throw ConfigError(kTrain + "divergence_factor: " + nlohmann::json(s.divergence_factor).dump() +

@@ -89,9 +89,12 @@ struct TrainSettings {
   double learning_rate = 1e-3, weight_decay = 0.0, grad_clip = 0.0;
   double ema_decay = 0.0;    // exponential moving average of the weights (0 = off)
   int64_t warmup_steps = 0;  // the lr rises linearly over the run's first steps (0 = off)
-  // Stop with an error when an epoch's training loss exceeds this many times the lowest so far
-  // (0 = never).
+  // Stop with an error when the median of an epoch's batch losses exceeds this many times the
+  // lowest so far (0 = never).
   double divergence_factor = 1000.0;
+  // Skip a step whose loss or gradient norm is non-finite or more than this many times the median
+  // of the last steps' (train/spikes.h; 0 = off: a non-finite one stops the run).
+  double spike_factor = 20.0;
   Schedule schedule = Schedule::kPlateau;
   double exponential_gamma = 0.0;  // kExponential
   PlateauOptions plateau;  // kPlateau; min_lr also bounds kExponential, ends kTimeExponential

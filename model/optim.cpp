@@ -412,6 +412,13 @@ double grad_norm(const std::vector<torch::Tensor>& parameters) {
   return total_norm(grad_tensors(grads)).item<double>();
 }
 
+torch::Tensor grad_norm_tensor(const std::vector<torch::Tensor>& parameters) {
+  const auto grads = grads_of(parameters);
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  torch::NoGradGuard no_grad;
+  return total_norm(grad_tensors(grads));
+}
+
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
   const auto grads = max_norm > 0.0 ? grads_of(parameters) : std::vector<torch::Tensor>();
   if (grads.empty()) return torch::zeros({}, torch::kDouble);
@@ -651,8 +658,40 @@ void average_one(const at::Tensor& s, const at::Tensor& p, double d) {
 
 }  // namespace
 
+void WeightAverage::set_gate(const torch::Tensor& apply) {
+  m_gate = apply.defined() ? std::make_unique<torch::Tensor>(apply) : nullptr;
+}
+
+void WeightAverage::sync_count() {
+  if (!m_gated_on_device) return;
+  m_gated_on_device = false;
+  for (Flat& f : m_flat)
+    if (f.count.defined() && f.count_on_device == m_updates) {
+      m_updates = int64_t(f.count.item<double>());
+      break;
+    }
+  for (Flat& f : m_flat)
+    if (f.count.defined()) f.count_on_device = m_updates;
+}
+
 void WeightAverage::update() {
   c10::NoGradGuard no_grad;
+  // The gate inside the device operations when every parameter's update runs there; else read on
+  // the host (free on the CPU), a rejected update changing nothing.
+  bool gate_on_device = m_gate != nullptr;
+  size_t n_flat = 0;
+  for (const Flat& f : m_flat) {
+    const bool device = f.in_place(m_params) && !fused_kernels(f.values);
+    gate_on_device = gate_on_device && device;
+    n_flat += device ? f.params.size() : 0;
+  }
+  gate_on_device = gate_on_device && n_flat == m_params.size();
+  if (m_gate && !gate_on_device && !m_gate->item<bool>()) return;
+  at::Tensor gate;
+  if (gate_on_device) {
+    gate = m_gate->to(at::kDouble);
+    m_gated_on_device = true;
+  }
   const double n = double(m_updates);
   const double d = std::min(m_decay, (1.0 + n) / (10.0 + n));
   std::vector<bool> done(m_params.size(), false);
@@ -671,8 +710,14 @@ void WeightAverage::update() {
     }
     if (f.count_on_device != m_updates) f.count.fill_(double(m_updates));
     const torch::Tensor decay = at::clamp_max((f.count + 1.0) / (f.count + 10.0), m_decay);
-    f.shadows.mul_(decay).addcmul_(f.values, at::rsub(decay, 1.0));
-    f.count.add_(1.0);
+    if (gate.defined()) {  // a rejected update: the shadows' weight 1, the count unchanged
+      const torch::Tensor weight = at::rsub(decay, 1.0).mul_(gate);
+      f.shadows.mul_(at::rsub(weight, 1.0)).addcmul_(f.values, weight);
+      f.count.add_(gate);
+    } else {
+      f.shadows.mul_(decay).addcmul_(f.values, at::rsub(decay, 1.0));
+      f.count.add_(1.0);
+    }
     f.count_on_device = m_updates + 1;
   }
   for (size_t k = 0; k < m_params.size(); ++k)
@@ -689,6 +734,7 @@ bool WeightAverage::replayed_update() {
   if (flat != m_params.size()) return false;
   for (Flat& f : m_flat) f.count_on_device = m_updates + 1;
   ++m_updates;
+  if (m_gate) m_gated_on_device = true;  // the replayed update was gated as captured
   return true;
 }
 

@@ -87,6 +87,22 @@ bool set_warmup(torch::optim::Optimizer& optimizer, std::int64_t warmup_steps);
 // device, the only kind a graph can replay).
 bool note_replayed_step(torch::optim::Optimizer& optimizer);
 
+// Makes the steps that follow apply only where `apply` (a 0-dim bool tensor on the parameters'
+// device; undefined: always) holds: a step it rejects changes nothing, neither the parameters nor
+// the moments nor the step count (a step skipped by the loss-spike guard, train/spikes.h). Read on
+// the host where the step runs there anyway (the CPU's loop, parameters outside the flat
+// buffers: a wait for the device there); for the flat device step, inside its operations, the
+// gradient masked to zero, the rate and the moments' decay gated and the device step count
+// advanced by the gate: the host's counts then run ahead until sync_step_counts. True for Adam
+// and AdamW of make_optimizer; false for the others (their caller reads the gate and skips
+// step()).
+bool set_step_gate(torch::optim::Optimizer& optimizer, const torch::Tensor& apply);
+
+// The host's step counts from the device's after gated device steps (one wait for the device;
+// nothing when no such step ran since the last call): call where the host reads the device
+// anyway, before a checkpoint.
+void sync_step_counts(torch::optim::Optimizer& optimizer);
+
 // Multiplies the lr of every param group by `factor` for its lifetime and puts the rates back
 // when it ends (so the schedules, which read and set the optimizer's rate, never see the warm-up):
 // the warm-up of optimizers that do not take it themselves (set_warmup). A factor of 1 touches
@@ -202,6 +218,9 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
 
 // The same 2-norm without clipping (0 when no parameter has a gradient).
 double grad_norm(const std::vector<torch::Tensor>& parameters);
+// That norm as a 0-dim tensor on the gradients' device (float64 zero on the CPU when no parameter
+// has a gradient), for the host to read later.
+torch::Tensor grad_norm_tensor(const std::vector<torch::Tensor>& parameters);
 
 // ---- optimizer state in checkpoints ----
 
@@ -241,6 +260,12 @@ class WeightAverage {
   // count advances, nothing is launched. False (nothing changed) unless every parameter is in a
   // flat buffer off the CPU (the update that reads its count from the device).
   bool replayed_update();
+  // The updates that follow apply only where `apply` (0-dim bool on the parameters' device;
+  // undefined: always) holds, as set_step_gate for the optimizer: read on the host for the CPU's
+  // loop, inside the device operations otherwise (the device count advanced by the gate, the
+  // host's corrected by sync_count).
+  void set_gate(const torch::Tensor& apply);
+  void sync_count();
   void swap();
   int64_t updates() const { return m_updates; }
   // The shadows, in parameter order, and restoring them (shapes and dtypes must match:
@@ -253,7 +278,9 @@ class WeightAverage {
   std::vector<torch::Tensor> m_params, m_shadows;  // m_shadows: views into m_flat's where flat
   std::vector<Flat> m_flat;
   double m_decay;
-  int64_t m_updates = 0;  // on the host; the device counts follow it
+  int64_t m_updates = 0;                  // on the host; the device counts follow it
+  std::unique_ptr<torch::Tensor> m_gate;  // set_gate's (null: none)
+  bool m_gated_on_device = false;         // a gated device update since sync_count
 };
 
 // Swaps the average in for the scope (nothing when `average` is null).

@@ -50,7 +50,19 @@ class DeviceRate {
   // counts advance as step() would have advanced them, and nothing is launched. False, and
   // nothing changed, unless that step was every parameter's flat device step.
   virtual bool replayed_step() = 0;
+  virtual void set_gate(const at::Tensor& apply) = 0;  // set_step_gate
+  virtual void sync_counts() = 0;                      // sync_step_counts
 };
+
+bool set_step_gate(torch::optim::Optimizer& optimizer, const at::Tensor& apply) {
+  auto* d = dynamic_cast<DeviceRate*>(&optimizer);
+  if (d) d->set_gate(apply);
+  return d != nullptr;
+}
+
+void sync_step_counts(torch::optim::Optimizer& optimizer) {
+  if (auto* d = dynamic_cast<DeviceRate*>(&optimizer)) d->sync_counts();
+}
 
 bool note_replayed_step(torch::optim::Optimizer& optimizer) {
   auto* d = dynamic_cast<DeviceRate*>(&optimizer);
@@ -200,7 +212,7 @@ class FusedAdam : public Base, public DeviceRate {
   using Base::Base;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (closure || any_amsgrad()) return torch_step(closure);
+    if (closure || any_amsgrad()) return rejected_on_host() ? torch::Tensor() : torch_step(closure);
     c10::NoGradGuard no_grad;
     if (!m_laid_out || m_n_groups != this->param_groups_.size() ||
         m_n_states != this->state_.size())
@@ -215,6 +227,11 @@ class FusedAdam : public Base, public DeviceRate {
         m_laid_out = false;  // the layout may have changed: looked up again next step
       }
     }
+    // The gate inside the device operations when the whole step is flat device steps; else read
+    // on the host here, a rejected step changing nothing.
+    bool gate_on_device = m_gate.defined() && all_flat && !flat.empty();
+    for (const Segment* s : flat) gate_on_device = gate_on_device && !fused_kernels(s->flat.values);
+    if (!gate_on_device && rejected_on_host()) return {};
     std::vector<Item> items;
     if (!all_flat) {
       std::unordered_set<const c10::TensorImpl*> done;
@@ -222,7 +239,8 @@ class FusedAdam : public Base, public DeviceRate {
         for (size_t i : s->flat.params) done.insert(params_of(*s)[i].unsafeGetTensorImpl());
       if (!collect(items, done)) return torch_step(closure);
     }
-    for (Segment* s : flat) step_segment(*s);
+    const at::Tensor gate = gate_on_device ? m_gate : at::Tensor();
+    for (Segment* s : flat) step_segment(*s, gate);
     step_items(items);
     // State the segments made is theirs already; state made for other parameters is looked up
     // by the next step's layout.
@@ -242,6 +260,26 @@ class FusedAdam : public Base, public DeviceRate {
 
   void set_warmup_steps(int64_t warmup_steps) override { m_warmup = warmup_steps; }
 
+  void set_gate(const at::Tensor& apply) override { m_gate = apply; }
+
+  void sync_counts() override {
+    if (!m_gated_on_device) return;
+    m_gated_on_device = false;
+    std::vector<at::Tensor> counts;
+    std::vector<Segment*> of;
+    for (Segment& s : m_segments)
+      if (s.step.defined() && !s.states.empty() && s.states[0] != nullptr &&
+          s.step_on_device == s.states[0]->step()) {
+        counts.push_back(s.step.to(at::kCPU, at::kDouble));
+        of.push_back(&s);
+      }
+    for (size_t k = 0; k < of.size(); ++k) {
+      const int64_t step = int64_t(counts[k].item<double>());
+      for (State* st : of[k]->states) st->step(step);
+      of[k]->step_on_device = step;
+    }
+  }
+
   bool replayed_step() override {
     if (!m_all_in_segments || m_segments.empty()) return false;
     for (const Segment& s : m_segments)
@@ -252,6 +290,7 @@ class FusedAdam : public Base, public DeviceRate {
       const int64_t step = s.states[0]->step() + 1;
       for (State* st : s.states) st->step(step);
       s.step_on_device = step;
+      m_gated_on_device = m_gated_on_device || s.gated;
     }
     return true;
   }
@@ -267,7 +306,8 @@ class FusedAdam : public Base, public DeviceRate {
     std::vector<State*> states;      // [flat.params]: null before the first step
     at::Tensor exp_avg, exp_avg_sq;  // [n]: the moments, made with the state
     at::Tensor step, lr;             // 0-dim float64 on the device, made by its first step
-    int64_t step_on_device = -1;     // what `step` holds
+    int64_t step_on_device = -1;     // what `step` holds (the host's count: see sync_counts)
+    bool gated = false;              // its last device step was gated (set_gate)
     double lr_on_device = std::numeric_limits<double>::quiet_NaN();  // what `lr` holds
   };
 
@@ -409,7 +449,11 @@ class FusedAdam : public Base, public DeviceRate {
     s.lr_on_device = lr;
   }
 
-  void step_segment(Segment& s) {
+  // A gate set and read on the host: true when it rejects this step.
+  bool rejected_on_host() const { return m_gate.defined() && !m_gate.item<bool>(); }
+
+  // `gate`: undefined, or set_gate's tensor (a flat device step, gated inside its operations).
+  void step_segment(Segment& s, const at::Tensor& gate) {
     const int64_t step = s.states[0]->step() + 1;
     for (State* st : s.states) st->step(step);  // torch's state, on the host
     const Options& o = options_of(s);
@@ -429,29 +473,47 @@ class FusedAdam : public Base, public DeviceRate {
       s.lr = at::zeros({}, scalar);
       s.step_on_device = 0;
     }
-    if (s.step_on_device == step - 1)
+    if (s.step_on_device != step - 1) s.step.fill_(double(step - 1));
+    at::Tensor on;  // the gate as 0-dim float64 (1 applies the step, 0 changes nothing)
+    s.gated = gate.defined();
+    if (gate.defined()) {
+      on = gate.to(at::kDouble);
+      s.step.add_(on);  // the host's count runs ahead until sync_counts
+      m_gated_on_device = true;
+    } else {
       s.step.add_(1);
-    else
-      s.step.fill_(double(step));
+    }
     s.step_on_device = step;
     write_lr(s);
     const double wd = o.weight_decay();
-    // 0-dim float64: warm-up, rate, -bias correction 1, sqrt(bias correction 2), -step size.
-    at::Tensor lr = m_warmup > 0 ? s.lr * at::clamp_max(s.step / double(m_warmup), 1.0) : s.lr;
-    const at::Tensor neg_bc1 = at::pow(beta1, s.step).sub_(1.0);
-    const at::Tensor sqrt_bc2 = at::rsub(at::pow(beta2, s.step), 1.0).sqrt_();
+    // 0-dim float64: warm-up, rate, -bias correction 1, sqrt(bias correction 2), -step size. A
+    // rejected first step leaves the count at 0: the corrections read at least 1 (its rate is 0).
+    const at::Tensor t = on.defined() ? at::clamp_min(s.step, 1.0) : s.step;
+    at::Tensor lr = m_warmup > 0 ? s.lr * at::clamp_max(t / double(m_warmup), 1.0) : s.lr;
+    if (on.defined()) lr = lr * on;
+    const at::Tensor neg_bc1 = at::pow(beta1, t).sub_(1.0);
+    const at::Tensor sqrt_bc2 = at::rsub(at::pow(beta2, t), 1.0).sqrt_();
     const at::Tensor neg_step_size = lr / neg_bc1;
     // [n] of the parameters' dtype: the update over the flat buffers.
     const at::Tensor &p = f.values, &m = s.exp_avg, &v = s.exp_avg_sq;
     at::Tensor g = f.grads;
+    if (on.defined()) g.masked_fill_(gate.logical_not(), 0.0);  // a rejected gradient may be nan
     if (wd != 0.0) {
-      if (kDecoupled)
+      if (kDecoupled) {
         p.mul_(at::rsub(lr * wd, 1.0));
-      else
+      } else {
         g = at::add(g, p, wd);
+        if (on.defined()) g.mul_(on.to(g.scalar_type()));
+      }
     }
-    m.mul_(beta1).add_(g, 1.0 - beta1);
-    v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+    if (on.defined()) {  // the moments' decay 1 when rejected
+      const at::Tensor off = at::rsub(on, 1.0);
+      m.mul_((off * (1.0 - beta1)).add_(beta1).to(m.scalar_type())).add_(g, 1.0 - beta1);
+      v.mul_((off * (1.0 - beta2)).add_(beta2).to(v.scalar_type())).addcmul_(g, g, 1.0 - beta2);
+    } else {
+      m.mul_(beta1).add_(g, 1.0 - beta1);
+      v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+    }
     const at::Tensor denom = v.sqrt().div_(sqrt_bc2).add_(o.eps());
     p.addcdiv_(m * neg_step_size, denom);
   }
@@ -517,6 +579,8 @@ class FusedAdam : public Base, public DeviceRate {
   }
 
   std::vector<Segment> m_segments;
+  at::Tensor m_gate;               // set_gate's (undefined: every step applies)
+  bool m_gated_on_device = false;  // a gated device step since sync_counts
   bool m_laid_out = false;
   bool m_all_in_segments = false;  // every parameter lies in a segment
   size_t m_n_groups = 0, m_n_states = 0;

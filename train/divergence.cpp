@@ -7,40 +7,58 @@
 
 namespace ddgnn {
 
-Divergence check_divergence(RunState& state, double loss, int64_t epoch, double factor) {
+Divergence check_divergence(RunState& state, double median, int64_t epoch, double factor) {
   const Divergence d{factor > 0 && std::isfinite(state.lowest_train_loss) &&
-                         loss > factor * state.lowest_train_loss,
+                         median > factor * state.lowest_train_loss,
                      state.lowest_train_loss, state.lowest_train_epoch};
-  if (loss < state.lowest_train_loss) {
-    state.lowest_train_loss = loss;
+  if (median < state.lowest_train_loss) {
+    state.lowest_train_loss = median;
     state.lowest_train_epoch = epoch;
   }
   return d;
 }
 
-nlohmann::json diverged_event(int64_t epoch, double loss, const Divergence& d, double factor) {
+nlohmann::json diverged_event(int64_t epoch, double median, const Divergence& d,
+                              const TrainSettings& s) {
   return {{"epoch", epoch},
-          {"train_loss", loss},
-          {"lowest_train_loss", d.lowest},
+          {"train_loss_median", median},
+          {"lowest_train_loss_median", d.lowest},
           {"lowest_epoch", d.lowest_epoch},
-          {"divergence_factor", factor}};
+          {"divergence_factor", s.divergence_factor},
+          {"learning_rate", s.learning_rate},
+          {"grad_clip", s.grad_clip},
+          {"spike_factor", s.spike_factor}};
 }
 
-TrainingError diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
-                             const std::string& last_checkpoint) {
+TrainingError diverged_error(int64_t epoch, double median, const Divergence& d,
+                             const TrainSettings& s, const std::string& last_checkpoint) {
   const bool any = !last_checkpoint.empty();
-  TrainingError e(
-      "the model diverged in epoch " + std::to_string(epoch) + ": its training loss " +
-          fmt("%.4g", loss) + " is more than Training.divergence_factor (" + fmt("%g", factor) +
-          ") times the lowest, " + fmt("%.4g", d.lowest) + " in epoch " +
-          std::to_string(d.lowest_epoch) + "; the run stopped without checkpointing this epoch" +
-          (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
-      "train again with a lower Optimizer.learning_rate or with the gradient norm clipped "
-      "(Training.grad_clip; metrics.csv's grad_norm column then shows the norms)" +
-          std::string(any ? ", or resume from the last checkpoint with it clipped: --set "
-                            "Training.continue=1 --set Training.grad_clip=N"
-                          : "") +
-          "; Training.divergence_factor=0 trains on regardless");
+  // What the run has set, so that the hint never asks for what is on already.
+  std::string set = "Training.Optimizer.learning_rate is " + fmt("%g", s.learning_rate);
+  set += s.warmup_steps > 0 ? ", Training.warmup_steps " + std::to_string(s.warmup_steps)
+                            : ", no warm-up (Training.warmup_steps)";
+  set += s.grad_clip > 0 ? ", Training.grad_clip " + fmt("%g", s.grad_clip)
+                         : ", no gradient clipping (Training.grad_clip)";
+  set += s.spike_factor > 0 ? ", Training.spike_factor " + fmt("%g", s.spike_factor)
+                            : ", no spike guard (Training.spike_factor 0)";
+  std::string todo = "train again with a lower Optimizer.learning_rate";
+  if (s.warmup_steps <= 0) todo += ", a warm-up";
+  if (s.grad_clip <= 0)
+    todo +=
+        " or the gradient norm clipped (metrics.csv's grad_norm column "
+        "then shows the norms)";
+  if (any)
+    todo +=
+        ", or resume from the last checkpoint with a lower rate: --set Training.continue=1 "
+        "--set Training.Optimizer.learning_rate=R";
+  TrainingError e("the model diverged in epoch " + std::to_string(epoch) +
+                      ": the median of its batch losses " + fmt("%.4g", median) +
+                      " is more than Training.divergence_factor (" +
+                      fmt("%g", s.divergence_factor) + ") times the lowest, " +
+                      fmt("%.4g", d.lowest) + " in epoch " + std::to_string(d.lowest_epoch) + " (" +
+                      set + "); the run stopped without checkpointing this epoch" +
+                      (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
+                  todo + "; Training.divergence_factor=0 trains on regardless");
   e.set_reported_by(0);  // every rank stops with it, from rank 0's figures
   return e;
 }

@@ -1,12 +1,13 @@
-// Training.divergence_factor: whether an epoch's training loss says the model diverged (more than
-// the factor times the lowest epoch loss of the run, kept in RunState), and the error that stops
-// such a run.
+// Training.divergence_factor: whether an epoch says the model diverged (the median of its batch
+// losses more than the factor times the lowest such median of the run, kept in RunState: a median,
+// so that one batch whose loss explodes cannot decide it), and the error that stops such a run.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "config/train_settings.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
 
@@ -14,20 +15,22 @@ namespace ddgnn {
 
 struct Divergence {
   bool diverged = false;
-  double lowest = 0.0;       // the lowest epoch loss before this epoch
+  double lowest = 0.0;       // the lowest epoch median before this epoch
   int64_t lowest_epoch = 0;  // its epoch
 };
 
-// Compares `loss` (epoch `epoch`) with state's lowest (never when factor is 0 or before a first
-// epoch), then makes it the lowest if it is.
-Divergence check_divergence(RunState& state, double loss, int64_t epoch, double factor);
+// Compares `median` (epoch `epoch`'s) with state's lowest (never when factor is 0, before a first
+// epoch or for a nan median), then makes it the lowest if it is.
+Divergence check_divergence(RunState& state, double median, int64_t epoch, double factor);
 
 // The "diverged" event's fields.
-nlohmann::json diverged_event(int64_t epoch, double loss, const Divergence& d, double factor);
+nlohmann::json diverged_event(int64_t epoch, double median, const Divergence& d,
+                              const TrainSettings& s);
 
-// The error that stops a diverged run: the epoch's loss against the lowest, the last checkpoint
-// ("" for none) and what to do. Every rank throws it; rank 0 reports it for the job.
-TrainingError diverged_error(int64_t epoch, double loss, const Divergence& d, double factor,
-                             const std::string& last_checkpoint);
+// The error that stops a diverged run: the epoch's median against the lowest, the last checkpoint
+// ("" for none) and what to do, naming what the run has set (clipping, the spike guard, warm-up).
+// Every rank throws it; rank 0 reports it for the job.
+TrainingError diverged_error(int64_t epoch, double median, const Divergence& d,
+                             const TrainSettings& s, const std::string& last_checkpoint);
 
 }  // namespace ddgnn

@@ -14,6 +14,7 @@
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/spikes.h"
 #include "train/step_graphs.h"
 #include "train/upload.h"
 
@@ -41,6 +42,28 @@ std::string where(const StepPlace& p) {
   return "epoch " + std::to_string(p.epoch) + " step " + std::to_string(p.step);
 }
 
+// A value for a message: "nan" whatever its sign bit, else %.4g.
+std::string number(double v) {
+  return std::isnan(v) ? std::string("nan") : fmt("%.4g", v);
+}
+
+// What the spike guard judged of a skipped step (its record `guard`, SpikeGuard::Record).
+std::string skip_reason(const PendingSteps::Read& r, const double* guard, double factor,
+                        int world) {
+  const double loss_median = guard[SpikeGuard::kLossMedian];
+  const double norm_median = guard[SpikeGuard::kNormMedian];
+  const std::string times = " (more than Training.spike_factor " + fmt("%g", factor) +
+                            " times the median of the last steps, ";
+  if (guard[SpikeGuard::kLossSpike] != 0.0) {
+    if (!std::isfinite(r.loss)) return "the loss is " + number(r.loss);
+    return "the loss " + number(r.loss) + times + number(loss_median) + ")";
+  }
+  if (!std::isfinite(r.grad_norm))
+    return "the gradient norm is " + number(r.grad_norm) +
+           (world > 1 ? " (the loss of another rank's part of the step)" : std::string());
+  return "the gradient norm " + number(r.grad_norm) + times + number(norm_median) + ")";
+}
+
 }  // namespace
 
 TrainStep::TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params,
@@ -56,9 +79,15 @@ TrainStep::TrainStep(Gnn& gnn, const std::vector<at::Tensor>& params,
       m_warmup_inside(set_warmup(optimizer, settings.warmup_steps)) {
   if (settings.cuda_graphs && setup.device.is_cuda())
     m_graphs = std::make_unique<StepGraphs>(*this, setup.device);
+  if (settings.spike_factor > 0)
+    m_guard = std::make_unique<SpikeGuard>(settings.spike_factor, setup.device);
 }
 
 TrainStep::~TrainStep() = default;
+
+void TrainStep::forget_spike_history() {
+  if (m_guard) m_guard->forget();
+}
 
 StepResult TrainStep::run(const StepBatch& sb, const StepPlace& place) {
   static const Hook fail("DDGNN_DEBUG_FAIL_AT_STEP"), stop("DDGNN_DEBUG_STOP_AT_STEP");
@@ -96,7 +125,9 @@ StepResult TrainStep::run_eager(const StepBatch& sb, const StepPlace& place) {
     m_ddp->finish_step();
   }
   t.synced = Clock::now();
-  r.grad_norm = update(place);
+  Update u = update(place);
+  r.grad_norm = std::move(u.grad_norm);
+  r.guard = std::move(u.guard);
   t.done = Clock::now();
   return r;
 }
@@ -112,22 +143,34 @@ Prediction TrainStep::forward_backward(const PreparedBatch& b, StepShare share, 
   const at::Tensor l =
       total_loss(p, b.batch, b.columns, m_setup.targets, m_s.weights, m_s.loss, share);
   loss = l.detach();
-  backward_to_parameters(l, m_params);
+  backward_to_parameters(m_guard ? m_guard->judge_loss(l) : l, m_params);
   if (t) t->backward = Clock::now();
   return p;
 }
 
-at::Tensor TrainStep::update(const StepPlace& place) {
-  at::Tensor grad_norm;
-  if (m_s.grad_clip > 0) grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
-  {
+TrainStep::Update TrainStep::update(const StepPlace& place) {
+  Update u;
+  if (m_s.grad_clip > 0)
+    u.grad_norm = clip_grad_norm(m_params, m_s.grad_clip);
+  else if (m_guard)
+    u.grad_norm = grad_norm_tensor(m_params);
+  bool apply = true;
+  if (m_guard) {
+    SpikeGuard::Verdict v = m_guard->judge_step(u.grad_norm);
+    u.guard = std::move(v.record);
+    // Adam and AdamW apply the gate inside their step; the others' is read here (a wait for the
+    // device off the CPU).
+    if (!set_step_gate(m_optimizer, v.apply)) apply = v.apply.item<bool>();
+    if (m_average) m_average->set_gate(v.apply);
+  }
+  if (apply) {
     // Adam and AdamW take the warm-up from their own step count (on the device); the others here.
     const ScaledLr warmup(m_optimizer,
                           m_warmup_inside ? 1.0 : warmup_factor(place.step, m_s.warmup_steps));
     m_optimizer.step();
+    if (m_average) m_average->update();
   }
-  if (m_average) m_average->update();
-  return grad_norm;
+  return u;
 }
 
 void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPlace& place) {
@@ -136,6 +179,7 @@ void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPl
   s.graphs = batch.graphs_all;
   s.has_loss = r.loss.defined();
   s.has_norm = r.grad_norm.defined();
+  s.has_guard = r.guard.defined();
   if (s.has_loss) {
     const auto& ids = batch.prepared.ids;
     s.ids.assign(ids.begin(), ids.begin() + long(std::min<size_t>(ids.size(), 65)));
@@ -143,8 +187,9 @@ void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPl
   if (s.has_loss || s.has_norm) {
     const at::Tensor like = s.has_loss ? r.loss : r.grad_norm;
     const auto zero = [&] { return at::zeros({}, like.options().dtype(at::kDouble)); };
-    m_values.push_back(at::stack({s.has_loss ? r.loss.to(at::kDouble) : zero(),
-                                  s.has_norm ? r.grad_norm.to(at::kDouble) : zero()}));
+    at::Tensor values = at::stack({s.has_loss ? r.loss.to(at::kDouble).reshape({}) : zero(),
+                                   s.has_norm ? r.grad_norm.to(at::kDouble).reshape({}) : zero()});
+    m_values.push_back(s.has_guard ? at::cat({values, r.guard}) : values);
   }
   m_steps.push_back(std::move(s));
 }
@@ -152,16 +197,22 @@ void PendingSteps::add(const StepResult& r, const StepBatch& batch, const StepPl
 std::vector<PendingSteps::Read> PendingSteps::read() {
   std::vector<Read> out;
   at::Tensor host;
-  if (!m_values.empty()) host = at::stack(m_values).to(at::kCPU).contiguous();
+  if (!m_values.empty()) host = at::cat(m_values).to(at::kCPU).contiguous();
   const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
   for (const Step& s : m_steps) {
     Read r;
     r.step = s.place.step;
     r.graphs = s.graphs;
+    r.has_loss = s.has_loss;
+    double guard[SpikeGuard::kRecordSize] = {};
     if (s.has_loss || s.has_norm) {
       r.loss = v[0];
       r.grad_norm = v[1];
       v += 2;
+      if (s.has_guard) {
+        std::copy(v, v + SpikeGuard::kRecordSize, guard);
+        v += SpikeGuard::kRecordSize;
+      }
     }
     const StepPlace& p = s.place;
     const std::string at =
@@ -174,6 +225,14 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
       return ids.empty() ? std::string()
                          : " on the batch of graphs [" + ids + "] (indices in " + p.data_path + ")";
     };
+    r.where = at;
+    r.graphs_text = graphs();
+    if (s.has_guard) {
+      r.skipped = guard[SpikeGuard::kSkipped] != 0.0;
+      if (r.skipped) r.why = skip_reason(r, guard, m_factor, p.world);
+      out.push_back(r);
+      continue;
+    }
     if (s.has_loss && !std::isfinite(r.loss))
       throw TrainingError(at + ": the loss is " + fmt("%g", r.loss) + graphs(),
                           "lower Training.Optimizer.learning_rate or set Training.grad_clip; check "

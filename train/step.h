@@ -45,8 +45,9 @@ void trace_step(ChromeTrace& trace, std::chrono::steady_clock::time_point asked,
 struct StepResult {
   // 0-dim tensors on the model's device, read by the host later (PendingSteps): this rank's loss
   // (its share of the step's, normalised units; undefined when this rank had no sample) and the
-  // gradient norm before clipping (undefined without Training.grad_clip).
-  at::Tensor loss, grad_norm;
+  // gradient norm before clipping (undefined without Training.grad_clip or the spike guard); the
+  // spike guard's record (SpikeGuard::Record; undefined without Training.spike_factor).
+  at::Tensor loss, grad_norm, guard;
   Prediction prediction;  // detached; empty when this rank had no sample
   StepTimes times;
 };
@@ -59,6 +60,7 @@ struct StepPlace {
 };
 
 class StepGraphs;
+class SpikeGuard;
 
 class TrainStep {
  public:
@@ -76,17 +78,24 @@ class TrainStep {
 
   // The two halves that a CUDA graph captures. forward_backward: the gradients zeroed, the
   // prediction, the loss (detached into `loss`) and its backward into the gradients (of this rank;
-  // `share` its part of the step, replaced by b.share when the batch carries it). update:
-  // clipping (returns the norm before it, undefined without Training.grad_clip), the optimizer
-  // and the weight average.
+  // `share` its part of the step, replaced by b.share when the batch carries it); with
+  // Training.spike_factor the guard judges the loss before backward. update: clipping, the
+  // guard's verdict on the gradient norm (the step then applied or skipped), the optimizer and
+  // the weight average.
+  struct Update {
+    at::Tensor grad_norm;  // before clipping (undefined without grad_clip or the guard)
+    at::Tensor guard;      // SpikeGuard's record (undefined without the guard)
+  };
   Prediction forward_backward(const PreparedBatch& b, StepShare share, at::Tensor& loss,
                               StepTimes* times = nullptr);
-  at::Tensor update(const StepPlace& place);
+  Update update(const StepPlace& place);
 
   DataParallel* ddp() const { return m_ddp; }
   torch::optim::Optimizer& optimizer() const { return m_optimizer; }
   WeightAverage* average() const { return m_average; }
   const StepGraphs* graphs() const { return m_graphs.get(); }  // null: every step eager
+  // The spike guard's history starts again (the loss changes meaning: stage two).
+  void forget_spike_history();
 
  private:
   Gnn& m_gnn;
@@ -98,6 +107,8 @@ class TrainStep {
   const TrainSettings& m_s;
   bool m_warmup_inside;  // the optimizer applies Training.warmup_steps itself (set_warmup)
   std::unique_ptr<StepGraphs> m_graphs;  // Runtime.cuda_graphs on a CUDA device
+  std::unique_ptr<SpikeGuard> m_guard;   // Training.spike_factor > 0
+  bool m_optimizer_gated = false;        // the optimizer takes the guard's gate itself
 };
 
 // The steps whose loss and gradient norm the host has not read yet. They stay on the device until
@@ -107,13 +118,21 @@ class PendingSteps {
  public:
   struct Read {
     int64_t step = 0, graphs = 0;  // graphs: the step's, over all ranks
+    bool has_loss = false;         // this rank had a sample in the step
     double loss = 0.0;             // this rank's share (0 when it had no sample)
-    double grad_norm = 0.0;        // 0 without Training.grad_clip
+    double grad_norm = 0.0;        // 0 without Training.grad_clip or the spike guard
+    bool skipped = false;          // the spike guard skipped the step
+    std::string why;               // why it was skipped (what the guard judged)
+    std::string where;             // "epoch E step S" (", rank R" on several ranks)
+    std::string graphs_text;       // " on the batch of graphs [...] (indices in FILE)" or ""
   };
+  // spike_factor: Training.spike_factor, for the reasons Read::why gives.
+  explicit PendingSteps(double spike_factor = 0.0) : m_factor(spike_factor) {}
   void add(const StepResult& r, const StepBatch& batch, const StepPlace& place);
   size_t size() const { return m_steps.size(); }
-  // Every pending value in one copy to the host, in step order. A non-finite loss or gradient norm
-  // is a DataError naming the first such step, its epoch and its graphs.
+  // Every pending value in one copy to the host, in step order. Without the spike guard a
+  // non-finite loss or gradient norm is a TrainingError naming the first such step, its epoch and
+  // its graphs; with it, such a step was skipped (Read::skipped, Read::why).
   std::vector<Read> read();
 
  private:
@@ -121,10 +140,12 @@ class PendingSteps {
     StepPlace place;
     int64_t graphs = 0;
     std::vector<int64_t> ids;  // the first 65 graph ids of this rank's batch
-    bool has_loss = false, has_norm = false;
+    bool has_loss = false, has_norm = false, has_guard = false;
   };
+  double m_factor;
   std::vector<Step> m_steps;
-  std::vector<at::Tensor> m_values;  // per step: [loss, grad norm] float64 on the device
+  // per step: [loss, grad norm, the guard's record] float64 on the device
+  std::vector<at::Tensor> m_values;
 };
 
 }  // namespace ddgnn

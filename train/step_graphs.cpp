@@ -33,7 +33,7 @@ struct Shape {
   PreparedBatch batch;  // views of `input`
   std::unique_ptr<at::cuda::CUDAGraph> forward, update;
   Prediction outputs;  // what `forward` writes
-  at::Tensor loss, grad_norm;
+  at::Tensor loss, grad_norm, guard;
 };
 
 }  // namespace
@@ -66,7 +66,9 @@ struct StepGraphs::Impl {
       if (pool.first == 0 && pool.second == 0) pool = s.forward->pool();
       s.update = std::make_unique<at::cuda::CUDAGraph>();
       s.update->capture_begin(pool);
-      s.grad_norm = step.update(place);
+      TrainStep::Update u = step.update(place);
+      s.grad_norm = u.grad_norm;
+      s.guard = u.guard;
       s.update->capture_end();
     } catch (const std::exception& e) {
       throw Error(std::string("capturing the training step as a CUDA graph failed: ") + e.what(),
@@ -114,6 +116,7 @@ struct StepGraphs::Impl {
     ++replayed;
     r.loss = s.loss;
     r.grad_norm = s.grad_norm;
+    r.guard = s.guard;
     r.prediction = s.outputs;
     return r;
   }

@@ -55,6 +55,18 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr int64_t kSkipLines = 5;          // skipped steps given a log line, per run
+constexpr int64_t kMaxSkippedInARow = 25;  // then the run stops
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNan;
+  const auto mid = v.begin() + long(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
+
 double peak_rss_mb() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
@@ -89,6 +101,9 @@ class Trainer {
   // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
   bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                  Clock::time_point t0);
+  // A step the spike guard skipped: its event, a log line for the run's first few, and the stop
+  // after kMaxSkippedInARow in a row.
+  void note_skipped_step(const PendingSteps::Read& s, int64_t epoch);
   void write_checkpoint(const std::string& path, bool with_optimizer);
   TrainedObjects trained() {
     return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
@@ -122,6 +137,7 @@ class Trainer {
   std::optional<std::pair<int64_t, int64_t>> m_interrupted_at;  // (epoch, steps done) on a signal
   bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
+  int64_t m_skipped = 0, m_skipped_in_a_row = 0;  // steps the spike guard skipped (this process)
   int64_t m_start_epoch = 1;
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
@@ -373,6 +389,7 @@ void Trainer::begin_stage_two(int64_t epoch) {
   m_state.lowest_train_loss = std::numeric_limits<double>::infinity();
   if (m_plateau) m_plateau->forget_best();
   if (m_early) m_early->forget_best();
+  m_step_fn->forget_spike_history();  // the losses of other weights are no reference
   const EnergyForceWeights& w = m_s.weights;
   m_log.event("stage_two", {{"epoch", epoch},
                             {"energy_weight", w.energy_weight},
@@ -389,9 +406,10 @@ void Trainer::begin_stage_two(int64_t epoch) {
 void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {
   Batches batches = m_loader->train_epoch(epoch, m_setup);
   PhaseSeconds phases;
-  PendingSteps pending;
+  PendingSteps pending(m_s.spike_factor);
   double gn_sum = 0;
-  int64_t graphs_all = 0, graphs_read = 0, steps = 0, unpadded = 0;
+  int64_t graphs_all = 0, graphs_read = 0, steps = 0, unpadded = 0, skipped = 0;
+  std::vector<double> losses;  // this rank's finite step losses, for their median
   const StepGraphs* graphs = m_step_fn->graphs();
   const int64_t replayed_before = graphs ? graphs->replayed() : 0;
   const int64_t n_train = m_loader->data().size(kTrain);
@@ -401,11 +419,25 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   const int64_t read_every =
       m_s.read_every_steps > 0 ? m_s.read_every_steps : (m_place.gpu >= 0 ? 25 : 1);
   const auto read_pending = [&] {
+    bool any_skipped = false;
     for (const PendingSteps::Read& s : pending.read()) {
-      gn_sum += s.grad_norm;
+      if (s.has_loss && std::isfinite(s.loss)) losses.push_back(s.loss);
+      if (s.skipped) {
+        any_skipped = true;
+        ++skipped;
+        note_skipped_step(s, epoch);
+      } else {
+        m_skipped_in_a_row = 0;
+        gn_sum += s.grad_norm;
+      }
       graphs_read += s.graphs;
       if (m_s.verbosity >= 4)
         spdlog::debug("epoch {} step {} graphs {} loss {:.6g}", epoch, s.step, s.graphs, s.loss);
+    }
+    // Skipped steps left the device's step counts behind the host's: the host's follow them.
+    if (any_skipped) {
+      sync_step_counts(*m_opt);
+      if (m_ema) m_ema->sync_count();
     }
     const double rate = double(graphs_read) / std::max(seconds(t_epoch, Clock::now()), 1e-9);
     if (ProgressLine* progress = m_log.progress())
@@ -451,14 +483,19 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     metrics.reduce(m_comm.get());
   }
   row["train_loss"] = metrics.loss();
+  // The median of this rank's batch losses (its share of each step's): what the divergence check
+  // reads, which one batch cannot move.
+  row["train_loss_median"] = median(losses);
   row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
   row["steps"] = steps;
+  row["skipped_steps"] = skipped;
   // Steps whose batch fit none of the static shapes (ran unpadded).
   if (m_setup.static_shapes) row["unpadded_steps"] = unpadded;
   // Runtime.cuda_graphs: steps replayed as CUDA graphs (events.jsonl).
   if (graphs) row["replayed_steps"] = graphs->replayed() - replayed_before;
-  row["grad_norm"] =
-      steps && m_s.grad_clip > 0 ? nlohmann::json(gn_sum / double(steps)) : nlohmann::json();
+  row["grad_norm"] = steps > skipped && m_s.grad_clip > 0
+                         ? nlohmann::json(gn_sum / double(steps - skipped))
+                         : nlohmann::json();
   phases.put(row);
 }
 
@@ -496,15 +533,18 @@ SplitMetrics Trainer::evaluate_split(int split) {
 bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                         Clock::time_point t_epoch) {
   // Every decision below from rank 0's figures, so that all ranks take the same branch.
-  double decide[3] = {val_m.loss(), elapsed(), row.value("train_loss", 0.0)};
+  const double median_in = row.value("train_loss_median", kNan);
+  double decide[4] = {val_m.loss(), elapsed(), row.value("train_loss", 0.0), median_in};
   {
     Waiting waiting("broadcast of the epoch's decisions");
-    MPI_CHECK(MPI_Bcast(decide, 3, MPI_DOUBLE, 0, m_comm.get()));
+    MPI_CHECK(MPI_Bcast(decide, 4, MPI_DOUBLE, 0, m_comm.get()));
   }
   const double val_loss = decide[0], elapsed_s = decide[1], train_loss = decide[2];
+  const double loss_median = decide[3];
   m_state.epoch = epoch;
   // A diverged model is not checkpointed; the run stops after this epoch's row.
-  const Divergence divergence = check_divergence(m_state, train_loss, epoch, m_s.divergence_factor);
+  const Divergence divergence =
+      check_divergence(m_state, loss_median, epoch, m_s.divergence_factor);
   const bool diverged = divergence.diverged;
   const bool improved = !diverged && val_loss < m_state.best_validate_loss;
   if (improved) {
@@ -550,10 +590,13 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   }
   m_last_row = row;
   if (diverged) {
-    m_log.event("diverged", diverged_event(epoch, train_loss, divergence, m_s.divergence_factor));
+    nlohmann::json event = diverged_event(epoch, loss_median, divergence, m_s);
+    event["train_loss"] = train_loss;
+    event["validate_loss"] = val_loss;
+    m_log.event("diverged", event);
     m_log.finish();
     const auto last = epoch_checkpoints(m_s.run_dir + "/checkpoints");
-    throw diverged_error(epoch, train_loss, divergence, m_s.divergence_factor,
+    throw diverged_error(epoch, loss_median, divergence, m_s,
                          last.empty() ? std::string() : last.back());
   }
   if (stop_early) {
@@ -570,6 +613,36 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
     return true;
   }
   return false;
+}
+
+void Trainer::note_skipped_step(const PendingSteps::Read& s, int64_t epoch) {
+  ++m_skipped;
+  ++m_skipped_in_a_row;
+  m_log.event("skipped_step", {{"epoch", epoch},
+                               {"step", s.step},
+                               {"why", s.why},
+                               {"loss", s.loss},
+                               {"grad_norm", s.grad_norm},
+                               {"graphs", s.graphs_text}});
+  if (m_skipped <= kSkipLines)
+    m_log.line(
+        "skipped " + s.where + ": " + s.why + s.graphs_text +
+        (m_skipped == kSkipLines ? "; further skipped steps only in events.jsonl" : std::string()));
+  if (m_skipped_in_a_row < kMaxSkippedInARow) return;
+  TrainingError e(
+      std::to_string(kMaxSkippedInARow) + " steps in a row were skipped, the last at " + s.where +
+          ": " + s.why + s.graphs_text,
+      "the model fails on every batch now: " +
+          std::string(s.has_loss && !std::isfinite(s.loss)
+                          ? "lower Training.Optimizer.learning_rate or raise it gradually "
+                            "(Training.warmup_steps), and check those graphs with `ddgnn info`"
+                          : "if the losses rose for a reason (new loss weights, a higher rate), "
+                            "raise Training.spike_factor (now " +
+                                fmt("%g", m_s.spike_factor) +
+                                ") or set it to 0; else lower "
+                                "Training.Optimizer.learning_rate"));
+  e.set_reported_by(0);
+  throw e;
 }
 
 void Trainer::stop_on_signal() {

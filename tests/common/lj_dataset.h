@@ -33,6 +33,10 @@ struct LjOptions {
   // A per-structure key "graph_attr" of two numbers: the frame's branch (k % branches, 0 without
   // branches) and 1.
   bool graph_attr = false;
+  // >= 0: this frame is a mislabelled, overlapping structure: atoms 0 and 1 0.05 Å apart, its
+  // energy `overlapping_energy` eV above the species offsets and its forces zero (a loss spike).
+  int overlapping_frame = -1;
+  double overlapping_energy = 50.0;
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
@@ -110,6 +114,12 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
       f.pbc = {true, true, true};
     }
     lj_label(f, o.periodic, o.cell);
+    if (k == o.overlapping_frame && n > 1) {
+      for (int c = 0; c < 3; ++c) f.pos[size_t(3 + c)] = f.pos[size_t(c)] + (c == 0 ? 0.05 : 0.0);
+      f.energy = o.overlapping_energy;
+      for (int i = 0; i < n; ++i) f.energy += f.z[size_t(i)] == 18 ? -1.5 : -0.7;
+      f.forces.assign(f.forces.size(), 0.0);
+    }
     if (!o.forces) f.forces.clear();
     if (o.charges) {
       ExtraColumn q{"charges", 1, {}};

@@ -489,7 +489,9 @@ TEST(FastPath, EveryModelTrainsOneStepWithFiniteForcesAndGradients) {
     gnn.to(at::kDouble);
     // The prediction path of training (model/predict.h): forces with their graph.
     TargetSpec targets;
-    targets.heads = {HeadTarget{"energy", HeadSpec::kNode, 1}};
+    targets.heads.resize(1);
+    targets.heads[0].name = "energy";
+    targets.heads[0].kind = HeadSpec::kNode;
     targets.energy_head = 0;
     targets.conservative = true;
     const Prediction pred = predict(gnn, targets, b, /*create_graph=*/true);

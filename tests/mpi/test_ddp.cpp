@@ -77,7 +77,9 @@ class DdpTest : public ::testing::Test {
     const auto dtype = gnn.parameters().front().scalar_type();
     const GraphBatch b = collate(*s_block, ids, g, dtype);
     TargetSpec targets;
-    targets.heads = {HeadTarget{"energy", HeadSpec::kNode, 1}};
+    targets.heads.resize(1);
+    targets.heads[0].name = "energy";
+    targets.heads[0].kind = HeadSpec::kNode;
     targets.energy_head = 0;
     targets.conservative = true;
     const Prediction pred = predict(gnn, targets, b, /*create_graph=*/true);

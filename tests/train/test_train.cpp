@@ -483,8 +483,10 @@ TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
   EXPECT_TRUE(fs::exists(dir.file("timed") + "/checkpoints/epoch_00001.pt"));
   EXPECT_NE(read_text(dir.file("timed") + "/events.jsonl").find("\"event\":\"time_limit\""),
             std::string::npos);
-  // Early stopping: a learning rate far too large stops improving the validation loss.
+  // Early stopping: a learning rate far too large stops improving the validation loss (its
+  // losses soon a thousand times the first epoch's: the divergence check is off here).
   c["Output"]["run_dir"] = dir.file("early");
+  c["NeuralNetwork"]["Training"]["divergence_factor"] = 0;
   c["NeuralNetwork"]["Training"]["time_limit_s"] = 0;
   c["NeuralNetwork"]["Training"]["num_epoch"] = 50;
   c["NeuralNetwork"]["Training"]["EarlyStopping"] = true;
@@ -828,11 +830,13 @@ TEST(TrainBadInput, CheckpointOfAnotherShapeOrDtype) {
   expect_error(run("evaluate --checkpoint " + dir.file("junk.pt")), "not a checkpoint");
 }
 
+// Without the spike guard a non-finite loss stops the run at once, naming the step and its batch.
 TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
   nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
   c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "SGD"}, {"learning_rate", 1e12}};
+  c["NeuralNetwork"]["Training"]["spike_factor"] = 0;
   // Read by the host every fourth step: still the first step whose loss is not finite.
   c["Output"]["read_every_steps"] = 4;
   const Result r = run("train -c " + write_config(dir, "c.json", c));
@@ -843,8 +847,26 @@ TEST(TrainBadInput, NanLossNamesStepAndGraphs) {
   EXPECT_NE(r.out.find("learning_rate"), std::string::npos) << r.out;
 }
 
+// With the spike guard (the default) the non-finite steps are skipped; when every step is, 25 in
+// a row stop the run, naming the last, its batch and why, with what to do.
+TEST(TrainBadInput, StepsSkippedInARowStopTheRunNamingTheLast) {
+  TempDir dir;
+  LjOptions o;
+  o.n_frames = 200;  // 30 steps an epoch
+  write_lj_dataset(dir.file("lj.h5"), o);
+  nlohmann::json c = small_config(dir.file("lj.h5"), dir.file("r"));
+  c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "SGD"}, {"learning_rate", 1e12}};
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  expect_error(r, "25 steps in a row were skipped, the last at epoch 1 step ");
+  EXPECT_NE(r.out.find(": the loss is nan on the batch of graphs ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lower Training.Optimizer.learning_rate"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("the validate loss"), std::string::npos) << r.out;  // stopped before it
+  EXPECT_GE(testing::lines(testing::read_text(dir.file("r/events.jsonl"))).size(), 25u);
+}
+
 // A learning rate that overflows the gradient (with its norm computed, Training.grad_clip) while
-// the loss is still finite: the error names the step and the batch and suggests a warm-up.
+// the loss is still finite, without the spike guard: the error names the step and the batch and
+// suggests a warm-up.
 TEST(TrainBadInput, OverflowingGradientNamesTheBatchAndSuggestsAWarmup) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), LjOptions{});
@@ -852,6 +874,7 @@ TEST(TrainBadInput, OverflowingGradientNamesTheBatchAndSuggestsAWarmup) {
   // Adam's first step moves every weight by about the rate (3, a thousand times the config's).
   c["NeuralNetwork"]["Training"]["Optimizer"] = {{"type", "Adam"}, {"learning_rate", 3.0}};
   c["NeuralNetwork"]["Training"]["grad_clip"] = 1e30;
+  c["NeuralNetwork"]["Training"]["spike_factor"] = 0;
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   expect_error(r, "the gradient norm is inf (the loss ");
   EXPECT_NE(r.out.find("ddgnn: training error: "), std::string::npos) << r.out;

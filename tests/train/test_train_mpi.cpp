@@ -343,9 +343,9 @@ TEST(TrainMpi, ARankThatThrowsStopsEveryRankWithItsMessage) {
 }
 
 // A model that diverges (resumed with a learning rate far too high: the schedule sets it after
-// the first epoch of the resumed run) stops every rank after the epoch in which its training loss
-// passes divergence_factor times the lowest of the run, resumed from the checkpoint, with that
-// epoch's row written and no checkpoint of it.
+// the first epoch of the resumed run) stops every rank after the epoch in which the median of its
+// batch losses passes divergence_factor times the lowest of the run, resumed from the checkpoint,
+// with that epoch's row written and no checkpoint of it; the message names what the run has set.
 TEST(TrainMpi, ADivergedModelStopsEveryRankWithoutCheckpointingIt) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), step_data());
@@ -369,10 +369,13 @@ TEST(TrainMpi, ADivergedModelStopsEveryRankWithoutCheckpointingIt) {
   EXPECT_EQ(count(r.out, "the model diverged"), 1) << r.out;
   EXPECT_NE(r.out.find("hint: train again with a lower Optimizer.learning_rate"), std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("Training.Optimizer.learning_rate is 5, no warm-up"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Training.spike_factor 20"), std::string::npos) << r.out;
   const nlohmann::json event = testing::last_event(run_dir, "diverged");
   ASSERT_FALSE(event.is_null()) << r.out;
   const int64_t epoch = event.at("epoch");
-  const double loss = event.at("train_loss"), lowest = event.at("lowest_train_loss");
+  const double loss = event.at("train_loss_median"), lowest = event.at("lowest_train_loss_median");
   EXPECT_GT(epoch, 3);
   EXPECT_LT(epoch, 30);
   EXPECT_LE(event.at("lowest_epoch").get<int64_t>(), 3);
