@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "loader/dataset.h"
 #include "loader/elements.h"
+#include "loader/outliers.h"
 #include "loader/stats.h"
 
 namespace ddgnn {
@@ -104,8 +105,11 @@ void print_report(const Dataset& ds, const DatasetStats& st, double seconds) {
       static_cast<long long>(st.neighbours_max), static_cast<long long>(st.neighbour_graphs));
   std::printf("outliers       %zu", st.outliers.size());
   if (st.energy_unjudged > 0)
-    std::printf(" (energies of %lld graphs not judged: fewer than 5 graphs of their composition)",
-                static_cast<long long>(st.energy_unjudged));
+    std::printf(
+        " (energies of %lld graphs not judged: fewer than %lld graphs of their composition and "
+        "config_type)",
+        static_cast<long long>(st.energy_unjudged),
+        static_cast<long long>(OutlierOptions{}.min_composition));
   std::printf("\n%s", outlier_lines(st.outliers, 20).c_str());
   std::printf("checksums      every block verified (whole pass %.2f s)\n", seconds);
 }

@@ -1,5 +1,6 @@
-// Outlier frames (loader/outliers.h): robust energy statistics per composition, force bound, and
-// close atoms by a sweep along one direction, with periodic images of the atoms near a face.
+// Outlier frames (loader/outliers.h): robust energy statistics per composition and config_type,
+// force bound, and close atoms by a sweep along one direction, with periodic images of the atoms
+// near a face.
 #include "loader/outliers.h"
 
 #include <algorithm>
@@ -114,12 +115,22 @@ void OutlierScan::add(const Frame& f) {
       h *= 1099511628211ull;
     }
   }
+  // Frames of one composition but another config_type (isomers, other molecules of a set of
+  // molecules) are another group: their energies differ by chemistry, not by error.
+  for (unsigned char c : f.config_type) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
   s.composition = h;
   if (!m_formula.count(h)) {
     std::string formula;
     for (size_t z = 1; z < count.size(); ++z)
       if (count[z])
         formula += element_symbol(int(z)) + (count[z] > 1 ? std::to_string(count[z]) : "");
+    if (!f.config_type.empty())
+      formula += " frames of config_type " + f.config_type;
+    else
+      formula += " frames";
     m_formula[h] = formula;
   }
   s.energy_per_atom = n ? f.energy / double(n) : 0.0;
@@ -174,7 +185,7 @@ std::vector<Outlier> OutlierScan::finish() const {
                              (it->second.mad > 0 ? fmt("%.3g", dev / it->second.mad) + " MADs"
                                                  : fmt("%.3g", dev * 1000) + " meV/atom") +
                              " from the median " + fmt("%.6g", it->second.median) + " of its " +
-                             m_formula.at(s.composition) + " frames (MAD " +
+                             m_formula.at(s.composition) + " (MAD " +
                              fmt("%.3g", it->second.mad * 1000) + " meV/atom)"});
     }
     if (s.max_force > m_options.max_force)

@@ -1,5 +1,6 @@
 // Frames no training set should hold unseen: an energy per atom far from the others of its
-// composition (robust: median and median absolute deviation), a force beyond any physical scale,
+// composition and config_type (robust: median and median absolute deviation, judged once a group
+// has min_composition frames: fewer give no trustworthy spread), a force beyond any physical scale,
 // two atoms on top of each other. Found by `convert` (stored in the dataset, refused with
 // --strict), shown by `info`, refused by `train` unless Dataset.allow_outliers.
 #pragma once
@@ -14,11 +15,11 @@
 namespace ddgnn {
 
 struct OutlierOptions {
-  double energy_mads = 10.0;    // |E/atom - median| above this many MADs of the composition
-  double energy_floor = 0.001;  // eV/atom: the threshold never falls below this (MAD ~ 0)
-  int64_t min_composition = 5;  // frames of a composition needed to judge its energies
-  double max_force = 100.0;     // eV/Å: a larger force component norm is an outlier
-  double min_distance = 0.1;    // Å: two atoms closer than this (periodic images included)
+  double energy_mads = 10.0;     // |E/atom - median| above this many MADs of the composition
+  double energy_floor = 0.001;   // eV/atom: the threshold never falls below this (MAD ~ 0)
+  int64_t min_composition = 10;  // frames of a group needed to judge its energies
+  double max_force = 100.0;      // eV/Å: a larger force component norm is an outlier
+  double min_distance = 0.1;     // Å: two atoms closer than this (periodic images included)
 };
 
 struct Outlier {

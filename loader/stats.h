@@ -35,7 +35,7 @@ struct DatasetStats {
   double radius = 0, neighbours_mean = 0;
   int64_t neighbours_min = 0, neighbours_max = 0, neighbour_graphs = 0;
   // Outlier frames (loader/outliers.h, default thresholds), and the frames whose energy was not
-  // judged (too few frames of their composition).
+  // judged (too few frames of their composition and config_type).
   std::vector<Outlier> outliers;
   int64_t energy_unjudged = 0;
 };

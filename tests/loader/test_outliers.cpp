@@ -1,6 +1,6 @@
-// Outlier frames: an energy per atom far from its composition's median (in MADs), a force beyond
-// 100 eV/Å, two atoms closer than 0.1 Å (across a periodic face too); ordinary MD-like data gives
-// none.
+// Outlier frames: an energy per atom far from the median of its composition and config_type (in
+// MADs), a force beyond 100 eV/Å, two atoms closer than 0.1 Å (across a periodic face too);
+// ordinary MD-like data gives none.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -89,6 +89,26 @@ TEST(Outliers, CloseAtomsAcrossAPeriodicFaceAreFoundAndNotWithoutThePeriodicity)
   EXPECT_NEAR(p.distance, 0.03, 1e-12);
 }
 
+// A set of molecules: two isomers (one composition, two config_types) 0.2 eV/atom apart, twenty
+// thermal frames each, are no outliers; each is judged against its own frames, and one of them
+// 0.2 eV/atom above its isomer's energy is named with its config_type.
+TEST(Outliers, IsomersAreJudgedEachAgainstItsOwnFrames) {
+  std::mt19937 rng(5);
+  OutlierScan scan;
+  for (int k = 0; k < 40; ++k) {
+    Frame f = cu4(rng);
+    f.config_type = k % 2 ? "isomer_b" : "isomer_a";
+    if (k % 2) f.energy += 4 * 0.2;
+    if (k == 6) f.energy += 4 * 0.2;  // isomer_a at isomer_b's energy: an error
+    scan.add(f);
+  }
+  const auto out = scan.finish();
+  ASSERT_EQ(out.size(), 1u) << outlier_lines(out, 5);
+  EXPECT_EQ(out[0].graph, 6);
+  EXPECT_THAT(out[0].what, HasSubstr("of its Cu4 frames of config_type isomer_a"));
+  EXPECT_EQ(scan.energy_unjudged(), 0);
+}
+
 TEST(Outliers, SmallCompositionsAreNotJudgedOnEnergy) {
   std::mt19937 rng(3);
   OutlierScan scan;
@@ -97,8 +117,15 @@ TEST(Outliers, SmallCompositionsAreNotJudgedOnEnergy) {
   odd.z[0] = 28;       // NiCu3: one frame of its kind
   odd.energy = -50.0;  // far from Cu4's, but nothing to compare with
   scan.add(odd);
+  // Five frames of a molecule (as a set of molecules holds): their spread says too little.
+  for (int k = 0; k < 5; ++k) {
+    Frame f = cu4(rng);
+    f.config_type = "five_frames";
+    if (k == 2) f.energy += 0.05;
+    scan.add(f);
+  }
   EXPECT_TRUE(scan.finish().empty());
-  EXPECT_EQ(scan.energy_unjudged(), 1);
+  EXPECT_EQ(scan.energy_unjudged(), 6);
 }
 
 }  // namespace
