@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The one table of reference datasets (system, potential or method, temperature, timestep, stride,
-seed) shared by generate.sh, gen_lammps.py, fd_check_lammps.py and the xtb driver's arguments.
-Command line: datasets.py names | kind NAME | xtb-args NAME | describe."""
+seed) shared by generate.sh, gen_lammps.py, gen_molecules.py, fd_check_lammps.py and the xtb
+driver's arguments.
+Command line: datasets.py names [--all] | kind NAME | xtb-args NAME | describe."""
 
 import os
 import sys
@@ -63,7 +64,25 @@ XTB = {
         seed=2002, accuracy=0.01),
 }
 
+# Many small molecules, each labelled by a short GFN2-xTB MD run of its own (gen_molecules.py):
+# SMILES from `smiles`, embedded by RDKit (ETKDG, randomSeed seed + i for the i-th molecule of the
+# file, counted from 1) and relaxed with MMFF94 (UFF where MMFF has no parameters); ddgnn-xtb-md
+# then relaxes it to the GFN2 minimum (at most `relax` FIRE steps, to `fmax` eV/A: MMFF's CO2 and
+# CS2 bonds are 0.25 A too long, and the energy released would heat the MD) and runs MD as the xtb
+# sets with seed + i; `per_molecule` frames each, every `stride` steps after `equil` steps,
+# config_type=<molecule name>. Not a default set (generate.sh --only molecules): it takes minutes.
+MOLECULES = {
+    "molecules": dict(
+        system="small organic molecules (H, C, N, O, F, S, Cl; 2-10 heavy atoms), isolated",
+        smiles="molecules.smi", per_molecule=5, temperature=500.0, dt=0.5, tau=50.0, stride=40,
+        equil=200, seed=3000, accuracy=0.01, relax=500, fmax=0.01,
+        elements=("H", "C", "N", "O", "F", "S", "Cl"), heavy_atoms=(2, 10)),
+}
+
+# The sets generate.sh makes when no --only is given (and jobs/main.sh converts).
 NAMES = list(LAMMPS) + list(XTB)
+# Every set generate.sh --only accepts.
+ALL_NAMES = NAMES + list(MOLECULES)
 
 
 class DatasetError(Exception):
@@ -71,8 +90,8 @@ class DatasetError(Exception):
 
 
 def check_name(name):
-    if name not in LAMMPS and name not in XTB:
-        raise DatasetError(f"unknown dataset '{name}'; known datasets: {', '.join(NAMES)}")
+    if name not in ALL_NAMES:
+        raise DatasetError(f"unknown dataset '{name}'; known datasets: {', '.join(ALL_NAMES)}")
     return name
 
 
@@ -166,6 +185,25 @@ def xtb_args(name):
             "--seed", str(ds["seed"]), "--accuracy", repr(ds["accuracy"])]
 
 
+def kind(name):
+    """lammps, xtb (one trajectory) or xtb-molecules (gen_molecules.py)."""
+    if check_name(name) in LAMMPS:
+        return "lammps"
+    return "xtb" if name in XTB else "xtb-molecules"
+
+
+def molecule_xtb_args(name, index, mol_name, geometry):
+    """Arguments of ddgnn-xtb-md for the `index`-th molecule (from 1) of set `name`, called
+    `mol_name`, starting from the xyz file `geometry` (without --out)."""
+    ds = MOLECULES[check_name(name)]
+    return ["--in", geometry, "--config-type", mol_name,
+            "--temperature", repr(ds["temperature"]), "--dt", repr(ds["dt"]),
+            "--tau", repr(ds["tau"]), "--stride", str(ds["stride"]), "--equil", str(ds["equil"]),
+            "--frames", str(ds["per_molecule"]), "--seed", str(ds["seed"] + index),
+            "--accuracy", repr(ds["accuracy"]), "--relax", str(ds["relax"]),
+            "--fmax", repr(ds["fmax"])]
+
+
 def describe():
     rows = []
     for name, ds in LAMMPS.items():
@@ -182,18 +220,28 @@ def describe():
                     f"NVT {ds['temperature']:g} K (Bussi, tau {ds['tau']:g} fs); "
                     f"dt {ds['dt']:g} fs; equil {ds['equil']} steps; frame every "
                     f"{ds['stride']} steps; seed {ds['seed']}")
+    for name, ds in MOLECULES.items():
+        rows.append(f"{name}: {ds['system']}, SMILES from {ds['smiles']}; RDKit ETKDG + MMFF94 "
+                    f"(seed {ds['seed']} + i), GFN2 FIRE relaxation (<= {ds['relax']} steps, "
+                    f"fmax {ds['fmax']:g} eV/A); GFN2-xTB (accuracy {ds['accuracy']:g}); "
+                    f"NVT {ds['temperature']:g} K (Bussi, tau {ds['tau']:g} fs); "
+                    f"dt {ds['dt']:g} fs; equil {ds['equil']} steps; {ds['per_molecule']} frames "
+                    f"per molecule, every {ds['stride']} steps; seed {ds['seed']} + i; "
+                    f"config_type = molecule name; not a default set")
     return "\n".join(rows)
 
 
 def main(argv):
-    usage = "usage: datasets.py names | kind NAME | xtb-args NAME | describe"
+    usage = "usage: datasets.py names [--all] | kind NAME | xtb-args NAME | describe"
     try:
         if argv == ["names"]:
             print(" ".join(NAMES))
+        elif argv == ["names", "--all"]:
+            print(" ".join(ALL_NAMES))
         elif argv == ["describe"]:
             print(describe())
         elif len(argv) == 2 and argv[0] == "kind":
-            print("lammps" if check_name(argv[1]) in LAMMPS else "xtb")
+            print(kind(argv[1]))
         elif len(argv) == 2 and argv[0] == "xtb-args":
             if check_name(argv[1]) not in XTB:
                 raise DatasetError(f"dataset '{argv[1]}' is not an xtb dataset")

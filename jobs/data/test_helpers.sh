@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Helpers for the ctest tests of tests/data/tests.cmake: run a command that must fail with a given
-# message, check that a label check rejects corrupted forces, and regenerate a dataset into a
-# second folder and compare the two files byte for byte.
+# message (and leave no output file behind), check that a label check rejects corrupted forces, and
+# regenerate a dataset into a second folder and compare the two files byte for byte.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -9,6 +9,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 usage() {
   cat >&2 <<EOF
 usage: test_helpers.sh fail REGEX CMD [ARGS...]        CMD must exit non-zero, print REGEX
+       test_helpers.sh fail-leaves-nothing OUT REGEX CMD [ARGS...]
+                                                       fail, and neither OUT nor a hidden
+                                                       .OUT* temporary exists afterwards
        test_helpers.sh corrupt-forces IN OUT DELTA     OUT = IN with DELTA eV/A added to every fx
        test_helpers.sh fd-rejects IN OUT DELTA REGEX CHECK [ARGS...]
                                                        corrupt-forces, then CHECK (where {} in
@@ -37,6 +40,20 @@ case "$1" in
       exit 1
     fi
     echo "test_helpers.sh: failed as expected (exit $rc)"
+    ;;
+  fail-leaves-nothing)
+    [[ $# -ge 4 ]] || usage
+    out="$2"
+    rm -f "$out"
+    shift 2
+    "$BASH" "$0" fail "$@"
+    left=$(find "$(dirname "$out")" -maxdepth 1 \( -name "$(basename "$out")*" -o \
+      -name ".$(basename "$out")*" \) -print)
+    if [[ -n "$left" ]]; then
+      echo "test_helpers.sh: the failed command left behind: $left" >&2
+      exit 1
+    fi
+    echo "test_helpers.sh: no output left behind"
     ;;
   corrupt-forces)
     [[ $# -eq 4 ]] || usage

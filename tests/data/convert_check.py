@@ -14,9 +14,12 @@ def main():
     ap.add_argument("extxyz")
     ap.add_argument("h5")
     ap.add_argument("--graphs", type=int, required=True)
-    ap.add_argument("--atoms", type=int, required=True, help="atoms in every graph")
+    ap.add_argument("--atoms", required=True,
+                    help="atoms in every graph, or min,max over the graphs")
     ap.add_argument("--species", required=True, help="comma-separated symbols")
     ap.add_argument("--neighbours", required=True, help="min,max of the mean count within 5 A")
+    ap.add_argument("--config-types", type=int,
+                    help="number of distinct config_type values (e.g. one per molecule)")
     a = ap.parse_args()
 
     subprocess.run([a.ddgnn, "convert", "--overwrite", a.extxyz, a.h5], check=True)
@@ -30,8 +33,13 @@ def main():
             errors.append(what)
 
     expect(info["graphs"] == a.graphs, f"graphs {info['graphs']} != {a.graphs}")
-    expect(info["atoms"]["min"] == a.atoms and info["atoms"]["max"] == a.atoms,
+    atoms = [int(x) for x in a.atoms.split(",")]
+    lo_atoms, hi_atoms = atoms[0], atoms[-1]
+    expect(info["atoms"]["min"] == lo_atoms and info["atoms"]["max"] == hi_atoms,
            f"atoms per graph {info['atoms']} != {a.atoms}")
+    if a.config_types is not None:
+        expect(len(info["config_types"]) == a.config_types,
+               f"{len(info['config_types'])} config types != {a.config_types}")
     expect(sorted(info["species"]) == sorted(a.species.split(",")),
            f"species {sorted(info['species'])} != {a.species}")
     expect(info["has_forces"], "no forces")

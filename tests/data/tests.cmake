@@ -1,6 +1,7 @@
 # tests/data/tests.cmake: ctest tests (label `data`) of the dataset generators in jobs/data/: small
 # generation runs, finite-difference label checks, byte-identical reruns and bad inputs. Included
-# from tests/CMakeLists.txt; LAMMPS tests need `lmp`, xtb tests the ddgnn-xtb-md target.
+# from tests/CMakeLists.txt; LAMMPS tests need `lmp`, xtb tests the ddgnn-xtb-md target, the
+# molecules set also RDKit (Debian's python3-rdkit).
 set(DDGNN_DATA_DIR ${CMAKE_SOURCE_DIR}/jobs/data)
 set(DDGNN_DATA_OUT ${CMAKE_CURRENT_BINARY_DIR}/data_tests)
 set(DDGNN_DATA_FRAMES 60)
@@ -125,4 +126,70 @@ else()
                   "install libxtb-dev xtb) as the README says.")
   add_test(NAME data.xtb_missing COMMAND ${CMAKE_COMMAND} -E false)
   set_tests_properties(data.xtb_missing PROPERTIES LABELS data)
+endif()
+
+# ---- the molecules set (RDKit + xtb) ----
+# gen_molecules.py needs an interpreter that imports RDKit: Debian's python3-rdkit lives under
+# /usr/bin/python3, which need not be the python3 first on PATH.
+set(DDGNN_RDKIT_PYTHON "")
+foreach(py /usr/bin/python3 ${DDGNN_PYTHON3})
+  if(EXISTS ${py})
+    execute_process(COMMAND ${py} -c "import rdkit" RESULT_VARIABLE rdkit_rc OUTPUT_QUIET
+                    ERROR_QUIET)
+    if(rdkit_rc EQUAL 0)
+      set(DDGNN_RDKIT_PYTHON ${py})
+      break()
+    endif()
+  endif()
+endforeach()
+if(DDGNN_RDKIT_PYTHON)
+  set(gen_mol ${DDGNN_RDKIT_PYTHON} ${DDGNN_DATA_DIR}/gen_molecules.py)
+  # The shipped list: >= 200 distinct, parsable, neutral closed-shell molecules of H C N O F S Cl.
+  ddgnn_data_test(molecules.smiles_file COMMAND ${gen_mol} --check --min-molecules 200)
+  # A SMILES RDKit cannot parse: the error names file, line and SMILES; nothing is written.
+  file(WRITE ${DDGNN_DATA_OUT}/bad_molecules.smi
+       "# a valid molecule, then an unclosed ring\nCCO ethanol\nC1CC broken_ring\n")
+  ddgnn_data_test(bad.molecules_smiles
+                  COMMAND ${DDGNN_BASH} ${helpers} fail-leaves-nothing
+                          ${DDGNN_DATA_OUT}/bad_molecules.extxyz
+                          "bad_molecules.smi:3: RDKit cannot parse the SMILES 'C1CC'"
+                          ${gen_mol} --smiles ${DDGNN_DATA_OUT}/bad_molecules.smi
+                          --out ${DDGNN_DATA_OUT}/bad_molecules.extxyz)
+  # xtb failing on every molecule: each named, and no output file or scratch folder left.
+  find_program(DDGNN_FALSE false)
+  if(DDGNN_FALSE)
+    ddgnn_data_test(bad.molecules_xtb_fails
+                    COMMAND ${DDGNN_BASH} ${helpers} fail-leaves-nothing
+                            ${DDGNN_DATA_OUT}/failed_molecules.extxyz
+                            "2 of 2 molecules failed, no output written"
+                            ${gen_mol} --molecules 2 --xtb-md ${DDGNN_FALSE}
+                            --out ${DDGNN_DATA_OUT}/failed_molecules.extxyz)
+  endif()
+endif()
+if(TARGET ddgnn-xtb-md AND DDGNN_RDKIT_PYTHON)
+  # 6 molecules x 3 frames of the shipped list (the first six: alkanes of 8 to 17 atoms).
+  set(mol_args --only molecules --molecules 6 --per-molecule 3 --xtb-md ${xtb_md})
+  ddgnn_data_test(gen.molecules SETUP data_molecules
+                  COMMAND ${DDGNN_BASH} ${gen} --out ${run_a} ${mol_args})
+  ddgnn_data_test(check.molecules REQUIRES data_molecules
+                  COMMAND ${DDGNN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/molecules_check.py
+                          ${run_a}/molecules.extxyz --smiles ${DDGNN_DATA_DIR}/molecules.smi
+                          --molecules 6 --per-molecule 3)
+  ddgnn_data_test(fd.molecules REQUIRES data_molecules
+                  COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+                          ${xtb_md} --fd-check ${run_a}/molecules.extxyz)
+  ddgnn_data_test(rerun.molecules REQUIRES data_molecules
+                  COMMAND ${DDGNN_BASH} ${helpers} rerun ${run_a} ${run_b} molecules
+                          ${mol_args})
+  # Each molecule a config_type of its own (what Dataset.split_by group keeps together).
+  ddgnn_data_test(convert.molecules REQUIRES data_molecules
+                  COMMAND ${DDGNN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/convert_check.py
+                          $<TARGET_FILE:ddgnn> ${run_a}/molecules.extxyz
+                          ${run_a}/molecules.h5 --graphs 18 --atoms 8,17 --species C,H
+                          --neighbours 6,16 --config-types 6)
+elseif(TARGET ddgnn-xtb-md)
+  message(WARNING "no python3 that imports RDKit (Debian: apt-get install python3-rdkit): the "
+                  "`data` tests of the molecules set are NOT registered.")
+  add_test(NAME data.rdkit_missing COMMAND ${CMAKE_COMMAND} -E false)
+  set_tests_properties(data.rdkit_missing PROPERTIES LABELS data)
 endif()
