@@ -632,15 +632,17 @@ void Trainer::note_skipped_step(const PendingSteps::Read& s, int64_t epoch) {
   TrainingError e(
       std::to_string(kMaxSkippedInARow) + " steps in a row were skipped, the last at " + s.where +
           ": " + s.why + s.graphs_text,
-      "the model fails on every batch now: " +
-          std::string(s.has_loss && !std::isfinite(s.loss)
-                          ? "lower Training.Optimizer.learning_rate or raise it gradually "
-                            "(Training.warmup_steps), and check those graphs with `ddgnn info`"
-                          : "if the losses rose for a reason (new loss weights, a higher rate), "
-                            "raise Training.spike_factor (now " +
-                                fmt("%g", m_s.spike_factor) +
-                                ") or set it to 0; else lower "
-                                "Training.Optimizer.learning_rate"));
+      "the steps before these left weights that fail on every batch: lower "
+      "Training.Optimizer.learning_rate (now " +
+          fmt("%g", m_s.learning_rate) + ")" +
+          (m_s.warmup_steps > 0 ? std::string()
+                                : " or raise it gradually (Training.warmup_steps, e.g. a few "
+                                  "hundred steps; none is set)") +
+          (s.has_loss && !std::isfinite(s.loss)
+               ? ", and check those graphs with `ddgnn info`"
+               : "; if the losses rose for a reason (new loss weights, a higher rate), raise "
+                 "Training.spike_factor (now " +
+                     fmt("%g", m_s.spike_factor) + ") or set it to 0"));
   e.set_reported_by(0);
   throw e;
 }
