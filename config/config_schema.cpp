@@ -314,8 +314,10 @@ std::vector<KeySpec> build_schema() {
           "skip the optimizer step of a batch whose loss or gradient norm is non-finite or more "
           "than this many times the median of the last 100 steps' (judged once 10 are known): "
           "the step is counted (metrics.csv's skipped_steps) and logged with its graphs, and "
-          "training goes on; 25 skipped steps in a row stop the run. 0 = off (a non-finite "
-          "loss then stops the run)")
+          "training goes on. A spike after 3 skipped steps in a row is applied (every batch "
+          "spiking means the weights are the cause, and that gradient corrects them); 25 "
+          "non-finite steps in a row stop the run. 0 = off (a non-finite loss then stops the "
+          "run)")
           .def(20.0)
           .ge(0)
           .ddgnn_only());

@@ -1,11 +1,13 @@
 // Training.spike_factor: the loss-spike guard. A step whose loss (this rank's part) or gradient
 // norm (the step's, summed over the ranks, before clipping) is non-finite, or more than the factor
 // times the median of the last kWindow steps' finite values, is skipped: no optimizer step and no
-// weight-average update. The judgement stays on the device (no host wait inside a step): a rank
-// whose loss is judged a spike differentiates nan instead, so that the summed gradient is
-// non-finite on every rank and every rank skips the same step; the gate of the step is handed to
-// the optimizer and the weight average (set_step_gate, model/optim.h). PendingSteps reads the
-// record of each step with its loss.
+// weight-average update. A spike that follows kMaxSpikesInARow skipped steps is applied: when
+// every batch spikes, the weights are the cause, not a batch, and the gradient of those losses
+// (clipped with Training.grad_clip) is what brings them back; a non-finite step is always skipped.
+// The judgement stays on the device (no host wait inside a step): a rank whose loss is judged a
+// spike differentiates nan instead, so that the summed gradient is non-finite on every rank and
+// every rank skips the same step; the gate of the step is handed to the optimizer and the weight
+// average (set_step_gate, model/optim.h). PendingSteps reads the record of each step with its loss.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -17,10 +19,12 @@ namespace ddgnn {
 
 class SpikeGuard {
  public:
-  static constexpr int64_t kWindow = 100;     // the steps whose median is the reference
-  static constexpr int64_t kMinHistory = 10;  // finite values needed before a spike is judged
+  static constexpr int64_t kWindow = 100;         // the steps whose median is the reference
+  static constexpr int64_t kMinHistory = 10;      // finite values needed before a spike is judged
+  static constexpr int64_t kMaxSpikesInARow = 3;  // skipped in a row, then a spike is applied
   // Where the record's values are (SpikeGuard::Verdict::record).
-  enum Record : int64_t { kLossSpike, kSkipped, kLossMedian, kNormMedian, kRecordSize };
+  // kPersisted: far above the median but applied (kMaxSpikesInARow skipped before it).
+  enum Record : int64_t { kLossSpike, kSkipped, kLossMedian, kNormMedian, kPersisted, kRecordSize };
 
   // factor > 0 (the config checks it).
   SpikeGuard(double factor, c10::Device device);
@@ -31,7 +35,8 @@ class SpikeGuard {
 
   struct Verdict {
     at::Tensor apply;   // 0-dim bool: the step is applied
-    at::Tensor record;  // [kRecordSize] float64: loss spike (this rank), skipped, the medians
+    at::Tensor record;  // [kRecordSize] float64: loss spike (this rank), skipped, the medians,
+                        // persisted
   };
   // After the gradients are summed, their norm before clipping: whether the step applies, judged
   // on it and on this step's judge_loss (a rank without a sample calls only this).
@@ -46,6 +51,9 @@ class SpikeGuard {
   at::Tensor m_losses, m_norms;       // [kWindow] float64, nan where nothing is kept
   at::Tensor m_loss_at, m_norm_at;    // 0-dim int64: where the next value goes (mod kWindow)
   at::Tensor m_spike, m_loss_median;  // the last judge_loss's verdict and median
+  at::Tensor m_persisted;             // the last judge_loss saw a spike it let through
+  at::Tensor m_in_a_row;              // 0-dim float64: steps skipped in a row
+  at::Tensor skips_allowed() const;   // 0-dim bool: fewer than kMaxSpikesInARow in a row
 };
 
 }  // namespace ddgnn

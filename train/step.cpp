@@ -229,6 +229,7 @@ std::vector<PendingSteps::Read> PendingSteps::read() {
     r.graphs_text = graphs();
     if (s.has_guard) {
       r.skipped = guard[SpikeGuard::kSkipped] != 0.0;
+      r.spike_applied = guard[SpikeGuard::kPersisted] != 0.0;
       if (r.skipped) r.why = skip_reason(r, guard, m_factor, p.world);
       out.push_back(r);
       continue;

@@ -122,6 +122,7 @@ class PendingSteps {
     double loss = 0.0;             // this rank's share (0 when it had no sample)
     double grad_norm = 0.0;        // 0 without Training.grad_clip or the spike guard
     bool skipped = false;          // the spike guard skipped the step
+    bool spike_applied = false;    // far above the median, applied after skips in a row
     std::string why;               // why it was skipped (what the guard judged)
     std::string where;             // "epoch E step S" (", rank R" on several ranks)
     std::string graphs_text;       // " on the batch of graphs [...] (indices in FILE)" or ""

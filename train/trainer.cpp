@@ -37,6 +37,7 @@
 #include "train/model_setup.h"
 #include "train/report.h"
 #include "train/run_log.h"
+#include "train/spikes.h"
 #include "train/split_metrics.h"
 #include "train/start_checks.h"
 #include "train/static_shapes.h"
@@ -104,6 +105,9 @@ class Trainer {
   // A step the spike guard skipped: its event, a log line for the run's first few, and the stop
   // after kMaxSkippedInARow in a row.
   void note_skipped_step(const PendingSteps::Read& s, int64_t epoch);
+  // A spike the guard applied after skipping the steps before it: its event and, for the run's
+  // first few, a log line.
+  void note_applied_spike(const PendingSteps::Read& s, int64_t epoch);
   void write_checkpoint(const std::string& path, bool with_optimizer);
   TrainedObjects trained() {
     return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
@@ -138,6 +142,7 @@ class Trainer {
   bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
   int64_t m_skipped = 0, m_skipped_in_a_row = 0;  // steps the spike guard skipped (this process)
+  int64_t m_spikes_applied = 0;                   // and spikes it applied
   int64_t m_start_epoch = 1;
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
@@ -429,6 +434,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
       } else {
         m_skipped_in_a_row = 0;
         gn_sum += s.grad_norm;
+        if (s.spike_applied) note_applied_spike(s, epoch);
       }
       graphs_read += s.graphs;
       if (m_s.verbosity >= 4)
@@ -645,6 +651,24 @@ void Trainer::note_skipped_step(const PendingSteps::Read& s, int64_t epoch) {
                      fmt("%g", m_s.spike_factor) + ") or set it to 0"));
   e.set_reported_by(0);
   throw e;
+}
+
+void Trainer::note_applied_spike(const PendingSteps::Read& s, int64_t epoch) {
+  ++m_spikes_applied;
+  m_log.event("spike_applied", {{"epoch", epoch},
+                                {"step", s.step},
+                                {"loss", s.loss},
+                                {"grad_norm", s.grad_norm},
+                                {"graphs", s.graphs_text}});
+  if (m_spikes_applied <= kSkipLines)
+    m_log.line("applied " + s.where + " although far above the median of the last steps (loss " +
+               fmt("%.4g", s.loss) + ", gradient norm " + fmt("%.4g", s.grad_norm) + "): the " +
+               std::to_string(SpikeGuard::kMaxSpikesInARow) +
+               " steps before it were skipped, so the weights are the cause, not a batch, and "
+               "their gradient is what corrects them" +
+               (m_s.grad_clip > 0
+                    ? " (clipped at Training.grad_clip " + fmt("%g", m_s.grad_clip) + ")"
+                    : std::string()));
 }
 
 void Trainer::stop_on_signal() {
