@@ -66,6 +66,18 @@ std::pair<std::size_t, std::size_t> line_col(const std::string& text, std::size_
   return {line, end - line_start + 1};
 }
 
+// Objects and arrays nested deeper than this are refused while parsing: a config is a few levels
+// deep, and a value nested tens of thousands of levels would overflow the stack of every recursive
+// walk (and of the parsed value's destructor).
+constexpr int kMaxJsonDepth = 64;
+
+[[noreturn]] void too_deep(const std::string& source) {
+  throw ConfigError(
+      source + ": JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep",
+      "a config's values are numbers, strings and short lists a few levels deep: "
+      "look for a generated or corrupted file");
+}
+
 json parse_json_text(const std::string& text, const std::string& source) {
   // A stack of the keys seen in each open object, to refuse duplicates (nlohmann keeps the last).
   struct Frame {
@@ -77,9 +89,11 @@ json parse_json_text(const std::string& text, const std::string& source) {
   auto callback = [&](int, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
+        if (stack.size() >= size_t(kMaxJsonDepth)) too_deep(source);
         stack.push_back({true, {}, {}});
         break;
       case json::parse_event_t::array_start:
+        if (stack.size() >= size_t(kMaxJsonDepth)) too_deep(source);
         stack.push_back({false, {}, {}});
         break;
       case json::parse_event_t::object_end:
@@ -177,7 +191,13 @@ Override parse_override(const std::string& text) {
     if (part.empty()) throw ConfigError("--set '" + text + "': empty part in the key", form_hint);
   const std::string value = text.substr(eq + 1);
   try {
-    out.value = json::parse(value);
+    out.value = json::parse(value, [&](int depth, json::parse_event_t event, json&) {
+      if ((event == json::parse_event_t::object_start ||
+           event == json::parse_event_t::array_start) &&
+          depth >= kMaxJsonDepth)
+        too_deep("--set '" + out.key + "'");
+      return true;
+    });
   } catch (const json::parse_error&) {
     out.value = value;  // not JSON: a plain string such as rma or data/cu.h5
   } catch (const json::out_of_range&) {

@@ -138,6 +138,41 @@ TEST(Hostile, NumbersNoConfigCanMean) {
   EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
 }
 
+// A config nested 100,000 levels deep, or a --set value 50,000, is refused while it is parsed, in
+// one line, by config and by train (it overflowed the stack of the recursive walks before); 60
+// levels (deeper than any real config) still parse to the usual key errors.
+TEST(Hostile, JsonNestedTooDeepIsRefusedWhileParsed) {
+  TempDir dir;
+  const std::string base = std::string(DDGNN_SOURCE_DIR) + "/configs/ethanol_schnet.json";
+  const auto nested = [](int levels) {
+    return std::string(size_t(levels), '[') + "1" + std::string(size_t(levels), ']');
+  };
+  std::string text = testing::read_text(base);
+  const auto at = text.find("\"batch_size\"");
+  ASSERT_NE(at, std::string::npos);
+  std::ofstream(dir.file("deep.json"))
+      << std::string(text).insert(at, "\"deep\": " + nested(100000) + ", ");
+  for (const char* command : {"config --config ", "train --config "}) {
+    const Result r = run(command + dir.file("deep.json"));
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("deep.json: JSON nested more than 64 levels deep"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+  }
+  // 50,000 levels: one argument of a command line holds at most 128 KiB.
+  const Result set = run("config --config " + base + " --set Dataset.name=" + nested(50000));
+  EXPECT_EQ(set.code, 1) << set.out.substr(0, 2000);
+  EXPECT_NE(set.out.find("--set 'Dataset.name': JSON nested more than 64 levels deep"),
+            std::string::npos)
+      << set.out.substr(0, 2000);
+  std::ofstream(dir.file("sixty.json"))
+      << std::string(text).insert(at, "\"deep\": " + nested(60) + ", ");
+  const Result sixty = run("config --config " + dir.file("sixty.json"));
+  EXPECT_EQ(sixty.code, 1) << sixty.out;
+  EXPECT_EQ(sixty.out.find("nested more than"), std::string::npos) << sixty.out;
+  EXPECT_NE(sixty.out.find("deep"), std::string::npos) << sixty.out;  // the unknown key, named
+}
+
 // `ddgnn config` makes the checks of the keys together that `ddgnn train` makes at its start
 // (what a campaign relies on before it runs anything).
 TEST(Hostile, ConfigRefusesWhatTrainRefusesAtStart) {

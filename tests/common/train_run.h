@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -33,6 +35,10 @@ inline Result run(const std::string& args, const std::string& env = "") {
   Result r;
   const std::string cmd = env + " " + std::string(DDGNN_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    r.out = "popen failed: " + std::string(std::strerror(errno));
+    return r;
+  }
   std::array<char, 4096> buf;
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
