@@ -1,11 +1,21 @@
 #include "train/divergence.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/log.h"
 #include "train/run_log.h"
 
 namespace ddgnn {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const auto mid = v.begin() + long(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
 
 Divergence check_divergence(RunState& state, double median, int64_t epoch, double factor) {
   const Divergence d{factor > 0 && std::isfinite(state.lowest_train_loss) &&

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "config/train_settings.h"
 #include "core/error.h"
@@ -18,6 +19,9 @@ struct Divergence {
   double lowest = 0.0;       // the lowest epoch median before this epoch
   int64_t lowest_epoch = 0;  // its epoch
 };
+
+// The median of `values` (the mean of the middle two for an even count; nan for none).
+double median_of(std::vector<double> values);
 
 // Compares `median` (epoch `epoch`'s) with state's lowest (never when factor is 0, before a first
 // epoch or for a nan median), then makes it the lowest if it is.

@@ -1,13 +1,12 @@
 // The epoch loop of `ddgnn train` (train/trainer.h), read top to bottom: set-up, then for every
 // epoch train_epoch (steps on ready batches), evaluate_split, end_epoch (decisions, checkpoints,
-// metrics row, log line).
+// metrics row, log line: train/trainer_epoch.cpp).
 #include "train/trainer.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
@@ -19,136 +18,27 @@
 #include <limits>
 #include <optional>
 
-#include "comm/communicator.h"
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/threads.h"
-#include "core/version.h"
-#include "model/optim.h"
 #include "model/precision.h"
-#include "train/checkpoint.h"
-#include "train/ddp.h"
 #include "train/device.h"
 #include "train/divergence.h"
-#include "train/loader.h"
-#include "train/model_setup.h"
 #include "train/report.h"
-#include "train/run_log.h"
-#include "train/spikes.h"
-#include "train/split_metrics.h"
 #include "train/start_checks.h"
 #include "train/static_shapes.h"
-#include "train/step.h"
 #include "train/step_graphs.h"
+#include "train/trainer_impl.h"
 #include "train/upload.h"
 
 namespace ddgnn {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr int64_t kSkipLines = 5;          // skipped steps given a log line, per run
-constexpr int64_t kMaxSkippedInARow = 25;  // then the run stops
-
-double median(std::vector<double> v) {
-  if (v.empty()) return kNan;
-  const auto mid = v.begin() + long(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
-}
-
-double peak_rss_mb() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_maxrss) / 1024.0;
-}
-
-}  // namespace
-
-class Trainer {
- public:
-  Trainer(const Config& config, const TrainOptions& options)
-      : m_config(config),
-        m_options(options),
-        m_s(train_settings(config)),
-        m_comm(Communicator::dup(MPI_COMM_WORLD)),
-        m_rank(m_comm.rank()),
-        m_world(m_comm.size()),
-        m_root(m_rank == 0) {}
-  nlohmann::json run();
-
- private:
-  nlohmann::json run_impl();
-  int set_up_threads();
-  void build_model(const nlohmann::json* resume_record);
-  void log_start(int threads, const std::string& resume_path);
-  void begin_stage_two(int64_t epoch);
-  void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
-  SplitMetrics evaluate_split(int split);
-  // After a step where a rank was asked to stop: interrupted.pt on rank 0, then an Error on every
-  // rank (the process exits non-zero).
-  [[noreturn]] void stop_on_signal();
-  // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
-  bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
-                 Clock::time_point t0);
-  // A step the spike guard skipped: its event, a log line for the run's first few, and the stop
-  // after kMaxSkippedInARow in a row.
-  void note_skipped_step(const PendingSteps::Read& s, int64_t epoch);
-  // A spike the guard applied after skipping the steps before it: its event and, for the run's
-  // first few, a log line.
-  void note_applied_spike(const PendingSteps::Read& s, int64_t epoch);
-  void write_checkpoint(const std::string& path, bool with_optimizer);
-  TrainedObjects trained() {
-    return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
-  }
-  double elapsed() const { return m_elapsed_before + seconds(m_t_start, Clock::now()); }
-
-  const Config& m_config;
-  TrainOptions m_options;
-  TrainSettings m_s;
-  Communicator m_comm;  // the main thread's collectives: gradients, metrics, decisions
-  int m_rank = 0, m_world = 1;
-  bool m_root = true;  // rank 0 writes the run directory and logs
-  // DDGNN_DEBUG_SIGKILL_AT_STEP=S: every rank dies at step S (tests of resuming).
-  const int64_t m_kill_step = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")
-                                  ? std::atoll(std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP"))
-                                  : -1;
-  std::unique_ptr<Watchdog> m_watchdog;  // Comm.timeout_s
-  Placement m_place;                     // this rank's device (Runtime.device)
-  std::unique_ptr<Loader> m_loader;
-  ModelSetup m_setup;
-  std::shared_ptr<Gnn> m_gnn;
-  std::vector<at::Tensor> m_params;
-  std::unique_ptr<DataParallel> m_ddp;  // several ranks
-  std::unique_ptr<torch::optim::Optimizer> m_opt;
-  std::unique_ptr<WeightAverage> m_ema;  // Training.ema_decay > 0
-  std::unique_ptr<ReduceLROnPlateau> m_plateau;
-  std::unique_ptr<EarlyStopping> m_early;
-  std::unique_ptr<TrainStep> m_step_fn;
-  RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
-  bool m_forces = false;                    // the model predicts forces and the data has them
-  std::optional<std::pair<int64_t, int64_t>> m_interrupted_at;  // (epoch, steps done) on a signal
-  bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
-  RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
-  int64_t m_skipped = 0, m_skipped_in_a_row = 0;  // steps the spike guard skipped (this process)
-  int64_t m_spikes_applied = 0;                   // and spikes it applied
-  int64_t m_start_epoch = 1;
-  nlohmann::json m_last_row;
-  std::string m_stop_reason = "num_epoch";
-  Clock::time_point m_t_start = Clock::now();
-  double m_elapsed_before = 0.0;  // training seconds of the run before a resume
-};
+using trainer_detail::Clock;
+using trainer_detail::peak_rss_mb;
+using trainer_detail::seconds;
 
 nlohmann::json train(const Config& config, const TrainOptions& options) {
   Trainer t(config, options);
@@ -427,14 +317,12 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     bool any_skipped = false;
     for (const PendingSteps::Read& s : pending.read()) {
       if (s.has_loss && std::isfinite(s.loss)) losses.push_back(s.loss);
+      m_spikes.note(s, epoch);
       if (s.skipped) {
         any_skipped = true;
         ++skipped;
-        note_skipped_step(s, epoch);
       } else {
-        m_skipped_in_a_row = 0;
         gn_sum += s.grad_norm;
-        if (s.spike_applied) note_applied_spike(s, epoch);
       }
       graphs_read += s.graphs;
       if (m_s.verbosity >= 4)
@@ -491,7 +379,7 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
   row["train_loss"] = metrics.loss();
   // The median of this rank's batch losses (its share of each step's): what the divergence check
   // reads, which one batch cannot move.
-  row["train_loss_median"] = median(losses);
+  row["train_loss_median"] = median_of(std::move(losses));
   row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
   row["steps"] = steps;
   row["skipped_steps"] = skipped;
@@ -534,178 +422,6 @@ SplitMetrics Trainer::evaluate_split(int split) {
   Waiting waiting("evaluation metrics all-reduce");
   m.reduce(m_comm.get());
   return m;
-}
-
-bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
-                        Clock::time_point t_epoch) {
-  // Every decision below from rank 0's figures, so that all ranks take the same branch.
-  const double median_in = row.value("train_loss_median", kNan);
-  double decide[4] = {val_m.loss(), elapsed(), row.value("train_loss", 0.0), median_in};
-  {
-    Waiting waiting("broadcast of the epoch's decisions");
-    MPI_CHECK(MPI_Bcast(decide, 4, MPI_DOUBLE, 0, m_comm.get()));
-  }
-  const double val_loss = decide[0], elapsed_s = decide[1], train_loss = decide[2];
-  const double loss_median = decide[3];
-  m_state.epoch = epoch;
-  // A diverged model is not checkpointed; the run stops after this epoch's row.
-  const Divergence divergence =
-      check_divergence(m_state, loss_median, epoch, m_s.divergence_factor);
-  const bool diverged = divergence.diverged;
-  const bool improved = !diverged && val_loss < m_state.best_validate_loss;
-  if (improved) {
-    m_state.best_validate_loss = val_loss;
-    m_state.best_epoch = epoch;
-  }
-  const bool reduced = m_plateau && m_plateau->step(val_loss);
-  if (m_s.schedule == Schedule::kExponential)  // the lr lives in the optimizer: resumes exactly
-    set_lr(*m_opt, std::max(m_s.plateau.min_lr, get_lr(*m_opt) * m_s.exponential_gamma));
-  const bool stop_early = m_early && m_early->step(val_loss);
-  if (m_s.schedule == Schedule::kTimeExponential)
-    set_lr(*m_opt, time_exponential_lr(m_s.learning_rate, m_s.plateau.min_lr,
-                                       elapsed_s / m_s.time_limit_s));
-  const bool out_of_time = m_s.time_limit_s > 0 && elapsed_s >= m_s.time_limit_s;
-  const bool last = epoch == m_s.num_epoch || stop_early || out_of_time;
-
-  // Checkpoints: on schedule after the warm-up, and always after the last epoch.
-  const auto t_ck = Clock::now();
-  if (improved) m_state.best_row = row;
-  // The row goes into the checkpoint too: a kill between the checkpoint's rename and the row's
-  // append below must not lose the epoch's row (resuming writes it from the checkpoint).
-  m_state.last_row = row;
-  if (m_s.checkpoint && m_root && !diverged) {
-    const std::string dir = m_s.run_dir + "/checkpoints";
-    if (improved && epoch > m_s.checkpoint_warmup) write_checkpoint(dir + "/best.pt", false);
-    if (last || (epoch > m_s.checkpoint_warmup && epoch % m_s.checkpoint_every == 0)) {
-      write_checkpoint(dir + "/" + checkpoint_name(epoch), true);
-      keep_latest_checkpoints(dir, m_s.keep_checkpoints);
-      m_log.event("checkpoint", {{"epoch", epoch}, {"path", dir + "/" + checkpoint_name(epoch)}});
-    }
-  }
-  row["checkpoint_s"] = seconds(t_ck, Clock::now());
-  row["epoch_s"] = seconds(t_epoch, Clock::now());
-  row["elapsed_s"] = elapsed();
-  row["peak_rss_mb"] = peak_rss_mb();
-  m_log.metrics_row(row);
-  m_log.event("epoch", row);
-  m_log.line(epoch_line(row, m_s.num_epoch, m_setup.targets.energy_head >= 0, m_forces, improved,
-                        m_s.print_test_every_epoch));
-  if (reduced) {
-    m_log.event("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
-    m_log.line("learning rate reduced to " + fmt("%.3g", get_lr(*m_opt)));
-  }
-  m_last_row = row;
-  if (diverged) {
-    nlohmann::json event = diverged_event(epoch, loss_median, divergence, m_s);
-    event["train_loss"] = train_loss;
-    event["validate_loss"] = val_loss;
-    m_log.event("diverged", event);
-    m_log.finish();
-    const auto last = epoch_checkpoints(m_s.run_dir + "/checkpoints");
-    throw diverged_error(epoch, loss_median, divergence, m_s,
-                         last.empty() ? std::string() : last.back());
-  }
-  if (stop_early) {
-    m_stop_reason = "early_stopping";
-    m_log.event("early_stop", {{"epoch", epoch}, {"patience", m_s.patience}});
-    m_log.line("early stopping: no improvement of the validation loss for " +
-               std::to_string(m_s.patience) + " epochs");
-    return true;
-  }
-  if (out_of_time) {
-    m_stop_reason = "time_limit";
-    m_log.event("time_limit", {{"epoch", epoch}, {"elapsed_s", elapsed_s}});
-    m_log.line("time limit reached (" + fmt("%.0f", m_s.time_limit_s) + " s)");
-    return true;
-  }
-  return false;
-}
-
-void Trainer::note_skipped_step(const PendingSteps::Read& s, int64_t epoch) {
-  ++m_skipped;
-  ++m_skipped_in_a_row;
-  m_log.event("skipped_step", {{"epoch", epoch},
-                               {"step", s.step},
-                               {"why", s.why},
-                               {"loss", s.loss},
-                               {"grad_norm", s.grad_norm},
-                               {"graphs", s.graphs_text}});
-  if (m_skipped <= kSkipLines)
-    m_log.line(
-        "skipped " + s.where + ": " + s.why + s.graphs_text +
-        (m_skipped == kSkipLines ? "; further skipped steps only in events.jsonl" : std::string()));
-  if (m_skipped_in_a_row < kMaxSkippedInARow) return;
-  TrainingError e(
-      std::to_string(kMaxSkippedInARow) + " steps in a row were skipped, the last at " + s.where +
-          ": " + s.why + s.graphs_text,
-      "the steps before these left weights that fail on every batch: lower "
-      "Training.Optimizer.learning_rate (now " +
-          fmt("%g", m_s.learning_rate) + ")" +
-          (m_s.warmup_steps > 0 ? std::string()
-                                : " or raise it gradually (Training.warmup_steps, e.g. a few "
-                                  "hundred steps; none is set)") +
-          (s.has_loss && !std::isfinite(s.loss)
-               ? ", and check those graphs with `ddgnn info`"
-               : "; if the losses rose for a reason (new loss weights, a higher rate), raise "
-                 "Training.spike_factor (now " +
-                     fmt("%g", m_s.spike_factor) + ") or set it to 0"));
-  e.set_reported_by(0);
-  throw e;
-}
-
-void Trainer::note_applied_spike(const PendingSteps::Read& s, int64_t epoch) {
-  ++m_spikes_applied;
-  m_log.event("spike_applied", {{"epoch", epoch},
-                                {"step", s.step},
-                                {"loss", s.loss},
-                                {"grad_norm", s.grad_norm},
-                                {"graphs", s.graphs_text}});
-  if (m_spikes_applied <= kSkipLines)
-    m_log.line("applied " + s.where + " although far above the median of the last steps (loss " +
-               fmt("%.4g", s.loss) + ", gradient norm " + fmt("%.4g", s.grad_norm) + "): the " +
-               std::to_string(SpikeGuard::kMaxSpikesInARow) +
-               " steps before it were skipped, so the weights are the cause, not a batch, and "
-               "their gradient is what corrects them" +
-               (m_s.grad_clip > 0
-                    ? " (clipped at Training.grad_clip " + fmt("%g", m_s.grad_clip) + ")"
-                    : std::string()));
-}
-
-void Trainer::stop_on_signal() {
-  const auto [epoch, done] = *m_interrupted_at;
-  const int signal = stop_signal();
-  const std::string by = signal ? signal_name(signal) : "a signal to another rank";
-  const std::string ckdir = m_s.run_dir + "/checkpoints";
-  if (m_root) {
-    write_checkpoint(ckdir + "/interrupted.pt", true);
-    m_log.event("interrupted",
-                {{"signal", by}, {"epoch", epoch}, {"steps_done", done}, {"step", m_state.step}});
-  }
-  {
-    Waiting waiting("the checkpoint of the interrupted step");
-    MPI_CHECK(MPI_Barrier(m_comm.get()));  // no rank leaves (and aborts) before it is written
-  }
-  throw interrupted_error(by, epoch, done, ckdir);
-}
-
-void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
-  const TrainData& data = m_loader->data();
-  nlohmann::json r;
-  r["model"] = to_json(m_setup);
-  r["ddgnn_version"] = DDGNN_VERSION;
-  r["config"] = m_config.resolved;
-  r["split"] = {{"perc_train", m_s.perc_train},
-                {"seed", m_s.seed},
-                {"single", m_s.data.single},
-                {"train", m_s.data.train},
-                {"validate", m_s.data.validate},
-                {"test", m_s.data.test},
-                {"n_graphs", data.dataset(kTrain).n_graphs()},
-                {"split_by", to_string(m_s.split_by)},
-                {"split_block", m_s.split_block}};
-  RunState state = m_state;
-  state.elapsed_s = elapsed();
-  save_run_checkpoint(path, trained(), state, std::move(r), with_optimizer);
 }
 
 }  // namespace ddgnn

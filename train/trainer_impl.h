@@ -1,0 +1,121 @@
+// The Trainer of `ddgnn train` (train/trainer.h): its state and steps, shared by the epoch loop
+// (train/trainer.cpp) and the end of each epoch (train/trainer_epoch.cpp). Internal to train/.
+#pragma once
+
+#include <sys/resource.h>
+#include <torch/optim/optimizer.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/watchdog.h"
+#include "config/train_settings.h"
+#include "model/optim.h"
+#include "train/checkpoint.h"
+#include "train/ddp.h"
+#include "train/device.h"
+#include "train/loader.h"
+#include "train/model_setup.h"
+#include "train/run_log.h"
+#include "train/spike_log.h"
+#include "train/split_metrics.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace ddgnn {
+
+namespace trainer_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The process's peak resident memory so far, MiB.
+inline double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
+}
+
+}  // namespace trainer_detail
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const TrainOptions& options)
+      : m_config(config),
+        m_options(options),
+        m_s(train_settings(config)),
+        m_comm(Communicator::dup(MPI_COMM_WORLD)),
+        m_rank(m_comm.rank()),
+        m_world(m_comm.size()),
+        m_root(m_rank == 0) {}
+  nlohmann::json run();
+
+ private:
+  nlohmann::json run_impl();
+  int set_up_threads();
+  void build_model(const nlohmann::json* resume_record);
+  void log_start(int threads, const std::string& resume_path);
+  void begin_stage_two(int64_t epoch);
+  void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
+  SplitMetrics evaluate_split(int split);
+  // After a step where a rank was asked to stop: interrupted.pt on rank 0, then an Error on every
+  // rank (the process exits non-zero).
+  [[noreturn]] void stop_on_signal();
+  // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
+  bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
+                 trainer_detail::Clock::time_point t0);
+  void write_checkpoint(const std::string& path, bool with_optimizer);
+  TrainedObjects trained() {
+    return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
+  }
+  double elapsed() const {
+    return m_elapsed_before + trainer_detail::seconds(m_t_start, trainer_detail::Clock::now());
+  }
+
+  const Config& m_config;
+  TrainOptions m_options;
+  TrainSettings m_s;
+  Communicator m_comm;  // the main thread's collectives: gradients, metrics, decisions
+  int m_rank = 0, m_world = 1;
+  bool m_root = true;  // rank 0 writes the run directory and logs
+  // DDGNN_DEBUG_SIGKILL_AT_STEP=S: every rank dies at step S (tests of resuming).
+  const int64_t m_kill_step = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")
+                                  ? std::atoll(std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP"))
+                                  : -1;
+  std::unique_ptr<Watchdog> m_watchdog;  // Comm.timeout_s
+  Placement m_place;                     // this rank's device (Runtime.device)
+  std::unique_ptr<Loader> m_loader;
+  ModelSetup m_setup;
+  std::shared_ptr<Gnn> m_gnn;
+  std::vector<at::Tensor> m_params;
+  std::unique_ptr<DataParallel> m_ddp;  // several ranks
+  std::unique_ptr<torch::optim::Optimizer> m_opt;
+  std::unique_ptr<WeightAverage> m_ema;  // Training.ema_decay > 0
+  std::unique_ptr<ReduceLROnPlateau> m_plateau;
+  std::unique_ptr<EarlyStopping> m_early;
+  std::unique_ptr<TrainStep> m_step_fn;
+  RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
+  bool m_forces = false;                    // the model predicts forces and the data has them
+  std::optional<std::pair<int64_t, int64_t>> m_interrupted_at;  // (epoch, steps done) on a signal
+  bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
+  RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
+  SpikeLog m_spikes{m_log, m_s};  // the spike guard's skipped and applied steps
+  int64_t m_start_epoch = 1;
+  nlohmann::json m_last_row;
+  std::string m_stop_reason = "num_epoch";
+  trainer_detail::Clock::time_point m_t_start = trainer_detail::Clock::now();
+  double m_elapsed_before = 0.0;  // training seconds of the run before a resume
+};
+
+}  // namespace ddgnn
