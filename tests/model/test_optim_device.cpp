@@ -85,6 +85,22 @@ std::vector<int64_t> state_steps(const torch::optim::Optimizer& optimizer) {
   return steps;
 }
 
+// fn(type, dtype, device) for Adam and AdamW in float32 and float64, each on the flat buffer's
+// CPU loop (device false) and on its device path, forced on the CPU by GenericKernels (device
+// true), under a trace that names them.
+template <typename Fn>
+void for_each_adam_path(Fn&& fn) {
+  for (auto type : {OptimizerType::kAdam, OptimizerType::kAdamW})
+    for (auto dtype : {torch::kFloat, torch::kDouble})
+      for (bool device : {false, true}) {
+        SCOPED_TRACE(to_string(type) + (dtype == torch::kFloat ? " float32" : " float64") +
+                     (device ? ", device tensors" : ", CPU loop"));
+        std::unique_ptr<GenericKernels> generic;
+        if (device) generic = std::make_unique<GenericKernels>();
+        fn(type, dtype, device);
+      }
+}
+
 enum class Path { kFlatLoop, kFlatDevice, kPerParameterLoop, kPerParameterForeach };
 
 std::string path_name(Path p) {
@@ -189,42 +205,36 @@ TEST(OptimizerReference, FusedAdamEqualsTorchAdamOnEveryPathAndSharesItsState) {
 TEST(OptimizerReference, WarmupAndRateChangesEqualTorchsScaledSteps) {
   const Shapes shapes = {{6, 4}, {4}, {2, 3}};
   const int64_t warmup = 4;
-  for (auto type : {OptimizerType::kAdam, OptimizerType::kAdamW})
-    for (auto dtype : {torch::kFloat, torch::kDouble})
-      for (bool device : {false, true}) {
-        SCOPED_TRACE(to_string(type) + (dtype == torch::kFloat ? " float32" : " float64") +
-                     (device ? ", device tensors" : ", CPU loop"));
-        std::unique_ptr<GenericKernels> generic;
-        if (device) generic = std::make_unique<GenericKernels>();
-        auto mine = make_params(shapes, dtype, 8);
-        auto theirs = copies(mine);
-        auto fused = make_optimizer(type, mine, /*learning_rate=*/0.02, /*weight_decay=*/0.05);
-        const auto reference = testing::torch_adam(type, theirs, 0.02, 0.05);
-        ASSERT_TRUE(set_warmup(*fused, warmup));
-        const double tol = dtype == torch::kFloat ? 2e-6 : 1e-14;
-        for (int64_t step = 1; step <= 10; ++step) {
-          if (step == 3 || step == 7) {  // inside the warm-up and after it
-            set_lr(*fused, 0.02 / double(step));
-            set_lr(*reference, 0.02 / double(step));
-          }
-          zero_gradients(mine);
-          reference->zero_grad();
-          for (size_t k = 0; k < shapes.size(); ++k) {
-            const auto g = torch::randn(shapes[k], dtype);
-            set_grad(mine[k], g);
-            theirs[k].mutable_grad() = g.clone();
-          }
-          fused->step();
-          {
-            const ScaledLr scaled(*reference, warmup_factor(step, warmup));
-            reference->step();
-          }
-          for (size_t k = 0; k < shapes.size(); ++k)
-            EXPECT_LT(max_rel(mine[k], theirs[k]), tol) << "tensor " << k << " step " << step;
-        }
-        EXPECT_EQ(get_lr(*fused), 0.02 / 7.0);
-        EXPECT_EQ(state_steps(*fused), std::vector<int64_t>(shapes.size(), 10));
+  for_each_adam_path([&](OptimizerType type, torch::Dtype dtype, bool device) {
+    auto mine = make_params(shapes, dtype, 8);
+    auto theirs = copies(mine);
+    auto fused = make_optimizer(type, mine, /*learning_rate=*/0.02, /*weight_decay=*/0.05);
+    const auto reference = testing::torch_adam(type, theirs, 0.02, 0.05);
+    ASSERT_TRUE(set_warmup(*fused, warmup));
+    const double tol = dtype == torch::kFloat ? 2e-6 : 1e-14;
+    for (int64_t step = 1; step <= 10; ++step) {
+      if (step == 3 || step == 7) {  // inside the warm-up and after it
+        set_lr(*fused, 0.02 / double(step));
+        set_lr(*reference, 0.02 / double(step));
       }
+      zero_gradients(mine);
+      reference->zero_grad();
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        const auto g = torch::randn(shapes[k], dtype);
+        set_grad(mine[k], g);
+        theirs[k].mutable_grad() = g.clone();
+      }
+      fused->step();
+      {
+        const ScaledLr scaled(*reference, warmup_factor(step, warmup));
+        reference->step();
+      }
+      for (size_t k = 0; k < shapes.size(); ++k)
+        EXPECT_LT(max_rel(mine[k], theirs[k]), tol) << "tensor " << k << " step " << step;
+    }
+    EXPECT_EQ(get_lr(*fused), 0.02 / 7.0);
+    EXPECT_EQ(state_steps(*fused), std::vector<int64_t>(shapes.size(), 10));
+  });
   auto w = make_params({{3}}, torch::kDouble, 1);
   EXPECT_FALSE(set_warmup(*make_optimizer(OptimizerType::kSGD, w, 0.1, 0.0), warmup));
 }
@@ -388,75 +398,71 @@ TEST(WeightAverage, DevicePathEqualsTheLoopAndTheFormula) {
 // nan gradient included; the run then goes on exactly as one that never saw the rejected steps.
 // The weight average's gate likewise.
 TEST(OptimizerGate, ARejectedStepChangesNothingAndTheRunGoesOnAsWithoutIt) {
-  for (auto type : {OptimizerType::kAdam, OptimizerType::kAdamW})
-    for (auto dtype : {torch::kFloat, torch::kDouble})
-      for (bool device : {false, true}) {
-        SCOPED_TRACE(to_string(type) + (dtype == torch::kFloat ? " float32" : " float64") +
-                     (device ? ", device tensors" : ", CPU loop"));
-        std::unique_ptr<GenericKernels> generic;
-        if (device) generic = std::make_unique<GenericKernels>();
-        auto gated = make_params(many_shapes(5), dtype, 11);
-        auto plain = copies(gated);
-        flatten_parameters(gated);
-        flatten_parameters(plain);
-        auto opt_gated = make_optimizer(type, gated, 0.01, 0.05);
-        auto opt_plain = make_optimizer(type, plain, 0.01, 0.05);
-        set_warmup(*opt_gated, 3);
-        set_warmup(*opt_plain, 3);
-        WeightAverage avg_gated(gated, 0.9), avg_plain(plain, 0.9);
-        const auto yes = torch::ones({}, torch::kBool), no = torch::zeros({}, torch::kBool);
-        ASSERT_TRUE(set_step_gate(*opt_gated, yes));
-        const double tol = dtype == torch::kFloat ? 1e-6 : 1e-14;
-        torch::manual_seed(5);
-        // Steps 0 and 3 rejected (nan gradients); the others the same on both.
-        for (int k = 0; k < 7; ++k) {
-          const bool rejected = k == 0 || k == 3;
-          std::vector<torch::Tensor> grads;
-          for (const auto& p : gated)
-            grads.push_back(rejected ? torch::full_like(p, NAN) : torch::randn_like(p));
-          const auto before = copies(gated);
-          const auto shadows_before = copies(avg_gated.shadows());
-          for (size_t j = 0; j < gated.size(); ++j) set_grad(gated[j], grads[j]);
-          const auto gate = rejected ? no : yes;
-          set_step_gate(*opt_gated, gate);
-          avg_gated.set_gate(gate);
-          const auto ops = testing::aten_calls([&] {
-            opt_gated->step();
-            avg_gated.update();
-          });
-          if (device) EXPECT_FALSE(reads_the_host(ops)) << "step " << k;
-          if (rejected) {
-            for (size_t j = 0; j < gated.size(); ++j) {
-              EXPECT_TRUE(torch::equal(gated[j], before[j])) << "step " << k << " param " << j;
-              EXPECT_TRUE(torch::equal(avg_gated.shadows()[j], shadows_before[j])) << j;
-            }
-            continue;
-          }
-          for (size_t j = 0; j < plain.size(); ++j) set_grad(plain[j], grads[j]);
-          opt_plain->step();
-          avg_plain.update();
-        }
-        sync_step_counts(*opt_gated);
-        avg_gated.sync_count();
-        EXPECT_EQ(state_steps(*opt_gated), state_steps(*opt_plain));
-        EXPECT_EQ(state_steps(*opt_gated), std::vector<int64_t>(gated.size(), 5));
-        EXPECT_EQ(avg_gated.updates(), 5);
-        for (size_t j = 0; j < gated.size(); ++j) {
-          EXPECT_LT(max_rel(gated[j], plain[j]), tol) << j;
-          EXPECT_LT(max_rel(avg_gated.shadows()[j], avg_plain.shadows()[j]), tol) << j;
-        }
-        // With the counts synced, an ungated step goes on in step with the plain run.
-        set_step_gate(*opt_gated, torch::Tensor());
-        avg_gated.set_gate(torch::Tensor());
-        for (size_t j = 0; j < gated.size(); ++j) {
-          const auto g = torch::randn_like(gated[j]);
-          set_grad(gated[j], g);
-          set_grad(plain[j], g);
-        }
+  for_each_adam_path([&](OptimizerType type, torch::Dtype dtype, bool device) {
+    auto gated = make_params(many_shapes(5), dtype, 11);
+    auto plain = copies(gated);
+    flatten_parameters(gated);
+    flatten_parameters(plain);
+    auto opt_gated = make_optimizer(type, gated, 0.01, 0.05);
+    auto opt_plain = make_optimizer(type, plain, 0.01, 0.05);
+    set_warmup(*opt_gated, 3);
+    set_warmup(*opt_plain, 3);
+    WeightAverage avg_gated(gated, 0.9), avg_plain(plain, 0.9);
+    const auto yes = torch::ones({}, torch::kBool), no = torch::zeros({}, torch::kBool);
+    ASSERT_TRUE(set_step_gate(*opt_gated, yes));
+    const double tol = dtype == torch::kFloat ? 1e-6 : 1e-14;
+    torch::manual_seed(5);
+    // Steps 0 and 3 rejected (nan gradients); the others the same on both.
+    for (int k = 0; k < 7; ++k) {
+      const bool rejected = k == 0 || k == 3;
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : gated)
+        grads.push_back(rejected ? torch::full_like(p, NAN) : torch::randn_like(p));
+      const auto before = copies(gated);
+      const auto shadows_before = copies(avg_gated.shadows());
+      for (size_t j = 0; j < gated.size(); ++j) set_grad(gated[j], grads[j]);
+      const auto gate = rejected ? no : yes;
+      set_step_gate(*opt_gated, gate);
+      avg_gated.set_gate(gate);
+      const auto ops = testing::aten_calls([&] {
         opt_gated->step();
-        opt_plain->step();
-        for (size_t j = 0; j < gated.size(); ++j) EXPECT_LT(max_rel(gated[j], plain[j]), tol) << j;
+        avg_gated.update();
+      });
+      if (device) {
+        EXPECT_FALSE(reads_the_host(ops)) << "step " << k;
       }
+      if (rejected) {
+        for (size_t j = 0; j < gated.size(); ++j) {
+          EXPECT_TRUE(torch::equal(gated[j], before[j])) << "step " << k << " param " << j;
+          EXPECT_TRUE(torch::equal(avg_gated.shadows()[j], shadows_before[j])) << j;
+        }
+        continue;
+      }
+      for (size_t j = 0; j < plain.size(); ++j) set_grad(plain[j], grads[j]);
+      opt_plain->step();
+      avg_plain.update();
+    }
+    sync_step_counts(*opt_gated);
+    avg_gated.sync_count();
+    EXPECT_EQ(state_steps(*opt_gated), state_steps(*opt_plain));
+    EXPECT_EQ(state_steps(*opt_gated), std::vector<int64_t>(gated.size(), 5));
+    EXPECT_EQ(avg_gated.updates(), 5);
+    for (size_t j = 0; j < gated.size(); ++j) {
+      EXPECT_LT(max_rel(gated[j], plain[j]), tol) << j;
+      EXPECT_LT(max_rel(avg_gated.shadows()[j], avg_plain.shadows()[j]), tol) << j;
+    }
+    // With the counts synced, an ungated step goes on in step with the plain run.
+    set_step_gate(*opt_gated, torch::Tensor());
+    avg_gated.set_gate(torch::Tensor());
+    for (size_t j = 0; j < gated.size(); ++j) {
+      const auto g = torch::randn_like(gated[j]);
+      set_grad(gated[j], g);
+      set_grad(plain[j], g);
+    }
+    opt_gated->step();
+    opt_plain->step();
+    for (size_t j = 0; j < gated.size(); ++j) EXPECT_LT(max_rel(gated[j], plain[j]), tol) << j;
+  });
 }
 
 // An archive written by save_optimizer before the flat buffers (one state tensor each, step 3,
