@@ -428,6 +428,15 @@ std::vector<KeySpec> build_schema() {
           .def(100)
           .ge(1)
           .ddgnn_only());
+  add(key("Dataset.train_fraction", T::kNumber,
+          "fraction of the training part of one Dataset.path file that is trained on: the first "
+          "of its units (frames, blocks, groups) in the split's seeded order, so a smaller "
+          "fraction's graphs are among a larger's; validation and test unchanged (a learning "
+          "curve against training-set size)")
+          .def(1.0)
+          .gt(0)
+          .le(1)
+          .ddgnn_only());
   add(key("Dataset.e0s", T::kNumberMap,
           "isolated-atom reference energy of each element, eV, by symbol or atomic number "
           "({\"H\": -13.6, \"O\": -432.0}, MACE's E0s): subtracted from the energies instead "

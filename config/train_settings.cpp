@@ -374,6 +374,12 @@ TrainSettings train_settings(const Config& c) {
   const nlohmann::json e0s = c.get<nlohmann::json>("Dataset.e0s");
   for (const auto& item : e0s.items()) s.e0s[item.key()] = item.value().get<double>();
   s.split_block = c.get<int64_t>("Dataset.split_block");
+  s.train_fraction = c.get<double>("Dataset.train_fraction");
+  if (s.train_fraction < 1.0 && s.data.explicit_split())
+    throw ConfigError(
+        "Dataset.train_fraction thins the split of one file, but Dataset.path names "
+        "train, validate and test files",
+        "give a smaller train file, or Dataset.path one file");
   s.allow_outliers = c.get<bool>("Dataset.allow_outliers");
   if (s.split_by != SplitBy::kFrame && s.data.explicit_split())
     throw ConfigError("Dataset.split_by " + to_string(s.split_by) +

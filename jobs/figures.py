@@ -15,6 +15,10 @@
           [--split validate|test|train]
       energy and force MAE of one split (validation unless --split says) per epoch of each run
       (metrics.csv), or against minutes with --time, log scale
+  python3 jobs/figures.py datasize RUN_DIR [RUN_DIR ...] --out datasize.png
+      test energy and force MAE of each finished run's best epoch against its training graphs
+      (events.jsonl), one line per config: runs on fractions of one training split
+      (Dataset.train_fraction), log-log
   python3 jobs/figures.py auto GRID.csv [--remeasured AGAIN.csv] --out auto_backends.png
           [--table auto_backends.md]
       `Loader.backend: auto` against always one backend on a bench-loader grid (every
@@ -32,6 +36,7 @@ line on stderr naming the file (and line), exit status 1, and no PNG.
 
 import argparse
 import csv
+import json
 import os
 import shlex
 import statistics
@@ -233,6 +238,65 @@ def learning_figure(run_dirs, by_time=False, split="validate"):
         ax.set_xlabel("minutes" if by_time else "epoch")
         ax.set_ylabel(what)
         ax.grid(color="#e8e8e8", linewidth=0.6)
+        ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def read_run_end(run):
+    """(config name, training graphs, the best epoch's row) of a finished run, from its
+    events.jsonl: run_start's config and graphs, run_end's best."""
+    path = os.path.join(run, "events.jsonl")
+    start = end = None
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, start=1):
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    raise InputError(f"{path}:{n}: not a JSON line") from None
+                if event.get("event") == "run_start":
+                    start = event
+                elif event.get("event") == "run_end":
+                    end = event
+    except OSError as e:
+        raise InputError(f"{path}: cannot open: {e.strerror}") from None
+    if start is None or end is None or "best" not in end:
+        raise InputError(f"{path}: no run_start, or no run_end with the best epoch "
+                         "(a run that has not finished)")
+    try:
+        config = os.path.splitext(os.path.basename(start["config"]))[0]
+        return config, int(start["graphs"]["train"]), end["best"]
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{path}: run_start lacks config or graphs.train") from None
+
+
+def datasize_figure(run_dirs):
+    """The best epoch's test energy and force MAE of each run against its training graphs, one
+    line per config (runs of one config on fractions of the training split, Dataset
+    train_fraction), to show whether more data helps."""
+    by_config = {}
+    for run in run_dirs:
+        config, n_train, best = read_run_end(run)
+        for col in ("test_energy_mae_mev_atom", "test_force_mae_mev_a"):
+            if not isinstance(best.get(col), (int, float)):
+                raise InputError(f"{os.path.join(run, 'events.jsonl')}: the best epoch has no "
+                                 f"{col}")
+        by_config.setdefault(config, []).append(
+            (n_train, best["test_energy_mae_mev_atom"], best["test_force_mae_mev_a"]))
+    plt = pyplot()
+    fig, (e_ax, f_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for config, points in sorted(by_config.items()):
+        points.sort()
+        xs = [p[0] for p in points]
+        for ax, k in ((e_ax, 1), (f_ax, 2)):
+            ax.plot(xs, [p[k] for p in points], label=config, marker="o", markersize=5)
+    for ax, what in ((e_ax, "test energy MAE (meV/atom)"), (f_ax, "test force MAE (meV/Å)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("training graphs")
+        ax.set_ylabel(what)
+        ax.grid(color="#e8e8e8", linewidth=0.6, which="both")
         ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
@@ -499,6 +563,9 @@ def main(argv=None):
     p.add_argument("--split", choices=sorted(SPLIT_NAMES), default="validate",
                    help="the split whose errors are drawn (default validate)")
     p.add_argument("--out", required=True)
+    p = sub.add_parser("datasize")
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--out", required=True)
     p = sub.add_parser("auto")
     p.add_argument("csv")
     p.add_argument("--remeasured", help="a second measurement of the same grid to judge on")
@@ -518,6 +585,8 @@ def main(argv=None):
             if args.table:
                 write_text(args.table, table)
                 print(f"wrote {args.table}")
+        elif args.figure == "datasize":
+            fig = datasize_figure(args.runs)
         else:
             fig = learning_figure(args.runs, args.time, args.split)
         write_png(fig, args.out)

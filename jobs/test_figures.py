@@ -4,6 +4,7 @@ on stderr, exit status 1 and no PNG. Run as `python3 jobs/test_figures.py` (matp
 Debian's python3-matplotlib; another python3 first on PATH hands over to /usr/bin/python3)."""
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -223,6 +224,35 @@ class Figures(InTempDir):
                             self.path("test.png"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.getsize(self.path("test.png")) > 0)
+
+    def write_run(self, name, config, n_train, energy, force, end=True):
+        os.mkdir(self.path(name))
+        with open(self.path(name + "/events.jsonl"), "w") as f:
+            f.write(json.dumps({"event": "run_start", "config": f"configs/{config}.json",
+                                "graphs": {"train": n_train, "validate": 10, "test": 10}}) + "\n")
+            if end:
+                f.write(json.dumps({"event": "run_end", "best": {
+                    "test_energy_mae_mev_atom": energy, "test_force_mae_mev_a": force}}) + "\n")
+
+    def test_datasize_one_line_per_config_in_training_graphs(self):
+        self.write_run("a_all", "mace", 400, 10.0, 100.0)
+        self.write_run("a_quarter", "mace", 100, 20.0, 200.0)
+        self.write_run("b_half", "schnet", 200, 30.0, 300.0)
+        fig = figures.datasize_figure([self.path(n) for n in ("a_all", "b_half", "a_quarter")])
+        f_ax = fig.get_axes()[1]
+        lines = {l.get_label(): l for l in f_ax.get_lines()}
+        self.assertEqual(sorted(lines), ["mace", "schnet"])
+        self.assertEqual(list(lines["mace"].get_xdata()), [100, 400])
+        self.assertEqual(list(lines["mace"].get_ydata()), [200.0, 100.0])
+        self.assertEqual(list(lines["schnet"].get_ydata()), [300.0])
+        self.write_run("unfinished", "mace", 50, 0, 0, end=False)
+        self.assert_error(self.run_script("datasize", self.path("a_all"), self.path("unfinished"),
+                                          "--out", self.path("x.png")),
+                          "unfinished/events.jsonl: no run_start, or no run_end")
+        r = self.run_script("datasize", self.path("a_all"), self.path("a_quarter"), "--out",
+                            self.path("d.png"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.getsize(self.path("d.png")) > 0)
 
     def test_bad_input(self):
         write(self.path("grid.csv"), ["backend", "ranks"], [["rma", 1]])

@@ -33,20 +33,24 @@ Split finish(Split s, int64_t n_graphs, const SplitOptions& o, int64_t n_composi
                                                              : "groups";
     const std::string units =
         std::to_string(o.by == SplitBy::kComposition ? n_compositions : s.n_units);
-    throw DataError("a dataset of " + std::to_string(n_graphs) + " graphs (" + units + " " + unit +
-                        ") split with perc_train " + std::to_string(o.perc_train) +
-                        " leaves an empty part (train " + std::to_string(s.train.size()) +
-                        ", validate " + std::to_string(s.validate.size()) + ", test " +
-                        std::to_string(s.test.size()) + " graphs)",
-                    o.by == SplitBy::kFrame
-                        ? "use more graphs, another perc_train, or explicit split files "
-                          "(Dataset.path {train, validate, test})"
-                    : o.by == SplitBy::kComposition
-                        ? "each composition is split on its own: give more graphs of each "
-                          "composition, another perc_train, or split by frame"
-                        : "use more, smaller units (Dataset.split_block, or finer groups), another "
-                          "perc_train, or explicit split files (Dataset.path {train, validate, "
-                          "test})");
+    throw DataError(
+        "a dataset of " + std::to_string(n_graphs) + " graphs (" + units + " " + unit +
+            ") split with perc_train " + std::to_string(o.perc_train) +
+            " leaves an empty part (train " + std::to_string(s.train.size()) + ", validate " +
+            std::to_string(s.validate.size()) + ", test " + std::to_string(s.test.size()) +
+            " graphs)" +
+            (o.train_fraction < 1.0 ? " with train_fraction " + std::to_string(o.train_fraction)
+                                    : std::string()),
+        o.train_fraction < 1.0 && s.train.empty() && s.train_dropped > 0
+            ? "raise Dataset.train_fraction: it keeps too few training units"
+        : o.by == SplitBy::kFrame ? "use more graphs, another perc_train, or explicit split files "
+                                    "(Dataset.path {train, validate, test})"
+        : o.by == SplitBy::kComposition
+            ? "each composition is split on its own: give more graphs of each "
+              "composition, another perc_train, or split by frame"
+            : "use more, smaller units (Dataset.split_block, or finer groups), another "
+              "perc_train, or explicit split files (Dataset.path {train, validate, "
+              "test})");
   }
   for (auto* part : {&s.train, &s.validate, &s.test}) std::sort(part->begin(), part->end());
   return s;
@@ -85,8 +89,13 @@ Split split_stratified(int64_t n_graphs, const SplitOptions& o,
     const int64_t n_train = std::llround(o.perc_train * double(n_of[c]));
     const int64_t n_val = (n_of[c] - n_train) / 2;
     const int part = dealt[c][0] < n_train ? 0 : dealt[c][1] < n_val ? 1 : 2;
-    (part == 0 ? s.train : part == 1 ? s.validate : s.test).push_back(g);
+    const bool kept = part != 0 || dealt[c][0] < std::llround(o.train_fraction * double(n_train));
     ++dealt[c][size_t(part)];
+    if (!kept) {
+      ++s.train_dropped;
+      continue;
+    }
+    (part == 0 ? s.train : part == 1 ? s.validate : s.test).push_back(g);
     ++s.units[size_t(part)];
   }
   int64_t n_compositions = 0;
@@ -102,6 +111,10 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<in
         "NeuralNetwork.Training.perc_train must be in (0, 1), got " + std::to_string(o.perc_train),
         "e.g. 0.8 keeps 80% for training and splits the rest between validation "
         "and test");
+  if (!(o.train_fraction > 0.0 && o.train_fraction <= 1.0))
+    throw ConfigError(
+        "Dataset.train_fraction must be in (0, 1], got " + std::to_string(o.train_fraction),
+        "e.g. 0.25 trains on a quarter of the training split");
   if (o.by == SplitBy::kBlock && o.block < 1)
     throw ConfigError("Dataset.split_block must be >= 1, got " + std::to_string(o.block),
                       "give the frames per block, longer than the trajectory's correlation time");
@@ -138,13 +151,28 @@ Split split_graphs(int64_t n_graphs, const SplitOptions& o, const std::vector<in
   const int64_t n_val = (n_graphs - n_train) / 2;
   Split s;
   s.n_units = int64_t(units.size());
+  std::vector<int64_t> train_units;  // in the dealt order
+  int64_t dealt_train = 0;
   for (int64_t u : permutation(s.n_units, o.seed)) {
-    const int part = int64_t(s.train.size()) < n_train    ? 0
-                     : int64_t(s.validate.size()) < n_val ? 1
-                                                          : 2;
-    std::vector<int64_t>& to = part == 0 ? s.train : part == 1 ? s.validate : s.test;
+    const int part = dealt_train < n_train ? 0 : int64_t(s.validate.size()) < n_val ? 1 : 2;
+    if (part == 0) {
+      train_units.push_back(u);
+      dealt_train += int64_t(units[size_t(u)].size());
+      continue;
+    }
+    std::vector<int64_t>& to = part == 1 ? s.validate : s.test;
     to.insert(to.end(), units[size_t(u)].begin(), units[size_t(u)].end());
     ++s.units[size_t(part)];
+  }
+  const auto keep = size_t(std::llround(o.train_fraction * double(train_units.size())));
+  for (size_t i = 0; i < train_units.size(); ++i) {
+    const std::vector<int64_t>& unit = units[size_t(train_units[i])];
+    if (i >= keep) {
+      s.train_dropped += int64_t(unit.size());
+      continue;
+    }
+    s.train.insert(s.train.end(), unit.begin(), unit.end());
+    ++s.units[0];
   }
   return finish(std::move(s), n_graphs, o);
 }

@@ -64,6 +64,7 @@ Split run_split(const Dataset& ds, const nlohmann::json& split) {
   if (!find_split_by(by)) throw DataError("checkpoint record: unknown split_by '" + by + "'");
   o.by = *find_split_by(by);
   o.block = split.value("split_block", int64_t(1));
+  o.train_fraction = split.value("train_fraction", 1.0);
   return split_dataset(ds, o);
 }
 

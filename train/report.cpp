@@ -17,14 +17,18 @@ namespace {
 // ", split by block of 50 frames: 32/4/4 blocks" (nothing for three files or by frame).
 std::string split_text(const TrainData& data) {
   const TrainData::SplitReport& r = data.split_report();
-  if (r.n_units == 0 || r.by == SplitBy::kFrame) return "";
-  if (r.by == SplitBy::kComposition) return ", split by frame, stratified by composition";
+  const std::string dropped = r.train_dropped > 0
+                                  ? ", " + std::to_string(r.train_dropped) +
+                                        " training graphs left out (Dataset.train_fraction)"
+                                  : std::string();
+  if (r.n_units == 0 || r.by == SplitBy::kFrame) return dropped;
+  if (r.by == SplitBy::kComposition) return ", split by frame, stratified by composition" + dropped;
   const std::string unit = r.by == SplitBy::kBlock ? "blocks" : "groups";
   return std::string(", split by ") +
          (r.by == SplitBy::kBlock ? "blocks of " + std::to_string(r.block) + " frames"
                                   : "group (config_type)") +
          ": " + std::to_string(r.units[0]) + "/" + std::to_string(r.units[1]) + "/" +
-         std::to_string(r.units[2]) + " " + unit;
+         std::to_string(r.units[2]) + " " + unit + dropped;
 }
 
 }  // namespace
@@ -45,7 +49,8 @@ nlohmann::json start_event(const Config& config, const TrainSettings& s, const L
            {{"by", to_string(data.split_report().by)},
             {"block", data.split_report().block},
             {"units", data.split_report().units},
-            {"n_units", data.split_report().n_units}}},
+            {"n_units", data.split_report().n_units},
+            {"train_dropped", data.split_report().train_dropped}}},
           {"parameters", n_params},
           {"threads", threads},
           {"loader", loader.figures()},

@@ -107,6 +107,7 @@ class TrainData {
     int64_t block = 0;
     std::array<int64_t, 3> units{};
     int64_t n_units = 0;
+    int64_t train_dropped = 0;  // training graphs left out by Dataset.train_fraction
   };
   const SplitReport& split_report() const { return m_split; }
 

@@ -143,7 +143,8 @@ void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
                 {"test", m_s.data.test},
                 {"n_graphs", data.dataset(kTrain).n_graphs()},
                 {"split_by", to_string(m_s.split_by)},
-                {"split_block", m_s.split_block}};
+                {"split_block", m_s.split_block},
+                {"train_fraction", m_s.train_fraction}};
   RunState state = m_state;
   state.elapsed_s = elapsed();
   save_run_checkpoint(path, trained(), state, std::move(r), with_optimizer);

@@ -1,6 +1,6 @@
 // The train / validation / test split: a partition, sizes by HydraGNN's rule, deterministic and
 // seed-dependent, with a fixed reference so a change of algorithm cannot pass unnoticed; by
-// block, group and composition.
+// block, group and composition; the training part thinned by train_fraction.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,6 +158,54 @@ TEST(Split, CompositionIdsOfADatasetCountEachElement) {
   EXPECT_EQ(s.train.size(), 6u);  // 2 of each composition's 4
   EXPECT_EQ(s.validate.size(), 3u);
   EXPECT_EQ(s.test.size(), 3u);
+}
+
+TEST(Split, TrainFractionThinsTrainingByWholeNestedUnitsAndLeavesValidationAndTestAlone) {
+  // 600 graphs of 60 groups of 10, interleaved.
+  const int64_t n = 600;
+  std::vector<int32_t> group(static_cast<size_t>(n));
+  for (int64_t g = 0; g < n; ++g) group[size_t(g)] = int32_t((g * 7) % 60);
+  const auto split = [&](double fraction, SplitBy by) {
+    SplitOptions o{0.8, 11, by, 20};
+    o.train_fraction = fraction;
+    return split_graphs(n, o, by == SplitBy::kBlock ? std::vector<int32_t>{} : group);
+  };
+  for (const SplitBy by :
+       {SplitBy::kGroup, SplitBy::kBlock, SplitBy::kFrame, SplitBy::kComposition}) {
+    const Split all = split(1.0, by), half = split(0.5, by), quarter = split(0.25, by);
+    SCOPED_TRACE(to_string(by));
+    EXPECT_EQ(all.train_dropped, 0);
+    EXPECT_EQ(half.validate, all.validate);
+    EXPECT_EQ(half.test, all.test);
+    EXPECT_EQ(quarter.test, all.test);
+    // Nested: a quarter within the half within all.
+    EXPECT_TRUE(
+        std::includes(all.train.begin(), all.train.end(), half.train.begin(), half.train.end()));
+    EXPECT_TRUE(std::includes(half.train.begin(), half.train.end(), quarter.train.begin(),
+                              quarter.train.end()));
+    EXPECT_EQ(int64_t(half.train.size()) + half.train_dropped, int64_t(all.train.size()));
+    EXPECT_NEAR(double(half.train.size()), 0.5 * double(all.train.size()),
+                by == SplitBy::kBlock ? 20.0 : 10.0);
+    EXPECT_NEAR(double(quarter.train.size()), 0.25 * double(all.train.size()),
+                by == SplitBy::kBlock ? 20.0 : 10.0);
+  }
+  // By group, whole groups: 48 training groups, 24 and 12 kept.
+  const Split half = split(0.5, SplitBy::kGroup);
+  EXPECT_EQ(half.units, (std::array<int64_t, 3>{24, 6, 6}));
+  EXPECT_EQ(half.train.size(), 240u);
+  std::set<int32_t> kept;
+  for (int64_t g : half.train) kept.insert(group[size_t(g)]);
+  EXPECT_EQ(kept.size(), 24u);
+  // Out of range, and a fraction that keeps nothing.
+  EXPECT_THROW(split(0.0, SplitBy::kGroup), ConfigError);
+  EXPECT_THROW(split(1.5, SplitBy::kGroup), ConfigError);
+  try {
+    split(0.001, SplitBy::kGroup);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.hint()).find("raise Dataset.train_fraction"), std::string::npos)
+        << e.hint();
+  }
 }
 
 TEST(Split, ByBlockOrGroupWithTooFewUnitsSaysSo) {

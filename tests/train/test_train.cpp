@@ -662,6 +662,10 @@ TEST(TrainBadInput, SplitByThatCannotSplit) {
   c["Dataset"]["split_by"] = "block";
   expect_error(run("train -c " + write_config(dir, "d.json", c)),
                "Dataset.split_by block splits one file");
+  c["Dataset"].erase("split_by");
+  c["Dataset"]["train_fraction"] = 0.5;
+  expect_error(run("train -c " + write_config(dir, "f.json", c)),
+               "Dataset.train_fraction thins the split of one file");
 }
 
 TEST(TrainBadInput, RadiusNotPositive) {
