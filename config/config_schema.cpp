@@ -437,6 +437,12 @@ std::vector<KeySpec> build_schema() {
           .gt(0)
           .le(1)
           .ddgnn_only());
+  add(key("Dataset.split_seed", T::kInt,
+          "seed of the split of one Dataset.path file, so that runs with other "
+          "Training.seed values (weights, sampler) test on the same graphs")
+          .derived_default("NeuralNetwork.Training.seed")
+          .ge(0)
+          .ddgnn_only());
   add(key("Dataset.e0s", T::kNumberMap,
           "isolated-atom reference energy of each element, eV, by symbol or atomic number "
           "({\"H\": -13.6, \"O\": -432.0}, MACE's E0s): subtracted from the energies instead "

@@ -394,6 +394,7 @@ TrainSettings train_settings(const Config& c) {
   if (s.eval_batch_size == 0) s.eval_batch_size = s.batch_size;
   s.perc_train = c.get<double>(kTrain + "perc_train");
   s.seed = c.get<uint64_t>(kTrain + "seed");
+  s.split_seed = uint64_t(get_or<int64_t>(c, "Dataset.split_seed", int64_t(s.seed)));
   s.optimizer = parse_optimizer_type(c.get<std::string>(kTrain + "Optimizer.type"));
   s.learning_rate = c.get<double>(kTrain + "Optimizer.learning_rate");
   s.weight_decay = get_or<double>(c, kTrain + "Optimizer.weight_decay",

@@ -82,6 +82,7 @@ struct TrainSettings {
   SplitBy split_by = SplitBy::kFrame;  // Dataset.split_by (one Dataset.path file)
   int64_t split_block = 100;           // Dataset.split_block
   double train_fraction = 1.0;         // Dataset.train_fraction
+  uint64_t split_seed = 0;             // Dataset.split_seed (default: seed)
   // Dataset.e0s: element (symbol or atomic number, as written) -> eV; empty: fitted.
   std::map<std::string, double> e0s;
   bool allow_outliers = false;  // Dataset.allow_outliers

@@ -114,7 +114,7 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     }
   } else {
     File& file = *m_files[0];
-    Split split = split_dataset(*file.dataset, SplitOptions{s.perc_train, s.seed, s.split_by,
+    Split split = split_dataset(*file.dataset, SplitOptions{s.perc_train, s.split_seed, s.split_by,
                                                             s.split_block, s.train_fraction});
     m_split = {s.split_by, s.split_block, split.units, split.n_units, split.train_dropped};
     m_ids[kTrain] = std::move(split.train);

@@ -136,7 +136,7 @@ void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
   r["ddgnn_version"] = DDGNN_VERSION;
   r["config"] = m_config.resolved;
   r["split"] = {{"perc_train", m_s.perc_train},
-                {"seed", m_s.seed},
+                {"seed", m_s.split_seed},
                 {"single", m_s.data.single},
                 {"train", m_s.data.train},
                 {"validate", m_s.data.validate},

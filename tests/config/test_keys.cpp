@@ -74,6 +74,19 @@ TEST(ConfigKeys, SmoothNeighbourCapNeedsAModelWithAnEnvelope) {
   }
 }
 
+TEST(ConfigKeys, SplitSeedDefaultsToTheTrainingSeedAndCanHoldTheSplitWhileItChanges) {
+  const auto settings = [](const std::vector<std::string>& sets) {
+    return train_settings(load_config(kConfigs + "molecules_mace.json", sets, {}));
+  };
+  EXPECT_EQ(settings({"Training.seed=3"}).split_seed, 3u);
+  const TrainSettings held = settings({"Training.seed=3", "Dataset.split_seed=0"});
+  EXPECT_EQ(held.seed, 3u);
+  EXPECT_EQ(held.split_seed, 0u);
+  EXPECT_THROW(settings({"Dataset.split_seed=-1"}), ConfigError);
+  EXPECT_EQ(settings({"Dataset.train_fraction=0.25"}).train_fraction, 0.25);
+  EXPECT_THROW(settings({"Dataset.train_fraction=0"}), ConfigError);
+}
+
 TEST(ConfigKeys, RadialEnvelopeReachesTheModelSpecAndNeedsAModelWithAnEnvelope) {
   const TrainSettings poly = train_settings(load_config(
       kConfigs + "si_sw_painn.json",
