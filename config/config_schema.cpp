@@ -304,9 +304,10 @@ std::vector<KeySpec> build_schema() {
           .ddgnn_only());
   add(key(train + "divergence_factor", T::kNumber,
           "stop the run with an error when the median of an epoch's batch losses exceeds this "
-          "many times the lowest such median so far (a diverged model, which would otherwise "
-          "train on for the rest of its time; a median, so that one batch cannot decide it; the "
-          "lowest counts afresh when stage_two changes the loss weights; 0 = never)")
+          "many times the lowest such median so far, or its validation loss this many times the "
+          "best so far or is not finite (a diverged model, which would otherwise train on for "
+          "the rest of its time; a median, so that one batch cannot decide it; both count "
+          "afresh when stage_two changes the loss weights; 0 = never)")
           .def(1000.0)
           .ge(0)
           .ddgnn_only());

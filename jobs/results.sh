@@ -21,8 +21,9 @@
 #                               validation errors per epoch and test parity of every bundled config
 #                               (configs/*.json) trained for 3.5 minutes, two at a time (the
 #                               configs' own budgets are longer)
-# Data: data/*.h5 (made here with jobs/data/generate.sh when missing). The full run takes about
-# 37 minutes on the 2-core development machine (45 at most).
+# Data: data/*.h5 (made here with jobs/data/generate.sh when missing; the molecules set takes
+# about 12 minutes). The full run takes about 41 minutes on the 2-core development machine with
+# the data made (50 at most).
 #   bash jobs/results.sh                 into results/figures
 #   bash jobs/results.sh --quick         small version of each (a few minutes; the test suite
 #                                        runs it), its own data and runs under --work
@@ -61,11 +62,11 @@ if [ "$quick" = 1 ]; then
   }
 else
   data=data
-  sets=(cu_eam cu_eam_strain si_sw si_sw_strain ethanol)
+  sets=(cu_eam cu_eam_strain si_sw si_sw_strain ethanol molecules)
   for s in "${sets[@]}"; do
     [ -f "$data/$s.h5" ] && continue
     step "generating $s"
-    [ "$s" = ethanol ] && bash jobs/build.sh ddgnn-xtb-md
+    [ "$s" = ethanol ] || [ "$s" = molecules ] && bash jobs/build.sh ddgnn-xtb-md
     bash jobs/data/generate.sh --out "$data" --only "$s" --xtb-md build/jobs/data/ddgnn-xtb-md
     "$ddgnn" convert --overwrite "$data/$s.extxyz" "$data/$s.h5"
   done

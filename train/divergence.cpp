@@ -17,10 +17,20 @@ double median_of(std::vector<double> v) {
   return 0.5 * (*mid + *std::max_element(v.begin(), mid));
 }
 
-Divergence check_divergence(RunState& state, double median, int64_t epoch, double factor) {
-  const Divergence d{factor > 0 && std::isfinite(state.lowest_train_loss) &&
-                         median > factor * state.lowest_train_loss,
-                     state.lowest_train_loss, state.lowest_train_epoch};
+Divergence check_divergence(RunState& state, double median, double validate_loss, int64_t epoch,
+                            double factor) {
+  Divergence d;
+  d.lowest = state.lowest_train_loss;
+  d.lowest_epoch = state.lowest_train_epoch;
+  d.validate_loss = validate_loss;
+  d.best_validate = state.best_validate_loss;
+  d.best_epoch = state.best_epoch;
+  const bool by_median = factor > 0 && std::isfinite(state.lowest_train_loss) &&
+                         median > factor * state.lowest_train_loss;
+  // Not `validate_loss > ...`: a nan validation loss after a finite one diverged too.
+  d.by_validation = !by_median && factor > 0 && std::isfinite(state.best_validate_loss) &&
+                    !(validate_loss <= factor * state.best_validate_loss);
+  d.diverged = by_median || d.by_validation;
   if (median < state.lowest_train_loss) {
     state.lowest_train_loss = median;
     state.lowest_train_epoch = epoch;
@@ -34,6 +44,12 @@ nlohmann::json diverged_event(int64_t epoch, double median, const Divergence& d,
           {"train_loss_median", median},
           {"lowest_train_loss_median", d.lowest},
           {"lowest_epoch", d.lowest_epoch},
+          {"by_validation", d.by_validation},
+          {"validate_loss", std::isfinite(d.validate_loss) ? nlohmann::json(d.validate_loss)
+                                                           : nlohmann::json(nullptr)},
+          {"best_validate_loss", std::isfinite(d.best_validate) ? nlohmann::json(d.best_validate)
+                                                                : nlohmann::json(nullptr)},
+          {"best_epoch", d.best_epoch},
           {"divergence_factor", s.divergence_factor},
           {"learning_rate", s.learning_rate},
           {"grad_clip", s.grad_clip},
@@ -61,11 +77,20 @@ TrainingError diverged_error(int64_t epoch, double median, const Divergence& d,
     todo +=
         ", or resume from the last checkpoint with a lower rate: --set Training.continue=1 "
         "--set Training.Optimizer.learning_rate=R";
-  TrainingError e("the model diverged in epoch " + std::to_string(epoch) +
-                      ": the median of its batch losses " + fmt("%.4g", median) +
-                      " is more than Training.divergence_factor (" +
-                      fmt("%g", s.divergence_factor) + ") times the lowest, " +
-                      fmt("%.4g", d.lowest) + " in epoch " + std::to_string(d.lowest_epoch) + " (" +
+  const std::string what =
+      d.by_validation
+          ? "its validation loss " + fmt("%.4g", d.validate_loss) +
+                (std::isfinite(d.validate_loss)
+                     ? " is more than Training.divergence_factor (" +
+                           fmt("%g", s.divergence_factor) + ") times the best, "
+                     : " is not finite, after the best, ") +
+                fmt("%.4g", d.best_validate) + " in epoch " + std::to_string(d.best_epoch) +
+                " (the median of its batch losses " + fmt("%.4g", median) + ")"
+          : "the median of its batch losses " + fmt("%.4g", median) +
+                " is more than Training.divergence_factor (" + fmt("%g", s.divergence_factor) +
+                ") times the lowest, " + fmt("%.4g", d.lowest) + " in epoch " +
+                std::to_string(d.lowest_epoch);
+  TrainingError e("the model diverged in epoch " + std::to_string(epoch) + ": " + what + " (" +
                       set + "); the run stopped without checkpointing this epoch" +
                       (any ? " (the last checkpoint: " + last_checkpoint + ")" : std::string()),
                   todo + "; Training.divergence_factor=0 trains on regardless");

@@ -41,7 +41,7 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   m_state.epoch = epoch;
   // A diverged model is not checkpointed; the run stops after this epoch's row.
   const Divergence divergence =
-      check_divergence(m_state, loss_median, epoch, m_s.divergence_factor);
+      check_divergence(m_state, loss_median, val_loss, epoch, m_s.divergence_factor);
   const bool diverged = divergence.diverged;
   const bool improved = !diverged && val_loss < m_state.best_validate_loss;
   if (improved) {

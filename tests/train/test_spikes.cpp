@@ -2,7 +2,8 @@
 // far above the median of the last steps' (once enough are known), but applies spikes that
 // persist, judges on the device without reading it on the host, makes a spiking loss
 // differentiate to nan (so that the summed gradient of every rank rejects the step), records
-// why, and starts afresh when told.
+// why, and starts afresh when told. train/divergence.h: an epoch diverged when the median of its
+// batch losses or its validation loss passes divergence_factor times the run's lowest or best.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -12,6 +13,7 @@
 #include <random>
 
 #include "../common/aten_calls.h"
+#include "train/divergence.h"
 #include "train/spikes.h"
 
 namespace ddgnn {
@@ -129,6 +131,52 @@ TEST(SpikeGuard, JudgesWithoutReadingTheDevice) {
   EXPECT_TRUE(testing::called(ops, "aten::nanmedian"));
   for (int k = 0; k < 2 * SpikeGuard::kWindow; ++k) step(guard, 1.0, 1.0);
   EXPECT_EQ(judge().size(), ops.size());  // a full history costs the same operations
+}
+
+TEST(Divergence, JudgedOnTheMedianOrTheValidationLossNeverOnOneBatch) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  RunState state;
+  state.best_validate_loss = inf;
+  // The first epoch is no reference for itself; then the lowest median and the best validation
+  // (the trainer keeps best_validate_loss; here by hand).
+  EXPECT_FALSE(check_divergence(state, 50.0, 40.0, 1, 1000).diverged);
+  state.best_validate_loss = 40.0;
+  state.best_epoch = 1;
+  EXPECT_FALSE(check_divergence(state, 2.0, 3.0, 2, 1000).diverged);
+  state.best_validate_loss = 3.0;
+  state.best_epoch = 2;
+  EXPECT_EQ(state.lowest_train_loss, 2.0);
+  // Below the factor on both: trains on (whatever one batch did to an epoch mean).
+  EXPECT_FALSE(check_divergence(state, 1500.0, 2900.0, 3, 1000).diverged);
+  // The median passes: diverged, not by validation.
+  Divergence d = check_divergence(state, 2001.0, 10.0, 4, 1000);
+  EXPECT_TRUE(d.diverged);
+  EXPECT_FALSE(d.by_validation);
+  EXPECT_EQ(d.lowest, 2.0);
+  EXPECT_EQ(d.lowest_epoch, 2);
+  // The validation loss passes while the median does not (weights blown up between batches, a
+  // weight average gone wrong): diverged by validation, naming the best.
+  d = check_divergence(state, 3.0, 3001.0, 5, 1000);
+  EXPECT_TRUE(d.diverged);
+  EXPECT_TRUE(d.by_validation);
+  EXPECT_EQ(d.best_validate, 3.0);
+  EXPECT_EQ(d.best_epoch, 2);
+  TrainSettings s;
+  s.divergence_factor = 1000;
+  const std::string text = diverged_error(5, 3.0, d, s, "").what();
+  EXPECT_NE(text.find("its validation loss 3001 is more than Training.divergence_factor (1000) "
+                      "times the best, 3 in epoch 2"),
+            std::string::npos)
+      << text;
+  // A validation loss that is not finite after a finite best.
+  d = check_divergence(state, 3.0, nan, 6, 1000);
+  EXPECT_TRUE(d.diverged && d.by_validation);
+  EXPECT_NE(std::string(diverged_error(6, 3.0, d, s, "").what()).find("is not finite"),
+            std::string::npos);
+  EXPECT_TRUE(check_divergence(state, 3.0, inf, 7, 1000).diverged);
+  // Off with factor 0.
+  EXPECT_FALSE(check_divergence(state, 1e30, nan, 8, 0).diverged);
 }
 
 }  // namespace
