@@ -43,6 +43,23 @@ int run_convert(const ConvertArgs& a) {
   for (const auto& in : inputs)
     if (in != "-" && !fs::exists(in))
       throw DataError(in + ": no such input file", "check the path");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t j = i + 1; j < inputs.size(); ++j) {
+      std::error_code ec;
+      if (inputs[i] != "-" && fs::equivalent(inputs[i], inputs[j], ec) && !ec)
+        spdlog::warn(
+            "convert: '{}' and '{}' are one file: its frames go into the dataset twice (a "
+            "structure in two splits tests on training data)",
+            inputs[i], inputs[j]);
+    }
+  // The output replaced (or appended to) under any name of an input would destroy that input.
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (in != "-" && fs::exists(output) && fs::equivalent(in, output, ec) && !ec)
+      throw ConfigError("convert: the output '" + output + "' is the input '" + in + "'",
+                        "the last argument is the output dataset: give it a name of its own, "
+                        "e.g. `ddgnn convert in.xyz out.h5`");
+  }
 
   ExtxyzKeys keys = a.keys;
   keys.extra_columns = a.extra_columns;

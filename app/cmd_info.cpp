@@ -2,6 +2,7 @@
 // per-species reference energies (least squares), neighbours per atom within a radius.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -115,8 +116,9 @@ void print_report(const Dataset& ds, const DatasetStats& st, double seconds) {
 }
 
 int run_info(const InfoArgs& a) {
-  if (!(a.radius > 0))
-    throw ConfigError("info: --radius must be > 0 Å, got " + std::to_string(a.radius));
+  if (!(a.radius > 0) || !std::isfinite(a.radius))
+    throw ConfigError("info: --radius must be a finite number > 0 Å, got " +
+                      std::to_string(a.radius));
   const auto t0 = std::chrono::steady_clock::now();
   Dataset ds(a.path);
   const DatasetStats st = compute_stats(ds, a.radius, a.sample);

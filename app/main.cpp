@@ -3,6 +3,7 @@
 // where other ranks would otherwise hang.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "loader/h5_exit.h"
 
 namespace {
 
@@ -29,6 +31,10 @@ int report(const std::exception& e) {
 
 int main(int argc, char** argv) {
   ddgnn::tune_allocator();  // before the first tensor: freed buffers stay in the heap
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, which the writer reports
+  // and cleans up after, instead of killing the process with no message and its temporary left.
+  std::signal(SIGXFSZ, SIG_IGN);
+  ddgnn::h5::take_over_library_exit();
   CLI::App app{
       "ddgnn: distributed training of multi-headed graph neural networks for atomistic "
       "energies and forces"};

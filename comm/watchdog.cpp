@@ -41,6 +41,16 @@ long long now_ns() {
 #endif
 }
 
+// CPU time of the whole process (every thread), ns.
+long long process_cpu_ns() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (long long)t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+// Stop spans kept (a wait ends or is reported long before this many stops of a second or more).
+constexpr size_t kStops = 256;
+
 // The enabled Watchdog of this process, or null: what Waiting looks at first.
 std::atomic<Watchdog*> g_active{nullptr};
 
@@ -79,8 +89,9 @@ struct ThreadWait {
   double waited_s;
 };
 
-// The threads inside a scope, longest wait first; waits count from `start_ns` at the earliest.
-std::vector<ThreadWait> threads_waiting(long long start_ns) {
+// The threads inside a scope, longest wait first; a wait is the time since the thread's last
+// progress less the parts of `stops` (spans in which the process was stopped) after it.
+std::vector<ThreadWait> threads_waiting(const std::vector<std::pair<long long, long long>>& stops) {
   std::vector<ThreadWait> out;
   const long long now = now_ns();
   {
@@ -89,8 +100,10 @@ std::vector<ThreadWait> threads_waiting(long long start_ns) {
     for (const WaitingSlot* s : r.slots) {
       const char* label = s->label.load(std::memory_order_acquire);
       if (!label) continue;
-      const long long since = std::max(s->since_ns.load(std::memory_order_relaxed), start_ns);
-      out.push_back({label, double(std::max(0LL, now - since)) * 1e-9});
+      const long long since = s->since_ns.load(std::memory_order_relaxed);
+      long long waited = now - since;
+      for (const auto& [from, to] : stops) waited -= std::max(0LL, to - std::max(from, since));
+      out.push_back({label, double(std::max(0LL, waited)) * 1e-9});
     }
   }
   std::sort(out.begin(), out.end(),
@@ -184,7 +197,6 @@ Watchdog::Watchdog(MPI_Comm world, double timeout_s) : m_timeout_s(timeout_s) {
     MPI_CHECK(MPI_Comm_dup(world, &m_comm));
     MPI_CHECK(
         MPI_Irecv(&m_query_in, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, m_comm, &m_query_request));
-    m_start_ns = now_ns();
     m_thread = std::thread(&Watchdog::run, this);
   } catch (...) {
     if (m_query_request != MPI_REQUEST_NULL) {
@@ -239,7 +251,7 @@ std::string Watchdog::context() const {
 
 std::string Watchdog::state() const {
   if (!enabled()) return "watchdog off";
-  const std::vector<ThreadWait> waits = threads_waiting(m_start_ns);
+  const std::vector<ThreadWait> waits = threads_waiting(stops());
   if (waits.empty()) return "busy outside communication";
   std::string out;
   for (const ThreadWait& w : waits) {
@@ -251,7 +263,7 @@ std::string Watchdog::state() const {
 
 Watchdog::Answer Watchdog::answer() const {
   Answer a;
-  const std::vector<ThreadWait> waits = threads_waiting(m_start_ns);
+  const std::vector<ThreadWait> waits = threads_waiting(stops());
   if (!waits.empty()) {
     a.waited_s = waits.front().waited_s;
     copy_text(a.label, waits.front().label);
@@ -260,22 +272,35 @@ Watchdog::Answer Watchdog::answer() const {
   return a;
 }
 
+std::vector<std::pair<long long, long long>> Watchdog::stops() const {
+  std::lock_guard<std::mutex> lock(m_stops_mutex);
+  return m_stops;
+}
+
 void Watchdog::run() noexcept {
   const auto poll = std::chrono::duration<double>(std::min(0.2, m_timeout_s / 10));
-  const long long stall_ns = (long long)((poll.count() + 1.0) * 1e9);
-  long long last_poll = now_ns();
+  const long long poll_ns = (long long)(poll.count() * 1e9);
+  const long long stall_ns = poll_ns + 1'000'000'000LL;
+  long long last_poll = now_ns(), last_cpu = process_cpu_ns();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(m_stop_mutex);
       if (m_stop_cv.wait_for(lock, poll, [this] { return m_stop; })) return;
     }
-    const long long now = now_ns();
-    // This thread was held up (the process stopped and continued, a starved machine): what it
-    // did not see, it cannot judge; waits count anew from here.
-    if (now - last_poll > stall_ns) m_start_ns = now;
+    const long long now = now_ns(), cpu = process_cpu_ns();
+    // Held up past its poll by more than a second while the process used under a tenth of that
+    // time in CPU: the process was stopped (SIGSTOP, a suspended job), and no wait counts that
+    // span. A process that ran meanwhile (starved, or stopped for part of it) counts it all: a
+    // clock that restarted after every delay would never report a rank stopped now and then.
+    if (now - last_poll > stall_ns && (cpu - last_cpu) * 10 < now - last_poll) {
+      std::lock_guard<std::mutex> lock(m_stops_mutex);
+      if (m_stops.size() == kStops) m_stops.erase(m_stops.begin());
+      m_stops.emplace_back(last_poll + poll_ns, now);
+    }
     last_poll = now;
+    last_cpu = cpu;
     serve_queries();
-    const std::vector<ThreadWait> waits = threads_waiting(m_start_ns);
+    const std::vector<ThreadWait> waits = threads_waiting(stops());
     if (!waits.empty() && waits.front().waited_s >= m_timeout_s)
       report_and_abort(waits.front().label, waits.front().waited_s);
   }
@@ -343,7 +368,7 @@ void Watchdog::report_and_abort(const std::string& label, double waited_s) noexc
                      " with no progress (Comm.timeout_s = " + seconds_text(m_timeout_s) + ")";
   if (!where.empty()) text += " at " + where;
   text += "\n";
-  const std::vector<ThreadWait> mine = threads_waiting(m_start_ns);
+  const std::vector<ThreadWait> mine = threads_waiting(stops());
   if (mine.size() > 1) text += "  this rank's threads: " + state() + "\n";
   // Ranks with the same answer (label and context) on one line, in order of their first rank.
   struct Group {

@@ -26,7 +26,11 @@ struct WaitingSlot;  // one per thread that entered a scope (comm/watchdog.cpp)
 // MPI_Finalize. Throws CommError when another enabled Watchdog is alive in this process.
 //
 // A thread is stuck when it has been inside a Waiting scope with no progress (no scope entered
-// or left on that thread) for timeout_s. The watchdog thread polls every min(0.2 s, timeout/10);
+// or left on that thread) for timeout_s, on the monotonic clock from its last progress, less the
+// time this process was stopped: a poll held up by more than a second while the process used
+// under a tenth of that time in CPU (SIGSTOP, a suspended job) does not count; a process that
+// ran, however slowly (a starved machine, a process stopped now and then between runs), counts
+// in full. The watchdog thread polls every min(0.2 s, timeout/10);
 // on a stuck thread it sends a query to every other rank, whose watchdog threads answer from
 // their poll loops ("waiting in <label> for X s" or "busy outside communication"), waits up to
 // min(5, max(1, timeout/2)) s for the answers, prints one report to stderr
@@ -64,8 +68,12 @@ class Watchdog {
   MPI_Comm m_comm = MPI_COMM_NULL;
   int m_rank = 0, m_size = 1;
   double m_timeout_s = 0;
-  std::atomic<long long> m_start_ns{0};  // waits count from here (moved on after a stall)
-  int m_query_in = 0;                    // buffer of the posted query receive
+  // The spans [from, to] (ns, the waits' clock) in which this process was stopped, the latest
+  // kStops at most; waits do not count them.
+  std::vector<std::pair<long long, long long>> stops() const;
+  mutable std::mutex m_stops_mutex;
+  std::vector<std::pair<long long, long long>> m_stops;
+  int m_query_in = 0;  // buffer of the posted query receive
   MPI_Request m_query_request = MPI_REQUEST_NULL;
   std::vector<std::pair<MPI_Request, std::unique_ptr<Answer>>> m_answer_sends;  // on their way
   mutable std::mutex m_context_mutex;

@@ -48,8 +48,11 @@ std::vector<KeySpec> build_schema() {
           .required()
           .one_of({"SchNet", "EGNN", "PAINN", "CGCNN", "GIN", "PNA", "PNAPlus", "PNAEq", "MACE",
                    "DimeNet", "GAT", "SAGE", "MFC"}));
-  add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1));
-  add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers").required().ge(1));
+  add(key(arch + "hidden_dim", T::kInt, "width F of the node features").required().ge(1).le(65536));
+  add(key(arch + "num_conv_layers", T::kInt, "number of message-passing layers")
+          .required()
+          .ge(1)
+          .le(1000));
   add(key(arch + "radius", T::kNumber, "cutoff radius of the radius graph, Å")
           .required()
           .gt(0)

@@ -4,13 +4,21 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -66,7 +74,56 @@ int remove_stale_temporaries(const std::string& dir, const std::string& prefix) 
   return removed;
 }
 
-FolderLock::FolderLock(const std::string& dir, const std::string& what) {
+namespace {
+
+// "pid 123 (ddgnn convert a.xyz d.h5)", ", stopped" added when it is: the process holding a
+// flock on the file behind `fd`, from /proc/locks; "another process" when none is found.
+std::string lock_holder(int fd) {
+  struct stat st {};
+  std::ifstream locks("/proc/locks");
+  if (::fstat(fd, &st) != 0 || !locks) return "another process";
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream in(line);
+    std::string id, kind, mode, access, pid, where;
+    in >> id >> kind;
+    if (kind != "FLOCK") continue;  // also skips "->" lines: waiters, not holders
+    in >> mode >> access >> pid >> where;
+    unsigned maj = 0, min = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(where.c_str(), "%x:%x:%llu", &maj, &min, &ino) != 3) continue;
+    if (maj != major(st.st_dev) || min != minor(st.st_dev) || ino != st.st_ino) continue;
+    std::ifstream cmd_file("/proc/" + pid + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(cmd_file)), std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    if (cmd.size() > 160) cmd = cmd.substr(0, 157) + "...";
+    std::ifstream stat_file("/proc/" + pid + "/stat");
+    std::string stat_line;
+    std::getline(stat_file, stat_line);
+    const auto close = stat_line.rfind(')');
+    const bool stopped = close != std::string::npos && close + 2 < stat_line.size() &&
+                         (stat_line[close + 2] == 'T' || stat_line[close + 2] == 't');
+    return "pid " + pid + (cmd.empty() ? std::string() : " (" + cmd + ")") +
+           (stopped ? ", which is stopped" : "");
+  }
+  return "another process";
+}
+
+double default_lock_wait_s() {
+  const char* env = std::getenv("DDGNN_LOCK_WAIT_S");
+  if (!env || !*env) return 600.0;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (end == env || *end || !(v >= 0))
+    throw Error(
+        std::string("DDGNN_LOCK_WAIT_S must be a number of seconds >= 0, got '") + env + "'",
+        "unset it for the default (600 s), or give seconds");
+  return v;
+}
+
+}  // namespace
+
+FolderLock::FolderLock(const std::string& dir, const std::string& what, double wait_s) {
   const std::string folder = dir.empty() ? "." : dir;
   m_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (m_fd < 0)
@@ -74,14 +131,37 @@ FolderLock::FolderLock(const std::string& dir, const std::string& what) {
                 "check that the folder exists and is readable");
   if (::flock(m_fd, LOCK_EX | LOCK_NB) == 0) return;
   if (errno == EWOULDBLOCK) {
-    spdlog::info("{}: another process is writing there; waiting for it to finish", what);
-    int rc;
-    while ((rc = ::flock(m_fd, LOCK_EX)) != 0 && errno == EINTR) {
+    if (wait_s < 0) wait_s = default_lock_wait_s();
+    std::string holder = lock_holder(m_fd);
+    if (wait_s > 0)
+      spdlog::info("{}: {} is writing there; waiting for it to finish (up to {:.0f} s)", what,
+                   holder, wait_s);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    bool busy = true;
+    int error = EWOULDBLOCK;
+    while (busy && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (::flock(m_fd, LOCK_EX | LOCK_NB) == 0) return;
+      error = errno;
+      busy = error == EWOULDBLOCK || error == EINTR;
     }
-    if (rc == 0) return;
+    errno = error;
+    if (busy) {
+      holder = lock_holder(m_fd);
+      ::close(m_fd);
+      m_fd = -1;
+      throw Error(what + ": folder " + folder + " is locked by " + holder +
+                      (wait_s > 0 ? "; gave up after " + std::to_string(int64_t(wait_s + 0.5)) +
+                                        " s of waiting"
+                                  : std::string()),
+                  wait_s > 0 ? "if that process is stopped or hung, end it; else wait for it, "
+                               "wait longer (DDGNN_LOCK_WAIT_S=seconds), or write elsewhere"
+                             : "wait for it to finish, or choose another folder");
+    }
   }
   const std::string why = std::strerror(errno);
   ::close(m_fd);
+  m_fd = -1;
   throw Error("cannot lock folder " + folder + " (" + why + ")",
               "the file system may not support locks (flock); write to a local folder");
 }

@@ -22,10 +22,13 @@ void write_file_atomic(const std::string& path, const std::string& content);
 int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");
 
 // An exclusive lock on a folder (flock), held for the object's life: writers of one output wait
-// for each other instead of losing each other's work. Logs that it waits when the lock is busy.
+// for each other instead of losing each other's work. When the lock is busy it logs that it waits
+// and for whom (the holder's pid and command line, from /proc/locks), and gives up after
+// `wait_s` seconds (negative: the environment's DDGNN_LOCK_WAIT_S, else 600; 0: at once) with an
+// Error that names the holder and whether it is stopped.
 class FolderLock {
  public:
-  FolderLock(const std::string& dir, const std::string& what);
+  FolderLock(const std::string& dir, const std::string& what, double wait_s = -1);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;

@@ -1,11 +1,16 @@
-// libFuzzer target: the dataset reader on files whose HDF5 structure is sound but whose content is
-// not. A seed file is written once by the real writer (periodic and molecular graphs, stress,
-// an extra column); each input is a list of edits, 12 bytes each (array or attribute, row,
-// column, 8 value bytes, whether to repair the checksums), applied through HDF5 to a copy. The
-// reader must then read it or refuse it with a DataError: opening, every block, the statistics.
+// libFuzzer target: the dataset reader on files whose content, or whose HDF5 structure, is not what
+// the writer makes. A seed file is written once by the real writer (periodic and molecular graphs,
+// stress, an extra column); each input is a list of edits, 12 bytes each, applied through HDF5 to
+// a copy: a value edit (array or attribute, row, column, 8 value bytes, whether to repair the
+// checksums) when the first byte is below 0xE0, else a structural edit (an attribute stored as an
+// array, of another class or as a variable-length string whose global heap may then be damaged;
+// an array of another rank, extent or element type; objects deleted or added; version-1 style
+// variable-length config type names). The reader must then read it or refuse it with a
+// DataError: opening, every block, the statistics.
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +137,149 @@ void repair_checksums(hid_t file, const char* path) {
     H5Dwrite(c, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, crcs.data());
 }
 
+// Replaces root attribute `name` with one of `type` in `space` holding `data` (any bytes that fit).
+void replace_attr(hid_t file, const char* name, hid_t type, hid_t space, const void* data) {
+  if (H5Aexists(file, name) > 0) H5Adelete(file, name);
+  h5::Handle a(H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
+  if (a.valid()) H5Awrite(a, type, data);
+}
+
+// Replaces array `path` with one of `type`, rank `rank` and extents `dims` (zeros).
+void replace_array(hid_t file, const char* path, hid_t type, int rank, const hsize_t* dims) {
+  H5Ldelete(file, path, H5P_DEFAULT);
+  h5::Handle space(H5Screate_simple(rank, dims, nullptr));
+  h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl, 1);
+  h5::Handle d(H5Dcreate2(file, path, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT));
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (!d.valid() || n <= 0 || n > (1 << 20)) return;
+  std::vector<char> zeros(size_t(n) * std::max<size_t>(H5Tget_size(type), 1), 0);
+  H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
+}
+
+// The rank (1 or 2) and extents of array `path`; 0 when it is missing or of another rank.
+int array_shape(hid_t file, const char* path, hsize_t (&dims)[2]) {
+  h5::Handle d(H5Dopen2(file, path, H5P_DEFAULT));
+  if (!d.valid()) return 0;
+  h5::Handle space(H5Dget_space(d));
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > 2) return 0;
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  return rank;
+}
+
+// One structural edit (e[0] >= 0xE0); sets `damage_heap` when the file's global heaps are to be
+// overwritten once it is closed.
+void structural_edit(hid_t file, const uint8_t* e, bool& damage_heap) {
+  const Target& t = kTargets[e[1] % (sizeof kTargets / sizeof kTargets[0])];
+  int64_t value;
+  std::memcpy(&value, e + 4, 8);
+  switch (e[0] & 7) {
+    case 0: {  // an attribute as an array of 2..257 values; an array of another rank (1..8)
+      if (t.attribute) {
+        const hsize_t n = 2 + e[2];
+        h5::Handle space(H5Screate_simple(1, &n, nullptr));
+        std::vector<int64_t> v(n, value);
+        replace_attr(file, t.path, H5T_NATIVE_INT64, space, v.data());
+      } else {
+        hsize_t dims[8];
+        const int rank = 1 + e[2] % 8;
+        for (int k = 0; k < rank; ++k) dims[k] = k == 0 ? 1 + e[3] % 40 : 1 + (e[3] >> k) % 3;
+        replace_array(file, t.path, t.type, rank, dims);
+      }
+      break;
+    }
+    case 1: {  // a variable-length string attribute, its heap maybe damaged afterwards
+      const char* names[] = {"format", "producer", "sources", "outliers", t.path};
+      h5::Handle type(H5Tcopy(H5T_C_S1));
+      H5Tset_size(type, H5T_VARIABLE);
+      h5::Handle space(H5Screate(H5S_SCALAR));
+      const char* text = e[3] & 2 ? "ddgnn-dataset" : "[]";
+      replace_attr(file, names[e[2] % 5], type, space, &text);
+      damage_heap = damage_heap || (e[3] & 1);
+      break;
+    }
+    case 2:  // an object deleted
+      if (t.attribute)
+        H5Adelete(file, t.path);
+      else
+        H5Ldelete(file, t.path, H5P_DEFAULT);
+      break;
+    case 3: {  // an extra root attribute: an integer array, or a fixed string of 1..256 bytes
+      h5::Handle space(H5Screate(H5S_SCALAR));
+      if (e[2] & 1) {
+        const hsize_t n = 1 + e[3];
+        h5::Handle array(H5Screate_simple(1, &n, nullptr));
+        std::vector<int64_t> v(n, value);
+        replace_attr(file, "extra", H5T_NATIVE_INT64, array, v.data());
+      } else {
+        h5::Handle type(H5Tcopy(H5T_C_S1));
+        H5Tset_size(type, 1 + e[3]);
+        std::string text(1 + e[3], char(e[4]));
+        replace_attr(file, "extra", type, space, text.data());
+      }
+      break;
+    }
+    case 4: {  // an array of another element type (float64, or a fixed string), same rows
+      hsize_t dims[2] = {0, 0};
+      const int rank = t.attribute ? 0 : array_shape(file, t.path, dims);
+      if (rank == 0) break;
+      h5::Handle str(H5Tcopy(H5T_C_S1));
+      H5Tset_size(str, 1 + e[2] % 16);
+      replace_array(file, t.path, e[3] & 1 ? hid_t(str) : H5T_NATIVE_DOUBLE, rank, dims);
+      break;
+    }
+    case 5: {  // an attribute of another class: float64, or a fixed string
+      if (!t.attribute) break;
+      h5::Handle space(H5Screate(H5S_SCALAR));
+      if (e[2] & 1) {
+        double v;
+        std::memcpy(&v, e + 4, 8);
+        replace_attr(file, t.path, H5T_NATIVE_DOUBLE, space, &v);
+      } else {
+        h5::Handle type(H5Tcopy(H5T_C_S1));
+        H5Tset_size(type, 8);
+        replace_attr(file, t.path, type, space, e + 4);
+      }
+      break;
+    }
+    case 6: {  // an extendible array's rows changed (0..1023)
+      hsize_t dims[2] = {0, 0};
+      if (t.attribute || array_shape(file, t.path, dims) == 0) break;
+      dims[0] = hsize_t(e[2]) | hsize_t(e[3] & 3) << 8;
+      h5::Handle d(H5Dopen2(file, t.path, H5P_DEFAULT));
+      H5Dset_extent(d, dims);
+      break;
+    }
+    default: {  // config type names as version 1 wrote them: variable-length strings
+      const hsize_t n = 1 + e[2] % 4;
+      h5::Handle type(H5Tcopy(H5T_C_S1));
+      H5Tset_size(type, H5T_VARIABLE);
+      H5Ldelete(file, "config_types", H5P_DEFAULT);
+      h5::Handle space(H5Screate_simple(1, &n, nullptr));
+      h5::Handle d(
+          H5Dcreate2(file, "config_types", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      std::vector<const char*> names(n, "md");
+      if (d.valid()) H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data());
+      damage_heap = damage_heap || (e[3] & 1);
+      break;
+    }
+  }
+}
+
+// Overwrites the signature of every global heap collection ("GCOL") of the file: the heap
+// references of variable-length strings then point at garbage.
+void damage_global_heaps(const std::string& path) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (size_t at = bytes.find("GCOL"); at != std::string::npos; at = bytes.find("GCOL", at + 4))
+    bytes.replace(at, 4, "XXXX");
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
 void repair_metadata(hid_t file) {
   try {
     h5::Handle sp(H5Dopen2(file, "species", H5P_DEFAULT));
@@ -169,12 +317,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream out(g_work_path, std::ios::binary | std::ios::trunc);
     out.write(g_seed.data(), std::streamsize(g_seed.size()));
   }
+  bool damage_heap = false;
   {
     h5::Handle file(H5Fopen(g_work_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     if (!file.valid()) std::abort();
     bool repair_meta = false;
     for (size_t at = 0; at + 12 <= size && at < 12 * 16; at += 12) {
       const uint8_t* e = data + at;
+      if (e[0] >= 0xE0) {
+        structural_edit(file, e, damage_heap);
+        continue;
+      }
       const Target& t = kTargets[e[0] % (sizeof kTargets / sizeof kTargets[0])];
       const uint32_t row = uint32_t(e[2]) | uint32_t(e[3]) << 8;
       if (t.attribute) {
@@ -189,6 +342,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (repair_meta) repair_metadata(file);
   }
+  if (damage_heap) damage_global_heaps(g_work_path);
   fuzz::expect_clean([&] {
     Dataset ds(g_work_path);
     ds.verify_all();

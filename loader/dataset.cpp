@@ -22,7 +22,7 @@ namespace ddgnn {
 struct Dataset::Impl {
   std::string path;
   h5::Handle file;
-  int64_t n_graphs = 0, n_atoms = 0, version = 0;
+  int64_t n_graphs = 0, n_atoms = 0, version = 0, metadata_crc32 = 0;
   std::string producer, sources;
   std::optional<std::vector<Outlier>> outliers;
   bool has_forces = false;
@@ -157,11 +157,25 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
                     "update ddgnn, or convert the data again with this version");
   if (m.version < 1)
     throw DataError(path + ": invalid dataset format version " + std::to_string(m.version), hint);
+  // Version 1 stored the config type names as variable-length strings, whose heap references
+  // libhdf5 follows unchecked (a damaged one crashes the reader before any checksum): refused.
+  if (m.version == 1)
+    throw DataError(path +
+                        ": dataset format version 1, which this ddgnn no longer reads (its "
+                        "variable-length config type names cannot be read safely)",
+                    "convert the extended XYZ input again with this ddgnn: `ddgnn convert "
+                    "in.extxyz out.h5` writes version " +
+                        std::to_string(kFormatVersion));
   const std::string corrupted =
       "the file is corrupted or was written by another tool; convert "
       "the extxyz input again with `ddgnn convert`";
   m.producer = h5::read_attr_string(m.file, "producer", path);
   m.sources = h5::has_attr(m.file, "sources") ? h5::read_attr_string(m.file, "sources", path) : "";
+  if (!m.sources.empty() &&
+      !nlohmann::json::parse(m.sources, nullptr, /*allow_exceptions=*/false).is_array())
+    throw DataError(path + ": attribute 'sources' is not the JSON list convert writes",
+                    "the file is corrupted or was written by another tool; convert the "
+                    "extended XYZ input again");
   m.n_graphs = h5::read_attr_int(m.file, "n_graphs", path);
   m.n_atoms = h5::read_attr_int(m.file, "n_atoms", path);
   const int64_t has_forces = h5::read_attr_int(m.file, "has_forces", path);
@@ -194,11 +208,12 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
     }
   }
   m.config_types = h5::read_strings(m.file, "config_types", size_t(m.n_graphs),
-                                    /*allow_variable=*/m.version < 2, path);
-  if (m.version >= 2) {
+                                    /*allow_variable=*/false, path);
+  {
     if (!h5::has_attr(m.file, "metadata_crc32"))
       throw DataError(path + ": attribute 'metadata_crc32' is missing", corrupted);
     const int64_t want = h5::read_attr_int(m.file, "metadata_crc32", path);
+    m.metadata_crc32 = want;
     const uint32_t got = layout::metadata_checksum(m.file, m.species, m.config_types, path);
     if (want != int64_t(got))
       throw DataError(path +
@@ -263,6 +278,9 @@ int64_t Dataset::n_graphs() const {
 }
 int64_t Dataset::n_atoms() const {
   return m_impl->n_atoms;
+}
+int64_t Dataset::metadata_crc32() const {
+  return m_impl->metadata_crc32;
 }
 int64_t Dataset::format_version() const {
   return m_impl->version;

@@ -68,6 +68,9 @@ class Dataset {
   const std::string& path() const;
   int64_t n_graphs() const;
   int64_t n_atoms() const;
+  // The metadata checksum (root attributes, species, config types): with the counts and the
+  // file's size, what tells two dataset files apart.
+  int64_t metadata_crc32() const;
   int64_t format_version() const;
   const std::string& producer() const;
   bool has_forces() const;

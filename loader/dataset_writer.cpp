@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -185,7 +186,17 @@ void DatasetWriter::Impl::open_existing() {
   n_graphs = existing.n_graphs();
   n_atoms = existing.n_atoms();
 
-  fs::copy_file(path, tmp_path, fs::copy_options::overwrite_existing);
+  std::error_code copy_error;
+  fs::copy_file(path, tmp_path, fs::copy_options::overwrite_existing, copy_error);
+  if (copy_error) {
+    std::error_code ignored;
+    fs::remove(tmp_path, ignored);
+    throw Error(
+        "cannot copy " + path + " to " + tmp_path + " to append (" + copy_error.message() + ")",
+        "the disk may be full: free space (the copy needs the file's size again), then "
+        "append again; " +
+            path + " is untouched");
+  }
   file = h5::Handle(H5_CHECK(H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
                              "opening " + tmp_path + " to append"));
   for (const auto& spec : layout::array_specs(has_forces, extra, graph_extra)) {
@@ -260,6 +271,14 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   int32_t ct = 0;
   auto it = config_index.find(f.config_type);
   if (it == config_index.end()) {
+    // The reader's rule for the names it reads back (fixed-length, NUL-padded, at most 4096
+    // bytes): a name it could not read would make the whole file unreadable.
+    if (f.config_type.size() > 4096 || f.config_type.find('\0') != std::string::npos)
+      throw DataError(
+          where + ": config_type of " + std::to_string(f.config_type.size()) + " bytes" +
+              (f.config_type.find('\0') != std::string::npos ? " holding a NUL" : std::string()) +
+              " (at most 4096, no NUL)",
+          "shorten the config_type (or --config-type-key's value) in the input");
     ct = int32_t(config_types.size());
     config_types.push_back(f.config_type);
     config_index.emplace(f.config_type, ct);
@@ -310,9 +329,28 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   n_atoms += int64_t(n);
 }
 
+namespace {
+
+// A column or key name the reader can find again: it becomes an HDF5 link name, and a checksum
+// table's name with "." between its parts.
+void check_column_name(const std::string& name, const char* option) {
+  const bool ok =
+      !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+  if (!ok)
+    throw ConfigError(std::string(option) + ": '" + name +
+                          "' cannot name a column (1-64 letters, digits, '_' or '-')",
+                      "give the key as the extended XYZ file spells it");
+}
+
+}  // namespace
+
 DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& options)
     : m_impl(std::make_unique<Impl>()) {
   h5::silence_errors();
+  for (const auto& name : options.extra_columns) check_column_name(name, "--extra-columns");
+  for (const auto& name : options.info_keys) check_column_name(name, "--info-keys");
   m_impl->path = path;
   m_impl->tmp_path = path + ".tmp." + std::to_string(::getpid());
   m_impl->options = options;
@@ -339,6 +377,7 @@ DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& optio
 
 DatasetWriter::~DatasetWriter() {
   if (!m_impl->committed) {
+    if (m_impl->file.valid()) h5::note_failed_close();
     m_impl->arrays.clear();
     m_impl->file.reset();
     std::error_code ec;

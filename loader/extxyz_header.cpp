@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
 #include "core/log.h"
 #include "loader/cell.h"
 #include "loader/extxyz_errors.h"
@@ -243,6 +245,20 @@ void HeaderParser::setup_layout(std::string_view text, long long at_line) {
 
 void HeaderParser::parse(std::string_view s, long long at_line, Frame& f) {
   split_pairs(s);
+  // One key twice with two values (energy=-1.0 ... energy=-2.0): the last is read, as ASE
+  // does, with a warning the first time in a file.
+  if (!m_warned_twice)
+    for (size_t i = 0; i < m_n_kv && !m_warned_twice; ++i)
+      for (size_t j = i + 1; j < m_n_kv; ++j)
+        if (m_kv[i].key == m_kv[j].key && m_kv[i].value != m_kv[j].value) {
+          spdlog::warn(
+              "{}:{}: key '{}' appears twice in the comment line ('{}', then '{}'): the last is "
+              "read (warned once a file)",
+              m_file, at_line, m_kv[i].key, m_kv[i].value.substr(0, 40),
+              m_kv[j].value.substr(0, 40));
+          m_warned_twice = true;
+          break;
+        }
   const KeyValue* e = find("Lattice");
   if (!e) e = find("lattice");
   f.has_cell = e != nullptr;

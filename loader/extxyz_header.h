@@ -78,6 +78,7 @@ class HeaderParser {
   std::vector<double> m_numbers;  // scratch for comment-line number lists
   Layout m_layout;
   bool m_layout_valid = false;
+  bool m_warned_twice = false;  // a key given twice with two values (warned once a file)
 };
 
 }  // namespace ddgnn::extxyz

@@ -2,7 +2,10 @@
 #include "loader/h5.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -22,6 +25,21 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* client) {
 
 void silence_errors() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+namespace {
+std::atomic<bool> g_failed_close{false};
+}  // namespace
+
+void take_over_library_exit() {
+  if (H5dont_atexit() < 0) return;  // the library already started: its own clean-up stays
+  std::atexit([] {
+    if (!g_failed_close.load()) H5close();
+  });
+}
+
+void note_failed_close() {
+  g_failed_close = true;
 }
 
 void fail(const char* expr, const char* file, int line, const std::string& context) {
@@ -114,12 +132,32 @@ void write_attr_int(hid_t obj, const std::string& name, int64_t value) {
 
 namespace {
 
+const char* const kNotOurs =
+    "the file is corrupted or was not written by `ddgnn convert`; convert the input again";
+
 void require_attr(hid_t obj, const std::string& name, const std::string& context) {
   if (!has_attr(obj, name))
     throw DataError(context + ": attribute '" + name + "' is missing",
                     "the file is incomplete or was not written by `ddgnn convert`; convert the "
                     "input again");
 }
+
+// The writer stores every attribute as one value in a scalar dataspace: anything else (an array
+// read into one value would overrun it) is refused before it is read.
+void require_scalar(hid_t attr, const std::string& name, const std::string& context) {
+  Handle space(H5_CHECK(H5Aget_space(attr), context));
+  const H5S_class_t kind = H5Sget_simple_extent_type(space);
+  if (kind == H5S_SCALAR) return;
+  const hssize_t n = kind == H5S_SIMPLE ? H5Sget_simple_extent_npoints(space) : 0;
+  throw DataError(context + ": attribute '" + name + "' holds " +
+                      (kind == H5S_SIMPLE ? "an array of " + std::to_string(n) + " values"
+                                          : std::string("no value")) +
+                      " where one value is written",
+                  kNotOurs);
+}
+
+// Longest string attribute read (`sources` grows by one entry an input file).
+constexpr size_t kMaxAttrString = size_t(256) << 20;
 
 }  // namespace
 
@@ -145,18 +183,19 @@ std::string read_attr_string(hid_t obj, const std::string& name, const std::stri
   Handle attr(H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), context));
   Handle type(H5_CHECK(H5Aget_type(attr), context));
   if (H5Tget_class(type) != H5T_STRING)
-    throw DataError(context + ": attribute '" + name + "' is not a string");
-  if (H5Tis_variable_str(type) > 0) {
-    char* s = nullptr;
-    Handle mem(H5_CHECK(H5Tcopy(H5T_C_S1), context));
-    H5_CHECK(H5Tset_size(mem, H5T_VARIABLE), context);
-    H5_CHECK(H5Tset_cset(mem, H5Tget_cset(type)), context);
-    H5_CHECK(H5Aread(attr, mem, &s), context);
-    std::string out = s ? s : "";
-    H5free_memory(s);
-    return out;
-  }
+    throw DataError(context + ": attribute '" + name + "' is not a string", kNotOurs);
+  require_scalar(attr, name, context);
+  // The writer stores fixed-length strings only: a variable-length one is read through a heap
+  // reference that libhdf5 follows unchecked (a damaged one crashes it), so it is never read.
+  if (H5Tis_variable_str(type) != 0)
+    throw DataError(context + ": attribute '" + name +
+                        "' is a variable-length string, which `ddgnn convert` never writes",
+                    kNotOurs);
   const size_t n = H5Tget_size(type);
+  if (n == 0 || n > kMaxAttrString)
+    throw DataError(context + ": attribute '" + name + "' is a string of " + std::to_string(n) +
+                        " bytes (1.." + std::to_string(kMaxAttrString) + " are read)",
+                    kNotOurs);
   std::string out(n, '\0');
   H5_CHECK(H5Aread(attr, type, out.data()), context);
   out.resize(std::strlen(out.c_str()));
@@ -167,8 +206,10 @@ int64_t read_attr_int(hid_t obj, const std::string& name, const std::string& con
   require_attr(obj, name, context);
   Handle attr(H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), context));
   Handle type(H5_CHECK(H5Aget_type(attr), context));
-  if (H5Tget_class(type) != H5T_INTEGER)
-    throw DataError(context + ": attribute '" + name + "' is not an integer");
+  if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) > sizeof(int64_t))
+    throw DataError(context + ": attribute '" + name + "' is not an integer of 8 bytes or fewer",
+                    kNotOurs);
+  require_scalar(attr, name, context);
   int64_t v = 0;
   H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, &v), context);
   return v;
@@ -188,17 +229,41 @@ Handle create_rows(hid_t loc, const std::string& path, hid_t type, int n_cols, h
   return Handle(H5_CHECK(H5Dcreate2(loc, path.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT), ctx));
 }
 
+namespace {
+
+// The extent of a dataspace of rank 1 or 2 (the only ranks the writer makes), its rank checked
+// before the dimensions are copied (a rank of 32 written into two would overrun them).
+int dims_of(hid_t space, hsize_t (&dims)[2], hid_t dset, const std::string& context) {
+  const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space), context);
+  if (rank < 1 || rank > 2) {
+    char name[256] = "";
+    H5Iget_name(dset, name, sizeof name);
+    throw DataError(context + ": array '" + (name[0] == '/' ? name + 1 : name) + "' has rank " +
+                        std::to_string(rank) + " (1 or 2 are written)",
+                    kNotOurs);
+  }
+  dims[1] = 0;
+  H5_CHECK(H5Sget_simple_extent_dims(space, dims, nullptr), context);
+  return rank;
+}
+
+}  // namespace
+
 hsize_t n_rows(hid_t dset) {
-  Handle space(H5_CHECK(H5Dget_space(dset), "reading a dataset's shape"));
+  const std::string ctx = "reading a dataset's shape";
+  Handle space(H5_CHECK(H5Dget_space(dset), ctx));
   hsize_t dims[2] = {0, 0};
-  H5_CHECK(H5Sget_simple_extent_dims(space, dims, nullptr), "reading a dataset's shape");
+  dims_of(space, dims, dset, ctx);
   return dims[0];
 }
 
 int n_cols(hid_t dset) {
-  Handle space(H5_CHECK(H5Dget_space(dset), "reading a dataset's shape"));
+  const std::string ctx = "reading a dataset's shape";
+  Handle space(H5_CHECK(H5Dget_space(dset), ctx));
   hsize_t dims[2] = {0, 0};
-  int rank = H5_CHECK(H5Sget_simple_extent_dims(space, dims, nullptr), "reading a dataset's shape");
+  const int rank = dims_of(space, dims, dset, ctx);
+  if (rank == 2 && dims[1] > hsize_t(std::numeric_limits<int>::max()))
+    throw DataError(ctx + ": " + std::to_string(dims[1]) + " columns", kNotOurs);
   return rank == 2 ? int(dims[1]) : 0;
 }
 
@@ -214,7 +279,7 @@ static void select_rows(hid_t dset, hsize_t first, hsize_t n, Handle& file_space
                         const std::string& ctx) {
   file_space = Handle(H5_CHECK(H5Dget_space(dset), ctx));
   hsize_t dims[2] = {0, 0};
-  const int rank = H5_CHECK(H5Sget_simple_extent_dims(file_space, dims, nullptr), ctx);
+  const int rank = dims_of(file_space, dims, dset, ctx);
   if (first + n > dims[0])
     throw DataError(ctx + ": rows " + std::to_string(first) + ".." + std::to_string(first + n) +
                         " are past the end (" + std::to_string(dims[0]) + " rows)",

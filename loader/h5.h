@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "loader/h5_exit.h"
+
 namespace ddgnn::h5 {
 
 // Throws DataError "<context>: the HDF5 library reports '<innermost HDF5 message>'"; the call and

@@ -187,6 +187,12 @@ std::vector<Outlier> OutlierScan::finish() const {
                              " from the median " + fmt("%.6g", it->second.median) + " of its " +
                              m_formula.at(s.composition) + " (MAD " +
                              fmt("%.3g", it->second.mad * 1000) + " meV/atom)"});
+    } else if (!(std::abs(s.energy_per_atom) <= m_options.max_energy_per_atom)) {
+      out.push_back({int64_t(g), "energy " + fmt("%.6g", s.energy_per_atom) +
+                                     " eV/atom is beyond any element's (" +
+                                     fmt("%.3g", m_options.max_energy_per_atom) + " eV/atom; its " +
+                                     m_formula.at(s.composition) +
+                                     " are too few to judge by their spread)"});
     }
     if (s.max_force > m_options.max_force)
       out.push_back({int64_t(g), "largest force " + fmt("%.6g", s.max_force) + " eV/Å (atom " +

@@ -18,8 +18,11 @@ struct OutlierOptions {
   double energy_mads = 10.0;     // |E/atom - median| above this many MADs of the composition
   double energy_floor = 0.001;   // eV/atom: the threshold never falls below this (MAD ~ 0)
   int64_t min_composition = 10;  // frames of a group needed to judge its energies
-  double max_force = 100.0;      // eV/Å: a larger force component norm is an outlier
-  double min_distance = 0.1;     // Å: two atoms closer than this (periodic images included)
+  // eV/atom: a frame of a group too small to judge is still an outlier beyond this (no element's
+  // all-electron total energy reaches 10^7 eV an atom; a unit slip or a broken label does).
+  double max_energy_per_atom = 1e7;
+  double max_force = 100.0;   // eV/Å: a larger force component norm is an outlier
+  double min_distance = 0.1;  // Å: two atoms closer than this (periodic images included)
 };
 
 struct Outlier {

@@ -7,10 +7,16 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/units.h"
 #include "loader/cell.h"
 
 namespace ddgnn {
+
+namespace {
+// Pair distances a periodic frame's neighbour count may compute (about a second or two).
+constexpr double kMaxPairChecks = 2e9;
+}  // namespace
 
 std::vector<int> count_neighbours(const Frame& f, double radius) {
   const size_t n = f.n_atoms();
@@ -20,12 +26,24 @@ std::vector<int> count_neighbours(const Frame& f, double radius) {
   int reps[3] = {0, 0, 0};
   std::array<double, 9> inv{};
   if (f.has_cell && cell_invert(f.cell.data(), inv.data())) {
+    // In floating point first: a radius of 1e300 must not overflow the count into a small one.
+    double images = 1.0, spacing = 0.0;
     for (int k = 0; k < 3; ++k) {
       if (!f.pbc[k]) continue;
       const double bk =
           std::sqrt(inv[0 + k] * inv[0 + k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
-      reps[k] = int(std::ceil(radius * bk));
+      const double r = std::ceil(radius * bk);
+      images *= 2.0 * r + 1.0;
+      if (r > 0 && (spacing == 0.0 || 1.0 / bk < spacing)) spacing = 1.0 / bk;
+      reps[k] = r < 1e6 ? int(r) : 1'000'000;
     }
+    if (images > 1.0 && !(images * double(n) * double(n) <= kMaxPairChecks))
+      throw DataError("the cell is far too small for radius " + std::to_string(radius) +
+                          " Å (plane spacing " + std::to_string(spacing) +
+                          " Å): " + fmt("%.3g", images) + " periodic images of " +
+                          std::to_string(n) + " atoms to search",
+                      "check the cell (units: Å) and the radius; `ddgnn train` refuses such a "
+                      "radius too");
   }
   const double r2 = radius * radius;
   for (int ia = -reps[0]; ia <= reps[0]; ++ia)
@@ -170,7 +188,13 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
       b.frame(i, frame);
       scan.add(frame);
       if (stride > 0 && g % stride == 0 && st.neighbour_graphs < max_neighbour_graphs) {
-        for (int c : count_neighbours(frame, radius)) {
+        std::vector<int> counts;
+        try {
+          counts = count_neighbours(frame, radius);
+        } catch (const DataError& e) {
+          throw DataError("graph " + std::to_string(g) + ": " + e.what(), e.hint());
+        }
+        for (int c : counts) {
           nb_sum += c;
           ++nb_atoms;
           st.neighbours_min = std::min<int64_t>(st.neighbours_min, c);

@@ -46,7 +46,8 @@ DatasetStats compute_stats(const Dataset& ds, double radius, int64_t max_neighbo
 
 // Number of neighbours of each atom within `radius` (Å), counting every periodic image along
 // periodic axes (also when the radius exceeds half the cell). Brute force over images: for
-// statistics, not for training. out[i] = neighbours of atom i.
+// statistics, not for training. out[i] = neighbours of atom i. A periodic frame whose cell is
+// so small for the radius that the search would take billions of pair distances is a DataError.
 std::vector<int> count_neighbours(const Frame& frame, double radius);
 
 // Minimum-norm least-squares solution of A x = b for a small dense system given as the normal

@@ -100,7 +100,11 @@ void save_checkpoint(const std::string& path, const Gnn& gnn,
   record["payload_crc32"] = crc32(payload.data(), payload.size());
   record["payload_bytes"] = payload.size();
   torch::serialize::OutputArchive outer;
-  outer.write("record", c10::IValue(record.dump()));
+  const std::string record_text = record.dump();
+  outer.write("record", c10::IValue(record_text));
+  // The record too (the energy scale, the reference energies, the split): an edited digit there
+  // would otherwise change every prediction without a word.
+  outer.write("record_crc32", c10::IValue(int64_t(crc32(record_text.data(), record_text.size()))));
   outer.write("payload", c10::IValue(payload));
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
@@ -174,6 +178,14 @@ nlohmann::json read_record(torch::serialize::InputArchive& archive, const std::s
   if (!archive.try_read("record", value) || !value.isString())
     throw DataError(path + ": not a ddgnn checkpoint (no record)",
                     "give a file written by ddgnn train");
+  c10::IValue crc;
+  if (archive.try_read("record_crc32", crc)) {  // checkpoints written before it have none
+    const std::string& text = value.toStringRef();
+    if (!crc.isInt() || crc.toInt() != int64_t(crc32(text.data(), text.size())))
+      throw DataError(path + ": checksum mismatch in the checkpoint's record",
+                      "the file is damaged or was edited; use an earlier checkpoint of the run "
+                      "directory (<run_dir>/checkpoints), or train again");
+  }
   nlohmann::json record;
   try {
     record = nlohmann::json::parse(value.toStringRef());
@@ -354,7 +366,34 @@ void keep_latest_checkpoints(const std::string& dir, int64_t keep) {
   }
 }
 
-void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
+void check_same_split(const nlohmann::json& then, const nlohmann::json& now,
+                      const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string differences;
+  for (const auto& [key, value] : now.items()) {
+    if (!then.is_object() || !then.contains(key)) continue;
+    const nlohmann::json& old = then.at(key);
+    bool same = old == value;
+    if (!same && old.is_string() && value.is_string()) {
+      std::error_code ec;
+      same = fs::equivalent(old.get<std::string>(), value.get<std::string>(), ec) && !ec;
+    }
+    if (!same && old.is_number() && value.is_number())
+      same = old.get<double>() == value.get<double>();
+    if (!same)
+      differences += (differences.empty() ? "" : "; ") + key + " " + old.dump() +
+                     " in the checkpoint, " + value.dump() + " now";
+  }
+  if (!differences.empty())
+    throw ConfigError("Training.continue: this run's data or split is not the one " + path +
+                          " was trained on (" + differences + ")",
+                      "resume with the data and split settings it was trained on (another split "
+                      "would test on graphs the model trained on), or start a new run in another "
+                      "Output.run_dir");
+}
+
+std::unique_ptr<FolderLock> prepare_run_dir(const std::string& run_dir, bool resume,
+                                            bool overwrite) {
   namespace fs = std::filesystem;
   const std::string hint = "set Output.run_dir to a folder of its own, e.g. runs/my_run";
   if (run_dir.empty()) throw ConfigError("Output.run_dir is empty", hint);
@@ -362,6 +401,21 @@ void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
   const fs::path absolute = fs::weakly_canonical(fs::absolute(run_dir), ec);
   if (!ec && absolute == absolute.root_path())
     throw ConfigError("Output.run_dir is the root of the file system ('" + run_dir + "')", hint);
+  fs::create_directories(run_dir, ec);
+  if (ec)
+    throw ConfigError("Output.run_dir: cannot create " + run_dir + " (" + ec.message() + ")",
+                      "choose an Output.run_dir where you may write, or fix the permissions");
+  // Owned by this run from here, before anything in it is removed: a second run into the same
+  // folder is refused at once, naming the first (a lock the kernel releases when it ends).
+  auto lock = std::make_unique<FolderLock>(run_dir, "Output.run_dir", /*wait_s=*/0);
+  // Files are written by name in the run directory: a symbolic link there would send a write
+  // (a truncation) to wherever it points.
+  for (const char* f : {"metrics.csv", "events.jsonl", "trace.json", "config.resolved.json",
+                        "tuner.csv", "checkpoints"})
+    if (fs::is_symlink(run_dir + "/" + f))
+      throw ConfigError("Output.run_dir: " + run_dir + "/" + f +
+                            " is a symbolic link; ddgnn writes only files of its own there",
+                        "remove the link, or choose another Output.run_dir");
   const std::string ckdir = run_dir + "/checkpoints";
   if (!resume && !epoch_checkpoints(ckdir).empty()) {
     if (!overwrite)
@@ -391,6 +445,7 @@ void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite) {
   const int stale = remove_stale_temporaries(run_dir) + remove_stale_temporaries(ckdir);
   if (stale > 0)
     spdlog::info("{}: removed {} temporary file(s) that interrupted writes left", run_dir, stale);
+  return lock;
 }
 
 std::string resolve_startfrom(const std::string& run_dir, const std::string& startfrom) {

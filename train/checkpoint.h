@@ -8,11 +8,13 @@
 // restores.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "model/gnn.h"
 #include "model/optim.h"
 
@@ -92,13 +94,23 @@ std::string checkpoint_name(int64_t epoch);
 // are, and how to resume from either. Every rank throws it; rank 0 reports it for the job.
 Error interrupted_error(const std::string& by, int64_t epoch, int64_t steps_done,
                         const std::string& checkpoint_dir);
+// A resumed run must read the data and split its checkpoint (`path`) was trained on: `then` and
+// `now` are split records ({"perc_train", "seed", "single", "train", "validate", "test",
+// "n_graphs", "split_by", "split_block", "train_fraction"}; files compared as files, keys the
+// older record lacks skipped). A difference is a ConfigError naming each (a changed split would
+// test on graphs the model trained on).
+void check_same_split(const nlohmann::json& then, const nlohmann::json& now,
+                      const std::string& path);
 // Removes the oldest epoch checkpoints of `dir` until `keep` are left.
 void keep_latest_checkpoints(const std::string& dir, int64_t keep);
 // Makes <run_dir>/checkpoints. A run directory that holds a run is a ConfigError unless the run
 // resumes it, or `overwrite` (then its checkpoints, metrics.csv, events.jsonl and trace.json go);
 // so is an empty run_dir, the file system's root, and one where this process cannot write.
 // Removes the temporaries of killed writers (files "*.tmp.<pid>" of no running process).
-void prepare_run_dir(const std::string& run_dir, bool resume, bool overwrite);
+// Returns the run directory's lock, held for the run: another run there is refused at once,
+// naming it; so is a symbolic link in place of a file the run writes.
+std::unique_ptr<FolderLock> prepare_run_dir(const std::string& run_dir, bool resume,
+                                            bool overwrite);
 // The checkpoint Training.startfrom names: "existing_model" (or empty) = the latest of
 // <run_dir>/checkpoints; else a path as given, or a name in <run_dir>/checkpoints (".pt"
 // optional). ConfigError when there is none.

@@ -109,6 +109,17 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   bind_to_dataset(setup, ds);
   const GraphBlock block = ds.read(0, ds.n_graphs());
   check_elements_known(setup.spec, block.z, data);
+  if (!setup.periodic) {  // as train warns
+    int64_t periodic = 0;
+    for (size_t g = 0; g < block.n_graphs(); ++g)
+      periodic += (block.pbc[3 * g] | block.pbc[3 * g + 1] | block.pbc[3 * g + 2]) ? 1 : 0;
+    if (periodic > 0)
+      spdlog::warn(
+          "{} graphs of {} have periodic cells, but the model was trained without "
+          "Architecture.periodic_boundary_conditions: their cells are ignored (no edges across "
+          "the boundary)",
+          periodic, data);
+  }
   std::vector<int64_t> ids;
   // Each graph's split in the run: the run's own file split by (perc_train, seed); with explicit
   // files, the file's role; a file the run did not see: "other".

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -56,15 +57,37 @@ MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns
     std::ifstream in(path);
     std::string header;
     std::getline(in, header);
-    if (header != join(m_columns))
+    // A file from a version that wrote fewer columns: its rows move to this run's columns by
+    // name (the new ones empty); columns this run lacks mean another run's heads.
+    const std::vector<std::string> old_columns = split_csv_line(header);
+    std::vector<int> to_old(m_columns.size(), -1);
+    for (size_t c = 0; c < m_columns.size(); ++c)
+      for (size_t o = 0; o < old_columns.size(); ++o)
+        if (old_columns[o] == m_columns[c]) to_old[c] = int(o);
+    size_t found = 0;
+    for (int o : to_old) found += o >= 0;
+    if (header != join(m_columns) &&
+        (found != old_columns.size() || old_columns.empty() || old_columns[0] != m_columns[0]))
       throw Error(path + ": its columns are not those of this run",
                   "resume with the config that started the run, or choose another "
                   "Output.run_dir");
-    for (std::string line; std::getline(in, line);) {
+    std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The writer ends every row with a newline: a last line without one was cut short.
+    if (!rest.empty() && rest.back() != '\n') rest.erase(rest.rfind('\n') + 1);
+    std::istringstream rows(rest);
+    for (std::string line; std::getline(rows, line);) {
       if (line.empty()) continue;
-      const auto cells = split_csv_line(line);
-      const int64_t epoch = cells.empty() ? -1 : std::atoll(cells[0].c_str());
-      if (epoch <= keep_epochs) kept += line + "\n";
+      auto cells = split_csv_line(line);
+      if (!line.empty() && line.back() == ',') cells.emplace_back();  // an empty last cell
+      // A row cut short (a full disk, a kill in mid-write): dropped; the checkpoint's row of
+      // the resumed epoch comes back below.
+      if (cells.size() != old_columns.size()) continue;
+      const int64_t epoch = std::atoll(cells[0].c_str());
+      if (epoch > keep_epochs) continue;
+      std::vector<std::string> row(m_columns.size());
+      for (size_t c = 0; c < m_columns.size(); ++c)
+        if (to_old[c] >= 0) row[c] = cells[size_t(to_old[c])];
+      kept += join(row) + "\n";
       has_last = has_last || epoch == keep_epochs;
     }
     if (!has_last && last_row.is_object()) kept += row_text(last_row) + "\n";
@@ -90,8 +113,30 @@ void MetricsCsv::write(const nlohmann::json& row) {
 
 EventLog::EventLog(const std::string& path, bool truncate)
     : m_path(path), m_start(std::chrono::steady_clock::now()) {
+  if (!truncate && std::filesystem::is_regular_file(path)) {
+    // A last line cut short (a full disk, a kill in mid-write) is dropped, so that every line
+    // stays one JSON object.
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    if (!text.empty() && text.back() != '\n') {
+      const auto last = text.rfind('\n');
+      write_file_atomic(path, last == std::string::npos ? std::string() : text.substr(0, last + 1));
+    }
+  }
   m_out.open(path, truncate ? std::ios::trunc : std::ios::app);
   if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
+}
+
+bool EventLog::has_epoch_event(const std::string& event, int64_t epoch) const {
+  std::ifstream in(m_path);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("event", std::string()) == event &&
+        j.value("epoch", int64_t(-1)) == epoch)
+      return true;
+  }
+  return false;
 }
 
 void EventLog::write(const std::string& event, nlohmann::json fields) {
@@ -195,11 +240,18 @@ void ProgressLine::clear() {
 }
 
 void RunLog::open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
-                  int64_t resumed_epoch, const nlohmann::json& resumed_row, int64_t trace_steps,
-                  bool progress) {
+                  int64_t resumed_epoch, const nlohmann::json& resumed_row,
+                  const std::string& resumed_checkpoint, int64_t trace_steps, bool progress) {
   m_csv = std::make_unique<MetricsCsv>(run_dir + "/metrics.csv", columns, !resume, resumed_epoch,
                                        resumed_row);
   m_events = std::make_unique<EventLog>(run_dir + "/events.jsonl", !resume);
+  // Resumed from the checkpoint of an epoch whose events a kill lost (between the checkpoint
+  // and the events): written back from the checkpoint's row, as the metrics row is.
+  if (resume && resumed_epoch > 0 && resumed_row.is_object()) {
+    if (!m_events->has_epoch_event("epoch", resumed_epoch)) m_events->write("epoch", resumed_row);
+    if (!resumed_checkpoint.empty() && !m_events->has_epoch_event("checkpoint", resumed_epoch))
+      m_events->write("checkpoint", {{"epoch", resumed_epoch}, {"path", resumed_checkpoint}});
+  }
   if (trace_steps > 0)
     m_trace = std::make_unique<ChromeTrace>(run_dir + "/trace.json", trace_steps);
   m_progress = std::make_unique<ProgressLine>(progress);

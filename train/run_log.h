@@ -44,9 +44,12 @@ class MetricsCsv {
 // events.jsonl: {"time": ISO-8601, "elapsed_s": s, "event": name, ...fields}.
 class EventLog {
  public:
+  // Creates (truncate) or reopens `path`; reopened, a last line cut short is dropped.
   EventLog(const std::string& path, bool truncate);
   // One event, flushed; a failed write (a full disk) is an Error.
   void write(const std::string& event, nlohmann::json fields = nlohmann::json::object());
+  // Whether the file holds an `event` line with this "epoch".
+  bool has_epoch_event(const std::string& event, int64_t epoch) const;
 
  private:
   std::string m_path;
@@ -103,11 +106,12 @@ class RunLog {
   RunLog(bool root, bool all_ranks) : m_root(root), m_all_ranks(all_ranks) {}
   // Creates (resume: reopens) metrics.csv with `columns`, events.jsonl, trace.json (trace_steps
   // > 0) in `run_dir`; on resume, metrics rows after `resumed_epoch` are dropped and that
-  // epoch's row written from `resumed_row` (the checkpoint's) when it was lost. `progress`:
-  // draw the progress line (on stderr).
+  // epoch's row written from `resumed_row` (the checkpoint's) when it was lost, and so are its
+  // "epoch" and "checkpoint" events (`resumed_checkpoint`: its path). `progress`: draw the
+  // progress line (on stderr).
   void open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
-            int64_t resumed_epoch, const nlohmann::json& resumed_row, int64_t trace_steps,
-            bool progress);
+            int64_t resumed_epoch, const nlohmann::json& resumed_row,
+            const std::string& resumed_checkpoint, int64_t trace_steps, bool progress);
   // One info line of the log on rank 0, or on every rank with Output.log_all_ranks (the progress
   // line cleared), also before open().
   void line(const std::string& text);

@@ -41,6 +41,34 @@ struct TrainData::File {
   std::vector<int8_t> split_of;  // [stat_count] which split each of those graphs is in (-1: none)
 };
 
+namespace {
+
+// Every rank must read the same file under a path (ranks started in other working directories
+// would read a mixture of two files): its counts, metadata checksum and size against rank 0's,
+// collective, so that every rank throws alike.
+void check_same_file_on_every_rank(const Dataset& ds, const std::string& path, MPI_Comm world) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  const int64_t mine[4] = {ds.n_graphs(), ds.n_atoms(), ds.metadata_crc32(),
+                           ec ? int64_t(-1) : int64_t(bytes)};
+  const int size = comm_size(world);
+  std::vector<int64_t> all(size_t(4 * size));
+  MPI_CHECK(MPI_Allgather(mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, world));
+  std::string others;
+  for (int r = 1; r < size; ++r)
+    if (!std::equal(all.begin() + 4 * r, all.begin() + 4 * r + 4, all.begin()))
+      others += (others.empty() ? "" : ", ") + std::to_string(r) + " (" +
+                std::to_string(all[size_t(4 * r)]) + " graphs, " +
+                std::to_string(all[size_t(4 * r + 3)]) + " bytes)";
+  if (!others.empty())
+    throw ConfigError("Dataset.path " + path + " is another file on rank(s) " + others +
+                          " than on rank 0 (" + std::to_string(all[0]) + " graphs, " +
+                          std::to_string(all[3]) + " bytes)",
+                      "give an absolute path, or start every rank in the same working directory");
+}
+
+}  // namespace
+
 TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
   const auto t0 = std::chrono::steady_clock::now();
   m_world = Communicator::dup(world);
@@ -58,6 +86,15 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
       throw ConfigError("Dataset.path: " + path + ": no such file",
                         "convert extxyz data with `ddgnn convert in.extxyz " + path +
                             "`, or correct the path (relative to the working directory)");
+  for (size_t i = 0; i < paths.size(); ++i)
+    for (size_t j = i + 1; j < paths.size(); ++j) {
+      std::error_code ec;
+      if (comm_rank(world) == 0 && fs::equivalent(paths[i], paths[j], ec) && !ec)
+        spdlog::warn(
+            "Dataset.path: {} and {} are one file: the {} split measures the graphs the {} "
+            "split trains on (or holds), not held-out ones",
+            split_name(int(i)), split_name(int(j)), split_name(int(j)), split_name(int(i)));
+    }
 
   // "auto" on several ranks with the tuner: one store that every candidate can read.
   const bool switching = !s.backend && world_size > 1 && s.tuner.enabled;
@@ -90,6 +127,7 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     auto file = std::make_unique<File>();
     file->dataset = std::make_unique<Dataset>(paths[f]);
     const Dataset& ds = *file->dataset;
+    check_same_file_on_every_rank(ds, paths[f], m_world.get());
     if (s.data.explicit_split() && ds.n_graphs() == 0)
       throw DataError(paths[f] + ": the " + split_name(int(f)) + " file has no graphs");
     if (!from_file) {

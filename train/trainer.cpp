@@ -96,7 +96,7 @@ nlohmann::json Trainer::run_impl() {
         "{} graphs have periodic cells, but Architecture.periodic_boundary_conditions is "
         "false: their cells are ignored (no edges across the boundary)",
         m_loader->periodic_graphs());
-  if (m_root) prepare_run_dir(m_s.run_dir, m_s.resume, m_options.overwrite);
+  if (m_root) m_run_lock = prepare_run_dir(m_s.run_dir, m_s.resume, m_options.overwrite);
   m_loader->start_switcher(m_root ? m_s.run_dir + "/tuner.csv" : "", m_s.resume);
 
   std::string resume_path;
@@ -104,6 +104,8 @@ nlohmann::json Trainer::run_impl() {
   if (m_s.resume) {
     resume_path = resolve_startfrom(m_s.run_dir, m_s.startfrom);
     resume_record = read_checkpoint_record(resume_path);
+    check_same_split(resume_record.value("split", nlohmann::json::object()), split_record(),
+                     resume_path);
   }
   build_model(m_s.resume ? &resume_record : nullptr);
   if (m_s.resume) {
@@ -114,7 +116,8 @@ nlohmann::json Trainer::run_impl() {
   if (m_root) {  // the run directory is rank 0's
     write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
     m_log.open(m_s.run_dir, metric_columns(m_setup, m_forces), m_s.resume, m_start_epoch - 1,
-               m_state.last_row, m_s.trace_steps, progress_wanted(m_s.progress, m_s.verbosity));
+               m_state.last_row, resume_path, m_s.trace_steps,
+               progress_wanted(m_s.progress, m_s.verbosity));
   }
   log_start(threads, resume_path);
   if (m_s.stage_two_start > m_s.num_epoch)
@@ -225,8 +228,21 @@ void Trainer::build_model(const nlohmann::json* resume_record) {
         "split holds every element",
         element_list(m_setup.untrained_elements));
   at::manual_seed(m_s.seed);
-  m_gnn = std::make_shared<Gnn>(m_setup.spec);
-  m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
+  try {
+    m_gnn = std::make_shared<Gnn>(m_setup.spec);
+    m_gnn->to(m_setup.device, to_dtype(m_setup.precision));
+  } catch (const std::bad_alloc&) {
+    throw ConfigError("the model does not fit in memory: hidden_dim " +
+                          std::to_string(m_s.gnn.layer.hidden_dim) + ", " +
+                          std::to_string(m_s.gnn.num_conv_layers) + " layers",
+                      "give Architecture.hidden_dim and num_conv_layers sizes that fit the "
+                      "machine (the weights of one layer grow as hidden_dim squared)");
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    throw ConfigError(
+        "the model cannot be built with these sizes (" + what.substr(0, what.find('\n')) + ")",
+        "check Architecture.hidden_dim, num_conv_layers and the head sizes");
+  }
   m_gnn->set_bf16_autocast(m_setup.precision == Precision::kBFloat16);
   if (m_setup.precision == Precision::kBFloat16 && m_place.gpu < 0 && m_root)
     spdlog::warn(

@@ -129,22 +129,26 @@ void Trainer::stop_on_signal() {
   throw interrupted_error(by, epoch, done, ckdir);
 }
 
-void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
+nlohmann::json Trainer::split_record() const {
   const TrainData& data = m_loader->data();
+  return {{"perc_train", m_s.perc_train},
+          {"seed", m_s.split_seed},
+          {"single", m_s.data.single},
+          {"train", m_s.data.train},
+          {"validate", m_s.data.validate},
+          {"test", m_s.data.test},
+          {"n_graphs", data.dataset(kTrain).n_graphs()},
+          {"split_by", to_string(m_s.split_by)},
+          {"split_block", m_s.split_block},
+          {"train_fraction", m_s.train_fraction}};
+}
+
+void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {
   nlohmann::json r;
   r["model"] = to_json(m_setup);
   r["ddgnn_version"] = DDGNN_VERSION;
   r["config"] = m_config.resolved;
-  r["split"] = {{"perc_train", m_s.perc_train},
-                {"seed", m_s.split_seed},
-                {"single", m_s.data.single},
-                {"train", m_s.data.train},
-                {"validate", m_s.data.validate},
-                {"test", m_s.data.test},
-                {"n_graphs", data.dataset(kTrain).n_graphs()},
-                {"split_by", to_string(m_s.split_by)},
-                {"split_block", m_s.split_block},
-                {"train_fraction", m_s.train_fraction}};
+  r["split"] = split_record();
   RunState state = m_state;
   state.elapsed_s = elapsed();
   save_run_checkpoint(path, trained(), state, std::move(r), with_optimizer);

@@ -76,6 +76,8 @@ class Trainer {
   bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
                  trainer_detail::Clock::time_point t0);
   void write_checkpoint(const std::string& path, bool with_optimizer);
+  // The data and split of this run, as the checkpoint records them.
+  nlohmann::json split_record() const;
   TrainedObjects trained() {
     return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
   }
@@ -93,8 +95,9 @@ class Trainer {
   const int64_t m_kill_step = std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP")
                                   ? std::atoll(std::getenv("DDGNN_DEBUG_SIGKILL_AT_STEP"))
                                   : -1;
-  std::unique_ptr<Watchdog> m_watchdog;  // Comm.timeout_s
-  Placement m_place;                     // this rank's device (Runtime.device)
+  std::unique_ptr<FolderLock> m_run_lock;  // rank 0: Output.run_dir is this run's
+  std::unique_ptr<Watchdog> m_watchdog;    // Comm.timeout_s
+  Placement m_place;                       // this rank's device (Runtime.device)
   std::unique_ptr<Loader> m_loader;
   ModelSetup m_setup;
   std::shared_ptr<Gnn> m_gnn;

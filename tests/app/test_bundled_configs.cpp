@@ -36,12 +36,14 @@ double last_value(const std::string& csv, const std::string& column) {
 }
 
 // Trains configs/<name> for one epoch from the repository root (where its paths start) on a
-// Lennard-Jones set of 500 frames written into `dir`.
+// Lennard-Jones set of 500 frames written into `dir`, in groups of 5 frames (a config_type each,
+// for the split by group).
 Result train_one_epoch(const std::string& name, const TempDir& dir, bool periodic,
                        const std::string& extra = "") {
   testing::LjOptions lj;
   lj.n_frames = 500;  // ten blocks of 50 for the split by block
   lj.periodic = periodic;
+  lj.frames_per_group = 5;
   const std::string data = dir.file("lj.h5");
   testing::write_lj_dataset(data, lj);
   const fs::path before = fs::current_path();
@@ -75,11 +77,11 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
   for (const auto& e : fs::directory_iterator(std::string(DDGNN_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  const std::vector<std::string> trained = {"cu_eam_mace.json",          "cu_eam_schnet.json",
-                                            "cu_eam_stress_schnet.json", "ethanol_dimenet.json",
-                                            "ethanol_mace.json",         "ethanol_mace_gpu.json",
-                                            "ethanol_schnet.json",       "hydragnn_lj_example.json",
-                                            "si_sw_painn.json",          "si_sw_stress_mace.json"};
+  const std::vector<std::string> trained = {
+      "cu_eam_mace.json",      "cu_eam_schnet.json",       "cu_eam_stress_schnet.json",
+      "ethanol_dimenet.json",  "ethanol_mace.json",        "ethanol_mace_gpu.json",
+      "ethanol_schnet.json",   "hydragnn_lj_example.json", "molecules_mace.json",
+      "molecules_schnet.json", "si_sw_painn.json",         "si_sw_stress_mace.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
@@ -115,6 +117,18 @@ TEST(BundledConfigs, DimeNetWithTooManyTripletsStopsBeforeTheFirstStep) {
       << r.out;
   EXPECT_NE(r.out.find("lower Training.batch_size"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << "no step was taken: " << r.out;
+}
+
+// The varied-chemistry configs split by molecule (config_type): every group in one split.
+TEST(BundledConfigs, MoleculesConfigsTrainOneEpochSplitByGroup) {
+  for (const char* name : {"molecules_schnet.json", "molecules_mace.json"}) {
+    SCOPED_TRACE(name);
+    const TempDir dir;
+    const Result r = train_one_epoch(name, dir, false);
+    expect_one_epoch_with_forces(r, dir.file("run"));
+    EXPECT_NE(r.out.find("split by group (config_type): 80/10/10 groups"), std::string::npos)
+        << r.out;
+  }
 }
 
 TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {

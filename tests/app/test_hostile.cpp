@@ -1,12 +1,15 @@
 // The binary against hostile input and concurrent use: datasets whose checksums are valid but
 // whose content is wrong, two conversions of one output at once, temporaries of killed writes,
 // numbers no config can mean. Each a one-line error (or a clean success), never a crash.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +103,28 @@ TEST(Hostile, TwoConversionsToOneNewOutputLeaveOneAndRefuseTheOther) {
   EXPECT_EQ(graphs_in(dir.file("d.h5")), 3000);
 }
 
+// A conversion whose output folder another process holds (a stopped convert, say) names the
+// holder, and gives up after DDGNN_LOCK_WAIT_S seconds instead of waiting forever.
+TEST(Hostile, AFolderLockHeldByAnotherProcessIsWaitedForBoundedlyNamingIt) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 4);
+  const int fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result c =
+      run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5"), "DDGNN_LOCK_WAIT_S=1");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  EXPECT_EQ(c.code, 1) << c.out;
+  EXPECT_NE(c.out.find("is locked by pid " + std::to_string(getpid())), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("gave up after 1 s"), std::string::npos) << c.out;
+  EXPECT_LT(s, 30.0);
+  EXPECT_FALSE(fs::exists(dir.file("d.h5")));
+  // Free again: the same conversion goes through.
+  EXPECT_EQ(run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5")).code, 0);
+}
+
 TEST(Hostile, TemporaryOfAKilledConversionIsRemovedByTheNext) {
   TempDir dir;
   write_cu(dir.file("in.xyz"), 4);
@@ -115,6 +140,73 @@ TEST(Hostile, TemporaryOfAKilledConversionIsRemovedByTheNext) {
   EXPECT_NE(c.out.find("removed 1 temporary file"), std::string::npos) << c.out;
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(alive));
+}
+
+// Past the file size limit (ulimit -f, 512-byte blocks in sh: 32 KiB) the write fails with EFBIG:
+// one error line and exit status 1, not death by SIGXFSZ, and no output or temporary left.
+TEST(Hostile, AFileSizeLimitIsAnErrorThatLeavesNoFileBehind) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 3000);
+  const Result c = run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5"), "ulimit -f 64;");
+  EXPECT_EQ(c.code, 1) << c.out;
+  EXPECT_NE(c.out.find("error"), std::string::npos) << c.out;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().rfind("d.h5", 0), std::string::npos)
+        << "left behind: " << e.path();
+  // An append whose copy of the file runs past the limit: an error that says the disk may be
+  // full, no temporary left, the file as it was.
+  write_cu(dir.file("small.xyz"), 200);
+  ASSERT_EQ(run("convert " + dir.file("small.xyz") + " " + dir.file("e.h5")).code, 0);
+  const std::string before = testing::read_text(dir.file("e.h5"));
+  const Result a = run("convert --append " + dir.file("small.xyz") + " " + dir.file("e.h5"),
+                       "ulimit -f " + std::to_string(before.size() / 512 - 1) + ";");
+  EXPECT_EQ(a.code, 1) << a.out;
+  EXPECT_NE(a.out.find("cannot copy"), std::string::npos) << a.out;
+  EXPECT_EQ(a.out.find("internal error"), std::string::npos) << a.out;
+  EXPECT_EQ(testing::read_text(dir.file("e.h5")), before);
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos)
+        << "left behind: " << e.path();
+}
+
+// An input named as the output (an extended XYZ file called .dat, under the same or another
+// name for the same file) is refused before anything is written: the input survives.
+TEST(Hostile, TheOutputUnderAnInputsNameIsRefusedAndTheInputKept) {
+  TempDir dir;
+  write_cu(dir.file("in.dat"), 4);
+  const std::string before = testing::read_text(dir.file("in.dat"));
+  for (const std::string& out : {dir.file("in.dat"), dir.path().string() + "/./in.dat"}) {
+    const Result c = run("convert --overwrite " + dir.file("in.dat") + " " + out);
+    EXPECT_EQ(c.code, 1) << c.out;
+    EXPECT_NE(c.out.find("is the input"), std::string::npos) << c.out;
+    const Result a = run("convert --append " + dir.file("in.dat") + " " + out);
+    EXPECT_EQ(a.code, 1) << a.out;
+    EXPECT_EQ(testing::read_text(dir.file("in.dat")), before);
+  }
+}
+
+// Data that would silently count twice or read one of two values: warned, converted.
+TEST(Hostile, TheSameInputTwiceAndAKeyGivenTwiceAreWarned) {
+  TempDir dir;
+  write_cu(dir.file("in.xyz"), 4);
+  const Result twice =
+      run("convert " + dir.file("in.xyz") + " " + dir.file("in.xyz") + " " + dir.file("d.h5"));
+  EXPECT_EQ(twice.code, 0) << twice.out;
+  EXPECT_NE(twice.out.find("are one file: its frames go into the dataset twice"), std::string::npos)
+      << twice.out;
+  EXPECT_EQ(graphs_in(dir.file("d.h5")), 8);
+  std::string text = testing::read_text(dir.file("in.xyz"));
+  for (size_t at = text.find("energy="); at != std::string::npos;
+       at = text.find("energy=", at + 30))
+    text.insert(at, "energy=-1.5 ");
+  std::ofstream(dir.file("keys.xyz")) << text;
+  const Result keys = run("convert " + dir.file("keys.xyz") + " " + dir.file("k.h5"));
+  EXPECT_EQ(keys.code, 0) << keys.out;
+  EXPECT_NE(keys.out.find("key 'energy' appears twice in the comment line ('-1.5', then"),
+            std::string::npos)
+      << keys.out;
+  EXPECT_EQ(keys.out.find("appears twice"), keys.out.rfind("appears twice"))
+      << "once a file: " << keys.out;
 }
 
 TEST(Hostile, NumbersNoConfigCanMean) {
@@ -136,6 +228,15 @@ TEST(Hostile, NumbersNoConfigCanMean) {
   EXPECT_NE(r.out.find("config error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("number overflow parsing '1e400'"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+  // Sizes no machine can hold are refused by the schema, before any allocation (LibTorch's
+  // stack trace or bad_alloc before).
+  for (const std::string& set : {std::string("Architecture.hidden_dim=3000000000"),
+                                 std::string("Architecture.num_conv_layers=1000000")}) {
+    r = run("config --config " + base + " --set " + set);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(set.substr(13, set.find('=') - 13)), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+  }
 }
 
 // A config nested 100,000 levels deep, or a --set value 50,000, is refused while it is parsed, in

@@ -37,6 +37,9 @@ struct LjOptions {
   // energy `overlapping_energy` eV above the species offsets and its forces zero (a loss spike).
   int overlapping_frame = -1;
   double overlapping_energy = 50.0;
+  // > 0: frame k's config_type is "cluster<k / frames_per_group>" (frames of one "molecule",
+  // kept whole by Dataset.split_by group).
+  int frames_per_group = 0;
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
@@ -145,6 +148,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
     }
     if (o.graph_attr)
       f.info.push_back({"graph_attr", 2, {double(o.branches > 0 ? k % o.branches : 0), 1.0}});
+    if (o.frames_per_group > 0) f.config_type = "cluster" + std::to_string(k / o.frames_per_group);
     w.add(f, path + ":" + std::to_string(k));
   }
   w.note_source("lj_dataset.h", o.n_frames);

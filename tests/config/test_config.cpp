@@ -178,7 +178,7 @@ TEST(Config, WrongTypeNamesKeyExpectedTypeAndValue) {
 TEST(Config, OutOfRangeNamesTheBound) {
   json raw = minimal();
   raw["NeuralNetwork"]["Architecture"]["hidden_dim"] = 0;
-  EXPECT_HAS(error_of([&] { resolve(raw); }), "hidden_dim: 0 is out of range (must be ≥ 1)");
+  EXPECT_HAS(error_of([&] { resolve(raw); }), "hidden_dim: 0 is out of range (must be 1 … 65536)");
   raw = minimal();
   raw["NeuralNetwork"]["Training"]["perc_train"] = 1.0;
   EXPECT_HAS(error_of([&] { resolve(raw); }),

@@ -249,6 +249,38 @@ TEST(Dataset, FailedWriteLeavesNoFile) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a temporary or partial file was left";
 }
 
+// The writer applies the reader's rules to names: what it wrote, the reader reads back.
+TEST(Dataset, NamesTheReaderCouldNotReadBackAreRefusedByTheWriter) {
+  TempDir dir;
+  {
+    DatasetWriter w(dir.file("d.h5"), {});
+    Frame f = make_frame(4, 1, true);
+    f.config_type = std::string(5000, 'x');
+    expect_data_error([&] { w.add(f, "x:1"); }, "x:1: config_type of 5000 bytes");
+    f.config_type = std::string("hot\0cold", 8);
+    expect_data_error([&] { w.add(f, "x:2"); }, "holding a NUL");
+    f.config_type = std::string(4096, 'y');  // the longest the reader reads
+    w.add(f, "x:3");
+    w.commit();
+  }
+  EXPECT_EQ(Dataset(dir.file("d.h5")).config_types(),
+            (std::vector<std::string>{std::string(4096, 'y')}));
+  for (const auto& [columns, keys] :
+       std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"a/b"}, {}}, {{}, {"gap/x"}}, {{"a.b"}, {}}, {{""}, {}}}) {
+    WriterOptions o;
+    o.extra_columns = columns;
+    o.info_keys = keys;
+    try {
+      DatasetWriter w(dir.file("e.h5"), o);
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot name a column"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e.h5")));
+}
+
 TEST(Dataset, MissingEnergyAndNonFiniteValuesAreRefused) {
   TempDir dir;
   DatasetWriter w(dir.file("d.h5"), {});

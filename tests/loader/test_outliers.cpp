@@ -126,6 +126,15 @@ TEST(Outliers, SmallCompositionsAreNotJudgedOnEnergy) {
   }
   EXPECT_TRUE(scan.finish().empty());
   EXPECT_EQ(scan.energy_unjudged(), 6);
+  // ... but an energy beyond any element's, 10^10 eV, is flagged in a group of one frame.
+  Frame absurd = cu4(rng);
+  absurd.z[0] = 47;  // AgCu3: alone
+  absurd.energy = 1e10;
+  scan.add(absurd);
+  const std::vector<Outlier> found = scan.finish();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].graph, 36);
+  EXPECT_THAT(found[0].what, HasSubstr("eV/atom is beyond any element's"));
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // larger than half the cell, and a triclinic primitive cell), and reference-energy least squares.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <string>
 
 #include "../common/temp_dir.h"
+#include "core/error.h"
 #include "loader/dataset.h"
 #include "loader/stats.h"
 
@@ -42,6 +45,24 @@ TEST(Neighbours, FccShellsIn108AtomCell) {
 TEST(Neighbours, CutoffLargerThanHalfTheCellCountsEveryImage) {
   const Frame f = fcc(1);  // 4 atoms, cell 3.615 Å < 2 x 5 Å
   for (int c : count_neighbours(f, 5.0)) EXPECT_EQ(c, 42);
+}
+
+TEST(Neighbours, ARadiusFarTooLargeForTheCellIsRefusedNotSearchedForMinutes) {
+  const Frame f = fcc(1);  // 4 atoms, 3.615 Å cell
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const double radius : {1000.0, 1e300}) {
+    try {
+      count_neighbours(f, radius);
+      ADD_FAILURE() << "radius " << radius << " was searched";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("the cell is far too small for radius"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  // A radius of a few cells is still counted (about 2,800 atoms lie within 20 Å in fcc Cu).
+  EXPECT_GT(count_neighbours(f, 20.0)[0], 2000);
 }
 
 TEST(Neighbours, TriclinicPrimitiveCell) {

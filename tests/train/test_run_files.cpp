@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -102,6 +105,59 @@ TEST(Checkpoint, AFlippedByteIsCaughtNotLoaded) {
   }
 }
 
+TEST(Checkpoint, AnEditedRecordIsCaughtByItsChecksum) {
+  TempDir dir;
+  const std::string path = write_small_checkpoint(dir);
+  torch::serialize::InputArchive in;
+  in.load_from(path);
+  c10::IValue record, crc, payload;
+  ASSERT_TRUE(in.try_read("record", record) && in.try_read("record_crc32", crc) &&
+              in.try_read("payload", payload));
+  // One character of the record changed ("test" -> "tesT"), the record's checksum kept.
+  std::string text = record.toStringRef();
+  const auto at = text.find("\"test\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 4] = 'T';
+  torch::serialize::OutputArchive out;
+  out.write("record", c10::IValue(text));
+  out.write("record_crc32", crc);
+  out.write("payload", payload);
+  out.save_to(dir.file("edited.pt"));
+  try {
+    read_checkpoint_record(dir.file("edited.pt"));
+    ADD_FAILURE() << "an edited record was read";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("checksum mismatch in the checkpoint's record"));
+  }
+  EXPECT_NO_THROW(read_checkpoint_record(path));
+}
+
+TEST(Checkpoint, AResumeOnOtherDataOrAnotherSplitIsRefused) {
+  TempDir dir;
+  std::ofstream(dir.file("a.h5")) << "a";
+  const nlohmann::json then = {{"single", dir.file("a.h5")},
+                               {"n_graphs", 600},
+                               {"perc_train", 0.8},
+                               {"seed", 0},
+                               {"split_by", "group"}};
+  nlohmann::json now = then;
+  now["train_fraction"] = 0.5;  // a key the older record lacks: not judged
+  EXPECT_NO_THROW(check_same_split(then, now, "ck.pt"));
+  // The same file by another path is the same file.
+  now["single"] = dir.path().string() + "/./a.h5";
+  EXPECT_NO_THROW(check_same_split(then, now, "ck.pt"));
+  // Appended to (more graphs), and split by frame: both named.
+  now["n_graphs"] = 1200;
+  now["split_by"] = "frame";
+  try {
+    check_same_split(then, now, "ck.pt");
+    ADD_FAILURE() << "a changed split was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("n_graphs 600 in the checkpoint, 1200 now"));
+    EXPECT_THAT(e.what(), HasSubstr("split_by \"group\" in the checkpoint, \"frame\" now"));
+  }
+}
+
 TEST(Checkpoint, AFailedWriteIsAnErrorAndLeavesThePreviousFile) {
   TempDir dir;
   const std::string path = write_small_checkpoint(dir);
@@ -132,6 +188,58 @@ TEST(MetricsCsv, TheCheckpointsRowComesBackWhenAKillTookIt) {
   // Resuming from epoch 2, whose row is there: nothing doubled; rows after it dropped.
   { MetricsCsv csv(path, columns, false, 2, {{"epoch", 2}, {"loss", 0.25}}); }
   EXPECT_EQ(testing::read_text(path), "epoch,loss\n1,0.5\n2,0.25\n");
+}
+
+TEST(MetricsCsv, ARowCutShortIsDroppedAndAnOlderFilesRowsMoveToTheNewColumns) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.csv");
+  // Written by a version without the "skipped" column, then cut in the middle of epoch 3's row.
+  std::ofstream(path) << "epoch,loss\n1,0.5\n2,0.25\n3,0.1";
+  const std::vector<std::string> columns = {"epoch", "loss", "skipped"};
+  { MetricsCsv csv(path, columns, false, 3, {{"epoch", 3}, {"loss", 0.125}, {"skipped", 0}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,loss,skipped\n1,0.5,\n2,0.25,\n3,0.125,0\n");
+  // A file with a column this run does not have belongs to another run.
+  std::ofstream(path) << "epoch,loss,charges_mae\n1,0.5,3\n";
+  EXPECT_THROW(MetricsCsv(path, columns, false, 1), Error);
+}
+
+TEST(EventLog, ALineCutShortIsDroppedOnReopening) {
+  TempDir dir;
+  const std::string path = dir.file("events.jsonl");
+  std::ofstream(path) << "{\"event\":\"epoch\",\"epoch\":1}\n{\"event\":\"epo";
+  EventLog log(path, /*truncate=*/false);
+  log.write("epoch", {{"epoch", 2}});
+  const std::vector<std::string> lines = testing::lines(testing::read_text(path));
+  ASSERT_EQ(lines.size(), 2u) << testing::read_text(path);
+  for (const auto& l : lines) EXPECT_TRUE(nlohmann::json::accept(l)) << l;
+  EXPECT_TRUE(log.has_epoch_event("epoch", 2));
+  EXPECT_FALSE(log.has_epoch_event("checkpoint", 2));
+}
+
+TEST(RunDir, OwnedByOneRunTheOtherIsRefusedNamingIt) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const auto lock = prepare_run_dir(run, false, false);
+  ASSERT_TRUE(lock);
+  // A second run into the folder (another process: a lock is per open folder, so a second open
+  // in this process conflicts as another process's would).
+  try {
+    prepare_run_dir(run, /*resume=*/true, /*overwrite=*/true);
+    ADD_FAILURE() << "a second run was let in";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Output.run_dir: folder " + run + " is locked by pid " +
+                                    std::to_string(getpid())));
+  }
+}
+
+TEST(RunDir, ASymbolicLinkInPlaceOfARunFileIsRefused) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  fs::create_directories(run);
+  std::ofstream(dir.file("precious")) << "keep me";
+  fs::create_symlink(dir.file("precious"), run + "/events.jsonl");
+  EXPECT_THAT(config_error(run), HasSubstr("events.jsonl is a symbolic link"));
+  EXPECT_EQ(testing::read_text(dir.file("precious")), "keep me");
 }
 
 // SIGKILL at moments spread over a run that checkpoints every epoch (so some kills land inside a

@@ -774,6 +774,18 @@ TEST(TrainBadInput, AModelKnowsTheElementsOfItsData) {
   expect_error(
       run("evaluate --run " + dir.file("r") + " --data " + dir.file("kr.h5") + " --split all"),
       "kr.h5 holds Kr, which the model has no weights for (it was trained on Ne, Ar)");
+  // Periodic frames under a model trained without periodic boundaries: evaluated, with the
+  // warning train gives.
+  LjOptions periodic = o;
+  periodic.periodic = true;
+  write_lj_dataset(dir.file("periodic.h5"), periodic);
+  const Result ev_periodic = run("evaluate --run " + dir.file("r") + " --data " +
+                                 dir.file("periodic.h5") + " --split all");
+  EXPECT_EQ(ev_periodic.code, 0) << ev_periodic.out;
+  EXPECT_NE(ev_periodic.out.find("12 graphs of " + dir.file("periodic.h5") +
+                                 " have periodic cells, but the model was trained without"),
+            std::string::npos)
+      << ev_periodic.out;
   // Krypton in the test file only: the run trains, with a warning that names it.
   c["Dataset"]["path"] = {{"train", dir.file("train.h5")},
                           {"validate", dir.file("train.h5")},
@@ -784,6 +796,8 @@ TEST(TrainBadInput, AModelKnowsTheElementsOfItsData) {
   EXPECT_NE(held_out.out.find("the training split holds no atom of Kr (only the validation or test "
                               "split does)"),
             std::string::npos)
+      << held_out.out;
+  EXPECT_NE(held_out.out.find("Dataset.path: train and validate are one file"), std::string::npos)
       << held_out.out;
   EXPECT_EQ(read_checkpoint_record(dir.file("r2") + "/checkpoints/best.pt")
                 .at("model")
@@ -807,6 +821,11 @@ TEST(TrainBadInput, CheckpointOfAnotherShapeOrDtype) {
                    " --set Training.continue=1 --set Training.num_epoch=2 "
                    "--set Training.precision=fp64"),
                "precision: \"fp32\" vs \"fp64\"");
+  // Another split (or other data) under the resumed weights: refused, naming the difference.
+  expect_error(run("train -c " + cfg +
+                   " --set Training.continue=1 --set Training.num_epoch=2 "
+                   "--set Training.perc_train=0.5"),
+               "perc_train 0.6 in the checkpoint, 0.5 now");
   // Below the record: a float64 model never takes float32 tensors (LibTorch would, silently).
   const std::string ck = dir.file("r") + "/checkpoints/epoch_00001.pt";
   ModelSetup setup = model_setup_from_json(read_checkpoint_record(ck).at("model"));

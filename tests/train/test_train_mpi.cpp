@@ -447,6 +447,34 @@ TEST(TrainMpi, ARankWithAnotherConfigIsRefusedAtStart) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("r") + "/checkpoints")) << "the run started";
 }
 
+// Ranks started in different working directories, one relative Dataset.path naming a different
+// file in each: refused at start on every rank, naming the ranks and the files' sizes, instead of
+// training on a mixture of the two.
+TEST(TrainMpi, RanksThatReadAnotherFileUnderOnePathAreRefused) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("a"));
+  std::filesystem::create_directories(dir.file("b"));
+  write_lj_dataset(dir.file("a/lj.h5"), step_data());
+  testing::LjOptions other = step_data();
+  other.n_frames += 20;
+  write_lj_dataset(dir.file("b/lj.h5"), other);
+  const std::string cfg =
+      testing::write_config(dir, "c.json", step_config("lj.h5", dir.file("r"), 2));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = testing::run(
+      "train -c " + cfg, std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                     "timeout 120 ") +
+                             DDGNN_MPIEXEC + " --oversubscribe -n 1 -wdir " + dir.file("a") + " " +
+                             DDGNN_BINARY + " train -c " + cfg + " : -n 1 -wdir " + dir.file("b"));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "a rank hung\n" << r.out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  EXPECT_NE(r.out.find("Dataset.path lj.h5 is another file on rank(s) 1 ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("start every rank in the same working directory"), std::string::npos)
+      << r.out;
+}
+
 // A stop request once the first epoch is checkpointed, delivered as the job gets it: SIGTERM to
 // every rank (a batch system at its time limit signals each task), or SIGUSR1 to a bare mpiexec
 // (Open MPI passes it on; SIGTERM to mpiexec makes it SIGKILL the ranks one second later). Every
