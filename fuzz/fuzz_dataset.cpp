@@ -95,14 +95,24 @@ const Target kTargets[] = {
     {"metadata_crc32", H5T_NATIVE_INT64, true},
 };
 
+// The rank (1 or 2) and extents of a dataspace; 0 for another rank (the structural edits make
+// ranks up to 8, whose extents would overrun `dims`).
+int shape_of(hid_t space, hsize_t (&dims)[2]) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > 2) return 0;
+  dims[1] = 1;
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  return rank;
+}
+
 // Writes the value bytes at (row, col) of an array, rows and columns taken modulo its shape.
 bool edit_array(hid_t file, const Target& t, uint32_t row, uint32_t col, const uint8_t* value) {
   h5::Handle d(H5Dopen2(file, t.path, H5P_DEFAULT));
   if (!d.valid()) return false;
   h5::Handle space(H5Dget_space(d));
   hsize_t dims[2] = {0, 1};
-  const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
-  if (rank < 1 || dims[0] == 0) return false;
+  const int rank = shape_of(space, dims);
+  if (rank < 1 || dims[0] == 0 || dims[1] == 0) return false;
   hsize_t start[2] = {row % dims[0], rank == 2 ? col % dims[1] : 0}, count[2] = {1, 1};
   H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
   h5::Handle mem(H5Screate_simple(rank, count, nullptr));
@@ -120,7 +130,8 @@ void repair_checksums(hid_t file, const char* path) {
   if (!d.valid() || !c.valid()) return;
   h5::Handle space(H5Dget_space(d));
   hsize_t dims[2] = {0, 1};
-  const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+  const int rank = shape_of(space, dims);
+  if (rank == 0) return;
   h5::Handle type(H5Dget_type(d));
   const size_t row_bytes = H5Tget_size(type) * (rank == 2 ? dims[1] : 1);
   std::vector<char> all(dims[0] * row_bytes);
@@ -131,9 +142,8 @@ void repair_checksums(hid_t file, const char* path) {
   for (hsize_t r = 0; r < dims[0]; r += block)
     crcs.push_back(crc32(all.data() + r * row_bytes, std::min(block, dims[0] - r) * row_bytes));
   h5::Handle cs(H5Dget_space(c));
-  hsize_t cdims[1] = {0};
-  H5Sget_simple_extent_dims(cs, cdims, nullptr);
-  if (cdims[0] == crcs.size())
+  hsize_t cdims[2] = {0, 1};
+  if (shape_of(cs, cdims) == 1 && cdims[0] == crcs.size())
     H5Dwrite(c, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, crcs.data());
 }
 
@@ -162,10 +172,7 @@ int array_shape(hid_t file, const char* path, hsize_t (&dims)[2]) {
   h5::Handle d(H5Dopen2(file, path, H5P_DEFAULT));
   if (!d.valid()) return 0;
   h5::Handle space(H5Dget_space(d));
-  const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank < 1 || rank > 2) return 0;
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  return rank;
+  return shape_of(space, dims);
 }
 
 // One structural edit (e[0] >= 0xE0); sets `damage_heap` when the file's global heaps are to be
@@ -334,7 +341,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int64_t v;
         std::memcpy(&v, e + 4, 8);
         h5::Handle a(H5Aopen(file, t.path, H5P_DEFAULT));
-        if (a.valid()) H5Awrite(a, H5T_NATIVE_INT64, &v);
+        // One value, into an attribute a structural edit may have made an array or a string:
+        // written only where it holds one value of up to 8 bytes.
+        h5::Handle space(a.valid() ? H5Aget_space(a) : H5I_INVALID_HID);
+        h5::Handle type(a.valid() ? H5Aget_type(a) : H5I_INVALID_HID);
+        if (a.valid() && H5Sget_simple_extent_npoints(space) == 1 && H5Tget_size(type) <= 8)
+          H5Awrite(a, H5T_NATIVE_INT64, &v);
       } else if (edit_array(file, t, row, e[1] >> 2, e + 4) && (e[1] & 1)) {
         repair_checksums(file, t.path);
       }
