@@ -105,6 +105,18 @@ int shape_of(hid_t space, hsize_t (&dims)[2]) {
   return rank;
 }
 
+// Writes `v` into root attribute `name`, a structural edit may have made an array or a string:
+// only where it holds one value of up to 8 bytes (else H5Awrite would read past `v`).
+void write_one_value(hid_t file, const char* name, int64_t v) {
+  if (H5Aexists(file, name) <= 0) return;
+  h5::Handle a(H5Aopen(file, name, H5P_DEFAULT));
+  if (!a.valid()) return;
+  h5::Handle space(H5Aget_space(a));
+  h5::Handle type(H5Aget_type(a));
+  if (H5Sget_simple_extent_npoints(space) == 1 && H5Tget_size(type) <= 8)
+    H5Awrite(a, H5T_NATIVE_INT64, &v);
+}
+
 // Writes the value bytes at (row, col) of an array, rows and columns taken modulo its shape.
 bool edit_array(hid_t file, const Target& t, uint32_t row, uint32_t col, const uint8_t* value) {
   h5::Handle d(H5Dopen2(file, t.path, H5P_DEFAULT));
@@ -294,8 +306,7 @@ void repair_metadata(hid_t file) {
     h5::read_rows(sp, H5T_NATIVE_UINT8, 0, species.size(), species.data(), "species");
     const auto names = h5::read_strings(file, "config_types", 1000, false, "fuzz");
     const int64_t crc = layout::metadata_checksum(file, species, names, "fuzz");
-    h5::Handle a(H5Aopen(file, "metadata_crc32", H5P_DEFAULT));
-    H5Awrite(a, H5T_NATIVE_INT64, &crc);
+    write_one_value(file, "metadata_crc32", crc);
   } catch (const Error&) {
   }
 }
@@ -340,13 +351,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t.attribute) {
         int64_t v;
         std::memcpy(&v, e + 4, 8);
-        h5::Handle a(H5Aopen(file, t.path, H5P_DEFAULT));
-        // One value, into an attribute a structural edit may have made an array or a string:
-        // written only where it holds one value of up to 8 bytes.
-        h5::Handle space(a.valid() ? H5Aget_space(a) : H5I_INVALID_HID);
-        h5::Handle type(a.valid() ? H5Aget_type(a) : H5I_INVALID_HID);
-        if (a.valid() && H5Sget_simple_extent_npoints(space) == 1 && H5Tget_size(type) <= 8)
-          H5Awrite(a, H5T_NATIVE_INT64, &v);
+        write_one_value(file, t.path, v);
       } else if (edit_array(file, t, row, e[1] >> 2, e + 4) && (e[1] & 1)) {
         repair_checksums(file, t.path);
       }
