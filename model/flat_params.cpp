@@ -173,4 +173,19 @@ std::vector<FlatParameters> flatten_parameters(const std::vector<at::Tensor>& pa
   return out;
 }
 
+std::vector<std::vector<size_t>> by_device_and_dtype(const std::vector<at::Tensor>& params) {
+  std::vector<std::vector<size_t>> sets;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto& p = params[k];
+    auto set = std::find_if(sets.begin(), sets.end(), [&](const std::vector<size_t>& s) {
+      return params[s[0]].device() == p.device() && params[s[0]].scalar_type() == p.scalar_type();
+    });
+    if (set == sets.end())
+      sets.push_back({k});
+    else
+      set->push_back(k);
+  }
+  return sets;
+}
+
 }  // namespace ddgnn

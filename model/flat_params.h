@@ -46,6 +46,10 @@ bool still_flat(const FlatParameters& flat, const std::vector<at::Tensor>& param
 // storage, a gap, a strided tensor) or the list is empty.
 at::Tensor covered_range(const std::vector<at::Tensor>& tensors);
 
+// The indices of `params` grouped by device and dtype, each group in order, the groups in the
+// order of their first member.
+std::vector<std::vector<size_t>> by_device_and_dtype(const std::vector<at::Tensor>& params);
+
 // A contiguous tensor of shape `sizes` over flat[offset ...] (flat: 1-d, contiguous), sharing its
 // storage without being an autograd view (which in-place detach_, as Optimizer::zero_grad does,
 // refuses).

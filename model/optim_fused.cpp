@@ -256,19 +256,7 @@ class FusedAdam : public Base, public DeviceRate {
     m_all_in_segments = true;
     for (size_t g = 0; g < this->param_groups_.size(); ++g) {
       const auto& params = this->param_groups_[g].params();
-      std::vector<std::vector<size_t>> sets;  // the group's params by device and dtype
-      for (size_t k = 0; k < params.size(); ++k) {
-        const auto& p = params[k];
-        auto set = std::find_if(sets.begin(), sets.end(), [&](const std::vector<size_t>& s) {
-          return params[s[0]].device() == p.device() &&
-                 params[s[0]].scalar_type() == p.scalar_type();
-        });
-        if (set == sets.end())
-          sets.push_back({k});
-        else
-          set->push_back(k);
-      }
-      for (const auto& set : sets) {
+      for (const auto& set : by_device_and_dtype(params)) {
         const auto dtype = params[set[0]].scalar_type();
         std::vector<at::Tensor> members;
         for (size_t k : set) members.push_back(params[k]);

@@ -40,19 +40,7 @@ WeightAverage::WeightAverage(const std::vector<torch::Tensor>& parameters, doubl
   c10::NoGradGuard no_grad;
   m_shadows.resize(m_params.size());
   // The parameters by device and dtype: those that cover a flat range get one flat shadow.
-  std::vector<std::vector<size_t>> sets;
-  for (size_t k = 0; k < m_params.size(); ++k) {
-    const auto& p = m_params[k];
-    auto set = std::find_if(sets.begin(), sets.end(), [&](const std::vector<size_t>& s) {
-      return m_params[s[0]].device() == p.device() &&
-             m_params[s[0]].scalar_type() == p.scalar_type();
-    });
-    if (set == sets.end())
-      sets.push_back({k});
-    else
-      set->push_back(k);
-  }
-  for (const auto& set : sets) {
+  for (const auto& set : by_device_and_dtype(m_params)) {
     std::vector<torch::Tensor> members;
     for (size_t k : set) members.push_back(m_params[k]);
     const torch::Tensor range =
