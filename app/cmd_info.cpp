@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "loader/dataset.h"
 #include "loader/elements.h"
 #include "loader/outliers.h"
@@ -27,7 +28,7 @@ struct InfoArgs {
 
 nlohmann::json to_json(const Dataset& ds, const DatasetStats& st) {
   nlohmann::json j;
-  j["path"] = ds.path();
+  j["path"] = escape_invalid_utf8(ds.path());
   j["format_version"] = ds.format_version();
   j["producer"] = ds.producer();
   j["graphs"] = st.n_graphs;
@@ -107,9 +108,9 @@ void print_report(const Dataset& ds, const DatasetStats& st, double seconds) {
   std::printf("outliers       %zu", st.outliers.size());
   if (st.energy_unjudged > 0)
     std::printf(
-        " (energies of %lld graphs not judged: fewer than %lld graphs of their composition and "
-        "config_type)",
-        static_cast<long long>(st.energy_unjudged),
+        " (energies of %lld graphs judged only against the per-element fit, within %.0f "
+        "eV/atom: fewer than %lld graphs of their composition and config_type)",
+        static_cast<long long>(st.energy_unjudged), OutlierOptions{}.max_fit_residual,
         static_cast<long long>(OutlierOptions{}.min_composition));
   std::printf("\n%s", outlier_lines(st.outliers, 20).c_str());
   std::printf("checksums      every block verified (whole pass %.2f s)\n", seconds);
@@ -124,7 +125,9 @@ int run_info(const InfoArgs& a) {
   const DatasetStats st = compute_stats(ds, a.radius, a.sample);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.json)
-    std::printf("%s\n", to_json(ds, st).dump(2).c_str());
+    std::printf(
+        "%s\n",
+        to_json(ds, st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   else
     print_report(ds, st, s);
   return 0;

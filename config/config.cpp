@@ -15,6 +15,7 @@
 #include "config/hydragnn_compat.h"
 #include "config/json_text.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace ddgnn {
 
@@ -64,39 +65,12 @@ struct Override {
   json value;
 };
 
-// Byte offset of the first byte of `s` that is not valid UTF-8 (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF), or npos.
-size_t invalid_utf8_at(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80                 ? 1
-                       : c >= 0xC2 && c <= 0xDF ? 2
-                       : c >= 0xE0 && c <= 0xEF ? 3
-                       : c >= 0xF0 && c <= 0xF4 ? 4
-                                                : 0;
-    if (len == 0 || i + len > s.size()) return i;
-    // The second byte's range: narrower after E0 (overlong), ED (surrogates), F0 (overlong)
-    // and F4 (beyond U+10FFFF).
-    const auto second = static_cast<unsigned char>(len > 1 ? s[i + 1] : 0x80);
-    const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-    const unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    if (len > 1 && (second < lo || second > hi)) return i;
-    for (size_t k = 2; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
-    i += len;
-  }
-  return std::string::npos;
-}
-
 Override parse_override(const std::string& text) {
   const auto eq = text.find('=');
   const std::string form_hint =
       "use --set KEY=VALUE, e.g. --set Training.batch_size=32 or --set Loader.backend=rma";
   if (const size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
-    throw ConfigError("--set: the text is not valid UTF-8 (byte " + std::string(byte) +
-                          " at position " + std::to_string(bad) + ")",
+    throw ConfigError("--set: the text is not valid UTF-8 (" + utf8_error_at(text, bad) + ")",
                       "write the key and value as UTF-8 text; " + form_hint);
   }
   if (eq == std::string::npos || eq == 0)

@@ -170,6 +170,16 @@ FolderLock::~FolderLock() {
   if (m_fd >= 0) ::close(m_fd);  // closing releases the lock
 }
 
+void create_folders(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec && !fs::is_directory(dir, ec)) ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec)
+    throw Error(what + ": cannot create the folder " + dir + " (" + ec.message() + ")",
+                "choose a place where you may write (a read-only or full file system, or a file "
+                "in the way, stops it)");
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;

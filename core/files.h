@@ -17,6 +17,10 @@ void commit_file(const std::string& tmp, const std::string& path);
 // Writes `content` to `path` atomically (temporary_name, then commit_file). Creates the folder.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// Creates the folder `dir` and its parents, or throws an Error naming `what` (e.g. "evaluate
+// --out"), the folder and the reason (a read-only place, a file in the way, no space).
+void create_folders(const std::string& dir, const std::string& what);
+
 // Removes the files "<name>.tmp.<pid>" in `dir` (those whose name starts with `prefix`) that a
 // process no longer running left behind (killed during a write); returns how many.
 int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");

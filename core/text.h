@@ -1,6 +1,8 @@
-// Names joined into one line of text, for messages that list the accepted values.
+// Text helpers for messages and for names that come from outside (file names, config types):
+// names joined into one line, and the UTF-8 check that every name stored as text must pass.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,5 +15,17 @@ inline std::string join_names(const std::vector<std::string>& names,
   for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
   return out;
 }
+
+// Byte offset of the first byte of `s` that is not valid UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos.
+size_t invalid_utf8_at(const std::string& s);
+
+// "byte 0xFF at position 2": where `s` stops being UTF-8, for a message (`at` from
+// invalid_utf8_at).
+std::string utf8_error_at(const std::string& s, size_t at);
+
+// `s` with each byte that is not part of valid UTF-8 written as "\xFF" (four ASCII characters):
+// a name from outside (a file name in another encoding) kept readable and distinct in JSON text.
+std::string escape_invalid_utf8(const std::string& s);
 
 }  // namespace ddgnn

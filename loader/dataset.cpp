@@ -12,6 +12,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "loader/cell.h"
 #include "loader/dataset_layout.h"
@@ -23,6 +24,7 @@ struct Dataset::Impl {
   std::string path;
   h5::Handle file;
   int64_t n_graphs = 0, n_atoms = 0, version = 0, metadata_crc32 = 0;
+  mutable int64_t content_crc32 = -1;  // computed on the first call
   std::string producer, sources;
   std::optional<std::vector<Outlier>> outliers;
   bool has_forces = false;
@@ -221,6 +223,11 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
                           "or 'config_types')",
                       corrupted);
   }
+  for (size_t k = 0; k < m.config_types.size(); ++k)
+    if (const size_t bad = invalid_utf8_at(m.config_types[k]); bad != std::string::npos)
+      throw DataError(path + ": array 'config_types', row " + std::to_string(k) +
+                          " is not UTF-8 text (" + utf8_error_at(m.config_types[k], bad) + ")",
+                      corrupted);
   if (h5::has_attr(m.file, "outliers")) {
     m.outliers.emplace();
     try {
@@ -281,6 +288,28 @@ int64_t Dataset::n_atoms() const {
 }
 int64_t Dataset::metadata_crc32() const {
   return m_impl->metadata_crc32;
+}
+int64_t Dataset::content_crc32() const {
+  const Impl& m = *m_impl;
+  if (m.content_crc32 >= 0) return m.content_crc32;
+  const uint32_t meta = uint32_t(m.metadata_crc32);
+  uint32_t c = crc32(&meta, sizeof meta);
+  for (size_t i = 0; i < m.specs.size(); ++i) {
+    const auto& spec = m.specs[i];
+    const hsize_t total = spec.per_atom ? hsize_t(m.n_atoms) : hsize_t(m.n_graphs);
+    const hsize_t blocks = (total + spec.chunk_rows - 1) / spec.chunk_rows;
+    const std::string ctx = m.path + ": array '" + layout::checksum_path(spec.path) + "'";
+    if (h5::n_rows(m.crc_dsets[i]) != blocks)
+      throw DataError(ctx + " has " + std::to_string(h5::n_rows(m.crc_dsets[i])) +
+                          " rows, expected " + std::to_string(blocks),
+                      "the file is corrupted; convert the extxyz input again with `ddgnn convert`");
+    std::vector<uint32_t> table(blocks);
+    h5::read_rows(m.crc_dsets[i], H5T_NATIVE_UINT32, 0, blocks, table.data(), ctx);
+    c = crc32(spec.path.data(), spec.path.size(), c);
+    c = crc32(table.data(), table.size() * sizeof(uint32_t), c);
+  }
+  m.content_crc32 = int64_t(c);
+  return m.content_crc32;
 }
 int64_t Dataset::format_version() const {
   return m_impl->version;

@@ -71,6 +71,10 @@ class Dataset {
   // The metadata checksum (root attributes, species, config types): with the counts and the
   // file's size, what tells two dataset files apart.
   int64_t metadata_crc32() const;
+  // What the file holds, as one CRC-32: of the metadata checksum and of every array's table of
+  // block checksums (read on the first call, a few kB per GB). Files that differ in any value
+  // differ here; the same data converted again differs too (its time stamps are metadata).
+  int64_t content_crc32() const;
   int64_t format_version() const;
   const std::string& producer() const;
   bool has_forces() const;

@@ -16,6 +16,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "core/version.h"
 #include "loader/cell.h"
@@ -271,14 +272,18 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   int32_t ct = 0;
   auto it = config_index.find(f.config_type);
   if (it == config_index.end()) {
-    // The reader's rule for the names it reads back (fixed-length, NUL-padded, at most 4096
-    // bytes): a name it could not read would make the whole file unreadable.
+    // The reader's rule for the names it reads back (UTF-8, fixed-length, NUL-padded, at most
+    // 4096 bytes): a name it could not read would make the whole file unreadable.
     if (f.config_type.size() > 4096 || f.config_type.find('\0') != std::string::npos)
       throw DataError(
           where + ": config_type of " + std::to_string(f.config_type.size()) + " bytes" +
               (f.config_type.find('\0') != std::string::npos ? " holding a NUL" : std::string()) +
               " (at most 4096, no NUL)",
           "shorten the config_type (or --config-type-key's value) in the input");
+    if (const size_t bad = invalid_utf8_at(f.config_type); bad != std::string::npos)
+      throw DataError(
+          where + ": config_type is not UTF-8 text (" + utf8_error_at(f.config_type, bad) + ")",
+          "convert the file to UTF-8 first, e.g. iconv -f latin1 -t utf-8");
     ct = int32_t(config_types.size());
     config_types.push_back(f.config_type);
     config_index.emplace(f.config_type, ct);
@@ -390,7 +395,8 @@ void DatasetWriter::add(const Frame& frame, const std::string& where) {
 }
 
 void DatasetWriter::note_source(const std::string& input, int64_t n_frames) {
-  m_impl->sources.push_back({{"file", input}, {"frames", n_frames}, {"added", now_iso8601()}});
+  m_impl->sources.push_back(
+      {{"file", escape_invalid_utf8(input)}, {"frames", n_frames}, {"added", now_iso8601()}});
 }
 
 void DatasetWriter::commit() {
@@ -432,6 +438,16 @@ void DatasetWriter::commit() {
   m.arrays.clear();
   H5_CHECK(H5Fflush(m.file, H5F_SCOPE_GLOBAL), ctx);
   m.file.reset();
+  // What is about to replace the output passes the one test of a readable file, the reader's own
+  // (structure, metadata checksum, names): a writer bug or a name the reader refuses never
+  // replaces a good file with one nothing can open.
+  try {
+    Dataset check(m.tmp_path);
+  } catch (const Error& e) {
+    throw DataError("the file about to be written as " + m.path +
+                        " would not be readable, so it was not written: " + e.what(),
+                    "this is a bug in ddgnn convert; please report it with the input");
+  }
   fsync_path(m.tmp_path);
   std::error_code ec;
   fs::rename(m.tmp_path, m.path, ec);

@@ -174,7 +174,7 @@ void HeaderParser::setup_layout(std::string_view text, long long at_line) {
         !to_int(p, p + f[k + 2].size(), n) || n < 1 || n > 1000) {
       fail(at_line,
            "Properties column " + shown(col.name) + " has type " + shown(f[k + 1]) + " and count " +
-               shown(f[k + 2]) + "; expected type S, R, I or L and a " + "count of at least 1",
+               shown(f[k + 2]) + "; expected type S, R, I or L and a count from 1 to 1000",
            hint);
     }
     col.type = f[k + 1][0];

@@ -123,6 +123,9 @@ void OutlierScan::add(const Frame& f) {
   }
   s.composition = h;
   if (!m_formula.count(h)) {
+    auto& counts = m_counts[h];
+    for (size_t z = 1; z < count.size(); ++z)
+      if (count[z]) counts.push_back({uint8_t(z), count[z]});
     std::string formula;
     for (size_t z = 1; z < count.size(); ++z)
       if (count[z])
@@ -134,6 +137,7 @@ void OutlierScan::add(const Frame& f) {
     m_formula[h] = formula;
   }
   s.energy_per_atom = n ? f.energy / double(n) : 0.0;
+  s.n_atoms = int32_t(n);
   for (size_t i = 0; i < f.forces.size() / 3; ++i) {
     const double* F = &f.forces[3 * i];
     const double norm = std::sqrt(F[0] * F[0] + F[1] * F[1] + F[2] * F[2]);
@@ -158,6 +162,87 @@ int64_t OutlierScan::energy_unjudged() const {
   return out;
 }
 
+std::vector<double> OutlierScan::fit_residuals() const {
+  // The elements present, as columns 0..k-1.
+  std::array<int, 119> column;
+  column.fill(-1);
+  int k = 0;
+  for (const auto& [c, counts] : m_counts)
+    for (const auto& [z, n] : counts)
+      if (column[z] < 0) column[z] = k++;
+  std::vector<double> residual(m_frames.size(), std::nan(""));
+  std::vector<char> kept(m_frames.size(), 0);
+  for (size_t g = 0; g < m_frames.size(); ++g)
+    kept[g] = m_frames[g].n_atoms > 0 &&
+              std::abs(m_frames[g].energy_per_atom) <= m_options.max_energy_per_atom;
+  // Least squares over the kept frames, then the frames beyond the bound and beyond half the
+  // largest residual left out and the fit made again: a wild label drags a plain fit (and so every
+  // residual) its way; dropped first, it no longer does. A few rounds even for many such frames.
+  for (int round = 0; round < 60; ++round) {
+    std::vector<double> a(size_t(k) * size_t(k), 0.0), b(size_t(k), 0.0);
+    for (size_t g = 0; g < m_frames.size(); ++g) {
+      if (!kept[g]) continue;
+      const auto& counts = m_counts.at(m_frames[g].composition);
+      const double energy = m_frames[g].energy_per_atom * m_frames[g].n_atoms;
+      for (const auto& [zi, ni] : counts) {
+        b[size_t(column[zi])] += ni * energy;
+        for (const auto& [zj, nj] : counts)
+          a[size_t(column[zi]) * size_t(k) + size_t(column[zj])] += double(ni) * nj;
+      }
+    }
+    // A small ridge: an element that only appears with others in fixed ratio (every frame
+    // C2H6O) leaves the fit free along that ratio; any solution gives the same residuals.
+    double top = 0;
+    for (int i = 0; i < k; ++i) top = std::max(top, a[size_t(i) * size_t(k) + size_t(i)]);
+    for (int i = 0; i < k; ++i) a[size_t(i) * size_t(k) + size_t(i)] += 1e-10 * top + 1e-300;
+    // Gaussian elimination with partial pivoting (k is at most 118).
+    for (int c = 0; c < k; ++c) {
+      int p = c;
+      for (int r = c + 1; r < k; ++r)
+        if (std::abs(a[size_t(r) * size_t(k) + size_t(c)]) >
+            std::abs(a[size_t(p) * size_t(k) + size_t(c)]))
+          p = r;
+      for (int j = 0; j < k; ++j)
+        std::swap(a[size_t(c) * size_t(k) + size_t(j)], a[size_t(p) * size_t(k) + size_t(j)]);
+      std::swap(b[size_t(c)], b[size_t(p)]);
+      const double pivot = a[size_t(c) * size_t(k) + size_t(c)];
+      if (pivot == 0.0) continue;
+      for (int r = c + 1; r < k; ++r) {
+        const double f = a[size_t(r) * size_t(k) + size_t(c)] / pivot;
+        if (f == 0.0) continue;
+        for (int j = c; j < k; ++j)
+          a[size_t(r) * size_t(k) + size_t(j)] -= f * a[size_t(c) * size_t(k) + size_t(j)];
+        b[size_t(r)] -= f * b[size_t(c)];
+      }
+    }
+    std::vector<double> mu(size_t(k), 0.0);
+    for (int c = k - 1; c >= 0; --c) {
+      double v = b[size_t(c)];
+      for (int j = c + 1; j < k; ++j) v -= a[size_t(c) * size_t(k) + size_t(j)] * mu[size_t(j)];
+      const double pivot = a[size_t(c) * size_t(k) + size_t(c)];
+      mu[size_t(c)] = pivot != 0.0 ? v / pivot : 0.0;
+    }
+    double largest = 0;
+    for (size_t g = 0; g < m_frames.size(); ++g) {
+      const Summary& s = m_frames[g];
+      if (s.n_atoms == 0) continue;
+      double fit = 0;
+      for (const auto& [z, n] : m_counts.at(s.composition)) fit += n * mu[size_t(column[z])];
+      residual[g] = s.energy_per_atom - fit / s.n_atoms;
+      if (kept[g] && std::isfinite(residual[g])) largest = std::max(largest, std::abs(residual[g]));
+    }
+    const double cut = std::max(m_options.max_fit_residual, 0.5 * largest);
+    bool dropped = false;
+    for (size_t g = 0; g < m_frames.size(); ++g)
+      if (kept[g] && !(std::abs(residual[g]) <= cut)) {
+        kept[g] = 0;
+        dropped = true;
+      }
+    if (!dropped) break;
+  }
+  return residual;
+}
+
 std::vector<Outlier> OutlierScan::finish() const {
   std::vector<Outlier> out;
   std::unordered_map<uint64_t, std::vector<double>> energies;
@@ -173,6 +258,9 @@ std::vector<Outlier> OutlierScan::finish() const {
     for (size_t k = 0; k < e.size(); ++k) dev[k] = std::abs(e[k] - m);
     stats[c] = {m, median(dev)};
   }
+  // The fit judges only the frames of groups too small for their spread: none, no fit.
+  const std::vector<double> residual =
+      stats.size() == energies.size() ? std::vector<double>(m_frames.size(), 0.0) : fit_residuals();
   for (size_t g = 0; g < m_frames.size(); ++g) {
     const Summary& s = m_frames[g];
     auto it = stats.find(s.composition);
@@ -191,6 +279,13 @@ std::vector<Outlier> OutlierScan::finish() const {
       out.push_back({int64_t(g), "energy " + fmt("%.6g", s.energy_per_atom) +
                                      " eV/atom is beyond any element's (" +
                                      fmt("%.3g", m_options.max_energy_per_atom) + " eV/atom; its " +
+                                     m_formula.at(s.composition) +
+                                     " are too few to judge by their spread)"});
+    } else if (!(std::abs(residual[g]) <= m_options.max_fit_residual) && s.n_atoms > 0) {
+      out.push_back({int64_t(g), "energy " + fmt("%.6g", s.energy_per_atom) + " eV/atom lies " +
+                                     fmt("%.4g", residual[g]) +
+                                     " eV/atom from the per-element fit of the set (bound " +
+                                     fmt("%.3g", m_options.max_fit_residual) + " eV/atom; its " +
                                      m_formula.at(s.composition) +
                                      " are too few to judge by their spread)"});
     }

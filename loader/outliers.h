@@ -18,8 +18,13 @@ struct OutlierOptions {
   double energy_mads = 10.0;     // |E/atom - median| above this many MADs of the composition
   double energy_floor = 0.001;   // eV/atom: the threshold never falls below this (MAD ~ 0)
   int64_t min_composition = 10;  // frames of a group needed to judge its energies
-  // eV/atom: a frame of a group too small to judge is still an outlier beyond this (no element's
-  // all-electron total energy reaches 10^7 eV an atom; a unit slip or a broken label does).
+  // A frame of a group too small to judge is still an outlier when its energy per atom lies
+  // further than this (eV/atom) from a robust least-squares fit of energy to per-element counts
+  // over the whole set: no chemistry binds or strains 20 eV an atom beyond its elements' mean (a
+  // cohesive energy is at most ~9), while a unit slip or a broken label does.
+  double max_fit_residual = 20.0;
+  // ... or beyond this absolute bound (eV/atom), which also judges frames the fit cannot: those
+  // holding an element no other frame has (no element's all-electron energy reaches 10^7 eV).
   double max_energy_per_atom = 1e7;
   double max_force = 100.0;   // eV/Å: a larger force component norm is an outlier
   double min_distance = 0.1;  // Å: two atoms closer than this (periodic images included)
@@ -50,10 +55,15 @@ class OutlierScan {
     double max_force = 0.0;
     double min_distance = 0.0;  // +inf when no pair is closer than options.min_distance
     int32_t force_atom = -1, close_a = -1, close_b = -1;
+    int32_t n_atoms = 0;
   };
+  // Energy minus the per-element fit, eV/atom, for every frame (NaN where it has no energy).
+  std::vector<double> fit_residuals() const;
   OutlierOptions m_options;
   std::vector<Summary> m_frames;
   std::unordered_map<uint64_t, std::string> m_formula;  // composition -> "Cu108", "C2H6O"
+  // composition -> (atomic number, count) of its elements
+  std::unordered_map<uint64_t, std::vector<std::pair<uint8_t, int32_t>>> m_counts;
 };
 
 // The closest pair of atoms of `frame` nearer than `limit` Å (periodic images included):

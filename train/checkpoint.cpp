@@ -382,7 +382,8 @@ void check_same_split(const nlohmann::json& then, const nlohmann::json& now,
       same = old.get<double>() == value.get<double>();
     if (!same)
       differences += (differences.empty() ? "" : "; ") + key + " " + old.dump() +
-                     " in the checkpoint, " + value.dump() + " now";
+                     " in the checkpoint, " + value.dump() + " now" +
+                     (key == "content_crc32" ? " (a data file was written again since)" : "");
   }
   if (!differences.empty())
     throw ConfigError("Training.continue: this run's data or split is not the one " + path +

@@ -128,16 +128,40 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     return !a.empty() && !b.empty() && fs::exists(b) &&
            fs::weakly_canonical(a) == fs::weakly_canonical(b);
   };
+  // The file's content identity against the one the run trained on (checkpoints that predate
+  // it record none): the same path and graph count may hold other data after a new convert.
+  const auto identity_differs = [&](int role) {
+    const nlohmann::json crc = split.value("content_crc32", nlohmann::json());
+    return crc.is_array() && crc.size() == 3 && crc[size_t(role)].is_number_integer() &&
+           crc[size_t(role)].get<int64_t>() != ds.content_crc32();
+  };
+  const std::string rewritten =
+      data +
+      " was written again since the run trained on it (its content CRC-32 differs from "
+      "the checkpoint's)";
   if (!explicit_files && same_file(data, split.value("single", std::string())) &&
-      split.value("n_graphs", int64_t(-1)) == ds.n_graphs()) {
+      split.value("n_graphs", int64_t(-1)) == ds.n_graphs() && identity_differs(0)) {
+    if (split_name != "all")
+      throw DataError(rewritten + ": its " + split_name + " split would be other graphs",
+                      "evaluate the file the run trained on, or pass --split all to evaluate all "
+                      "of this one");
+    spdlog::warn("{}: no graph is labelled train, validate or test", rewritten);
+  } else if (!explicit_files && same_file(data, split.value("single", std::string())) &&
+             split.value("n_graphs", int64_t(-1)) == ds.n_graphs()) {
     const Split sp = run_split(ds, split);
     for (int64_t i : sp.train) label[size_t(i)] = "train";
     for (int64_t i : sp.validate) label[size_t(i)] = "validate";
     for (int64_t i : sp.test) label[size_t(i)] = "test";
   } else if (explicit_files) {
-    for (const char* part : {"train", "validate", "test"})
-      if (same_file(data, split.value(part, std::string())))
-        std::fill(label.begin(), label.end(), part);
+    for (int role = 0; role < 3; ++role) {
+      const char* part = std::array{"train", "validate", "test"}[size_t(role)];
+      if (!same_file(data, split.value(part, std::string()))) continue;
+      if (identity_differs(role)) {
+        spdlog::warn("{}: its graphs are labelled other, not {}", rewritten, part);
+        break;
+      }
+      std::fill(label.begin(), label.end(), part);
+    }
   }
   if (split_name == "all" || explicit_files || !o.data.empty()) {
     if (!o.data.empty() && split_name != "all" && !explicit_files &&
@@ -168,6 +192,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
           ? (o.run_dir.empty() ? fs::path(ckpt).parent_path().parent_path().string() : o.run_dir) +
                 "/eval_" + split_name
           : o.out;
+  // Before the predictions, not after them: a place it cannot write stops it at once.
+  create_folders(out, o.out.empty() ? "evaluate" : "evaluate --out");
 
   const bool has_forces = !block.forces.empty();
   MetricsAccumulator acc;
@@ -356,12 +382,12 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
           {"values", int64_t(column_err[k][2])},
           {"mae", double(column_err[k][0] / column_err[k][2])},
           {"rmse", double(std::sqrt(column_err[k][1] / column_err[k][2]))}};
-  fs::create_directories(out);
   write_file_atomic(out + "/predictions.extxyz", xyz.str());
   write_file_atomic(out + "/energies.csv", ecsv.str());
   if (has_forces) write_file_atomic(out + "/forces.csv", fcsv.str());
   if (stress_graphs > 0) write_file_atomic(out + "/stress.csv", scsv.str());
-  write_file_atomic(out + "/errors.json", errors.dump(2) + "\n");
+  write_file_atomic(out + "/errors.json",
+                    errors.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 
   std::printf("%s split: %zu graphs, %lld atoms; checkpoint %s (epoch %lld); %d thread(s)\n",
               split_name.c_str(), ids.size(), (long long)n_atoms_total, ckpt.c_str(),

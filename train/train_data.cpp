@@ -44,12 +44,12 @@ struct TrainData::File {
 namespace {
 
 // Every rank must read the same file under a path (ranks started in other working directories
-// would read a mixture of two files): its counts, metadata checksum and size against rank 0's,
+// would read a mixture of two files): its counts, content checksum and size against rank 0's,
 // collective, so that every rank throws alike.
 void check_same_file_on_every_rank(const Dataset& ds, const std::string& path, MPI_Comm world) {
   std::error_code ec;
   const auto bytes = fs::file_size(path, ec);
-  const int64_t mine[4] = {ds.n_graphs(), ds.n_atoms(), ds.metadata_crc32(),
+  const int64_t mine[4] = {ds.n_graphs(), ds.n_atoms(), ds.content_crc32(),
                            ec ? int64_t(-1) : int64_t(bytes)};
   const int size = comm_size(world);
   std::vector<int64_t> all(size_t(4 * size));

@@ -140,7 +140,12 @@ nlohmann::json Trainer::split_record() const {
           {"n_graphs", data.dataset(kTrain).n_graphs()},
           {"split_by", to_string(m_s.split_by)},
           {"split_block", m_s.split_block},
-          {"train_fraction", m_s.train_fraction}};
+          {"train_fraction", m_s.train_fraction},
+          // The content identity of the files (written anew by every convert), compared on
+          // resume and by evaluate: the same path may hold other data by then.
+          {"content_crc32",
+           {data.dataset(kTrain).content_crc32(), data.dataset(kValidate).content_crc32(),
+            data.dataset(kTest).content_crc32()}}};
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {

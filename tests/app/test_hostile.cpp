@@ -18,6 +18,7 @@
 #include "../common/h5_edit.h"
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
+#include "loader/dataset.h"
 
 namespace ddgnn {
 namespace {
@@ -344,6 +345,34 @@ TEST(Hostile, ANonFiniteValidationLossIsAnErrorNamingItsGraphs) {
       << t.out;
   EXPECT_NE(t.out.find(" 9"), std::string::npos) << t.out;
   EXPECT_FALSE(fs::exists(dir.file("run") + "/checkpoints/best.pt"));
+}
+
+// Names that are not UTF-8. A file name in another encoding is kept, its odd bytes written as
+// "\xFF" in the dataset's JSON and in `info --json` (whose JSON the library would refuse to write
+// otherwise); a config type in another encoding is refused by convert, naming file and line.
+TEST(Hostile, NamesThatAreNotUtf8AreKeptReadableOrRefused) {
+  TempDir dir;
+  const std::string input = dir.file("in\xff.xyz"), output = dir.file("d\xfe.h5");
+  write_cu(input, 12);
+  const Result c = run("convert '" + input + "' '" + output + "'");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const Result i = run("info --json '" + output + "'");
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_EQ(nlohmann::json::parse(i.out).at("path"), dir.file("d\\xFE.h5"));
+  const auto sources = nlohmann::json::parse(Dataset(output).sources());
+  EXPECT_EQ(sources.at(0).at("file"), dir.file("in\\xFF.xyz"));
+
+  std::ofstream(dir.file("latin1.xyz"))
+      << "1\nenergy=-1.0 config_type=caf\xe9 pbc=\"F F F\" Properties=species:S:1:pos:R:3\n"
+         "H 0 0 0\n";
+  const Result bad = run("convert " + dir.file("latin1.xyz") + " " + dir.file("l.h5"));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find(dir.file("latin1.xyz") +
+                         ":1: config_type is not UTF-8 text (byte 0xE9 at position 3)"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(bad.out.find("internal error"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir.file("l.h5")));
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
 // core/: the error line that main prints, CRC-32 with its combine rule, threads per rank, backend
-// names.
+// names, the UTF-8 check of names from outside.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "core/backend.h"
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/threads.h"
 
 namespace ddgnn {
@@ -31,6 +35,34 @@ TEST(ErrorLine, ForeignExceptionIsCalledABug) {
   const std::runtime_error e("boom");
   EXPECT_NE(error_line(e, -1).find("internal error: boom"), std::string::npos);
   EXPECT_NE(error_line(e, -1).find("bug in ddgnn"), std::string::npos);
+}
+
+// What the file system or the allocator refuses is the machine's answer, not a bug: named so.
+TEST(ErrorLine, FileSystemAndMemoryErrorsAreNotCalledBugs) {
+  const std::filesystem::filesystem_error fs_error(
+      "cannot create directories", std::filesystem::path("/proc/x"),
+      std::make_error_code(std::errc::no_such_file_or_directory));
+  const std::string line = error_line(fs_error, -1);
+  EXPECT_EQ(line.rfind("ddgnn: file error: ", 0), 0u) << line;
+  EXPECT_NE(line.find("/proc/x"), std::string::npos) << line;
+  EXPECT_EQ(line.find("bug"), std::string::npos) << line;
+  const std::string memory = error_line(std::bad_alloc(), 2);
+  EXPECT_EQ(memory.rfind("ddgnn: out of memory [rank 2]: ", 0), 0u) << memory;
+  EXPECT_EQ(memory.find("bug"), std::string::npos) << memory;
+}
+
+// Every byte that is not part of valid UTF-8 is found and escaped, and valid text is kept.
+TEST(Text, Utf8IsCheckedAndOddBytesEscaped) {
+  EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
+  EXPECT_EQ(invalid_utf8_at("caf\xe9"), 3u);           // Latin-1
+  EXPECT_EQ(invalid_utf8_at("a\xc0\xaf"), 1u);         // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("a\xed\xa0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // beyond U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("ab\xe2\x82"), 2u);        // cut short
+  EXPECT_EQ(utf8_error_at("caf\xe9", 3), "byte 0xE9 at position 3");
+  EXPECT_EQ(escape_invalid_utf8("d\xfe\xff.h5"), "d\\xFE\\xFF.h5");
+  EXPECT_EQ(escape_invalid_utf8("caf\xc3\xa9\xe9"), "caf\xc3\xa9\\xE9");
+  EXPECT_EQ(invalid_utf8_at(escape_invalid_utf8("\xff\xc0\xed\xa0\x80x")), std::string::npos);
 }
 
 TEST(Checksum, KnownValueOfCheckString) {

@@ -259,12 +259,19 @@ TEST(Dataset, NamesTheReaderCouldNotReadBackAreRefusedByTheWriter) {
     expect_data_error([&] { w.add(f, "x:1"); }, "x:1: config_type of 5000 bytes");
     f.config_type = std::string("hot\0cold", 8);
     expect_data_error([&] { w.add(f, "x:2"); }, "holding a NUL");
+    f.config_type =
+        "ab\xff\xfe"
+        "cd";  // Latin-1 or UTF-16 text: the reader reads UTF-8 only
+    expect_data_error([&] { w.add(f, "x:3"); },
+                      "x:3: config_type is not UTF-8 text (byte 0xFF at position 2)");
+    f.config_type = "\xc3\xa9tain";  // UTF-8 "é"
+    w.add(f, "x:4");
     f.config_type = std::string(4096, 'y');  // the longest the reader reads
     w.add(f, "x:3");
     w.commit();
   }
   EXPECT_EQ(Dataset(dir.file("d.h5")).config_types(),
-            (std::vector<std::string>{std::string(4096, 'y')}));
+            (std::vector<std::string>{"\xc3\xa9tain", std::string(4096, 'y')}));
   for (const auto& [columns, keys] :
        std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
            {{"a/b"}, {}}, {{}, {"gap/x"}}, {{"a.b"}, {}}, {{""}, {}}}) {
@@ -279,6 +286,28 @@ TEST(Dataset, NamesTheReaderCouldNotReadBackAreRefusedByTheWriter) {
     }
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("e.h5")));
+}
+
+// Two files of one graph count and the same metadata (written in the same second from the same
+// names) but one energy apart differ in content identity; one file opened twice does not.
+TEST(Dataset, ContentIdentitySeesEveryValueTheMetadataDoesNot) {
+  TempDir dir;
+  const auto write = [&](const std::string& name, double shift) {
+    DatasetWriter w(dir.file(name), {});
+    for (int k = 0; k < 20; ++k) {
+      Frame f = make_frame(4, unsigned(k), true);
+      if (k == 13) f.energy += shift;
+      w.add(f, "x:" + std::to_string(k));
+    }
+    w.note_source("x.xyz", 20);
+    w.commit();
+  };
+  write("a.h5", 0.0);
+  write("b.h5", 1e-9);
+  const Dataset a(dir.file("a.h5")), again(dir.file("a.h5")), b(dir.file("b.h5"));
+  EXPECT_EQ(a.content_crc32(), again.content_crc32());
+  EXPECT_NE(a.content_crc32(), b.content_crc32());
+  EXPECT_EQ(a.content_crc32(), a.content_crc32());  // kept, not read again
 }
 
 TEST(Dataset, MissingEnergyAndNonFiniteValuesAreRefused) {

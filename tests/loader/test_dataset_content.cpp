@@ -126,6 +126,23 @@ TEST(DatasetContent, FlippedBitInSpeciesOrConfigTypesFailsTheMetadataChecksum) {
   H5Dclose(d);
   H5Fclose(f);
   EXPECT_THAT(read_error(path2).what(), HasSubstr("checksum mismatch in the metadata"));
+
+  // A byte no UTF-8 text holds, with the checksum repaired: the name is refused, not passed on
+  // to the JSON of `info --json`, the run log or a checkpoint.
+  TempDir dir3;
+  const std::string path3 = write_good(dir3);
+  f = H5Fopen(path3.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  d = H5Dopen2(f, "config_types", H5P_DEFAULT);
+  type = H5Dget_type(d);
+  H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+  buf[H5Tget_size(type) + 1] = char(0xFF);  // "hot" -> "h\xFFt"
+  H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+  H5Tclose(type);
+  H5Dclose(d);
+  H5Fclose(f);
+  testing::repair_metadata_checksum(path3);
+  EXPECT_THAT(read_error(path3).what(),
+              HasSubstr("array 'config_types', row 1 is not UTF-8 text (byte 0xFF at position 1)"));
 }
 
 TEST(DatasetContent, ChangedAttributeFailsTheMetadataChecksum) {

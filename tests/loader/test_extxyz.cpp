@@ -404,6 +404,16 @@ TEST(ExtxyzErrors, WrongNumberOfColumns) {
   EXPECT_THAT(e.what, AllOf(HasSubstr("has 4 columns"), HasSubstr("says 5")));
 }
 
+// A column of 2·10⁸ values (a crafted header) is refused from the header, before any allocation.
+TEST(ExtxyzErrors, ColumnCountOutOfRangeIsRefusedFromTheHeader) {
+  for (const char* count : {"200000000", "0", "1001", "-3"}) {
+    Failure e = read_error(std::string("1\nProperties=species:S:1:pos:R:3:q:R:") + count +
+                           " energy=0\nCu 0 0 0 1\n");
+    EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":2: "), HasSubstr("column 'q'"),
+                              HasSubstr("count from 1 to 1000")));
+  }
+}
+
 TEST(ExtxyzErrors, CountLineTooLarge) {
   Failure e = read_error("3\nenergy=0\nH 0 0 0\nH 0 0 1\n2\nenergy=0\nH 0 0 0\nH 0 0 1\n");
   EXPECT_THAT(e.what, AllOf(StartsWith(e.path + ":5: "), HasSubstr("found '2'"),

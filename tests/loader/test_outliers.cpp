@@ -1,9 +1,10 @@
 // Outlier frames: an energy per atom far from the median of its composition and config_type (in
-// MADs), a force beyond 100 eV/Å, two atoms closer than 0.1 Å (across a periodic face too);
-// ordinary MD-like data gives none.
+// MADs), or, in groups too small for that, far from the set's per-element fit; a force beyond 100
+// eV/Å, two atoms closer than 0.1 Å (across a periodic face too); ordinary MD-like data gives none.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "loader/outliers.h"
@@ -135,6 +136,52 @@ TEST(Outliers, SmallCompositionsAreNotJudgedOnEnergy) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].graph, 36);
   EXPECT_THAT(found[0].what, HasSubstr("eV/atom is beyond any element's"));
+}
+
+// A set of molecules: many compositions of C, H, N and O, five frames each, too few for their
+// spread. Energies are per-element sums plus a chemistry term of up to 1 eV/atom; a frame in
+// hartree instead of eV, and one 30 eV/atom too high, are found by the per-element fit, and no
+// other frame is.
+TEST(Outliers, FramesTooFewToJudgeBySpreadAreJudgedByThePerElementFit) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> atoms(1, 6);
+  std::uniform_real_distribution<double> chemistry(-1.0, 1.0), jitter(-0.02, 0.02);
+  const std::map<int, double> mu = {{1, -13.6}, {6, -1030.0}, {7, -1480.0}, {8, -2040.0}};
+  OutlierScan scan;
+  int64_t hartree = -1, high = -1, g = 0;
+  for (int m = 0; m < 60; ++m) {
+    Frame base;
+    for (const auto& [z, e] : mu)
+      for (int k = atoms(rng) - (z == 7 ? 3 : 0); k > 0; --k) base.z.push_back(uint8_t(z));
+    double reference = 0;
+    for (uint8_t z : base.z) reference += mu.at(z);
+    const double per_atom = chemistry(rng);
+    for (size_t i = 0; i < base.z.size(); ++i)
+      for (int d = 0; d < 3; ++d) base.pos.push_back(1.2 * double(i) + 0.3 * d);
+    base.has_energy = true;
+    base.config_type = "molecule_" + std::to_string(m);
+    for (int k = 0; k < 5; ++k, ++g) {
+      Frame f = base;
+      const double n = double(f.z.size());
+      f.energy = reference + n * (per_atom + jitter(rng));
+      if (m == 17 && k == 2) {
+        f.energy /= 27.211386;  // in hartree
+        hartree = g;
+      }
+      if (m == 41 && k == 0) {
+        f.energy += 30.0 * n;
+        high = g;
+      }
+      scan.add(f);
+    }
+  }
+  EXPECT_EQ(scan.energy_unjudged(), 300);
+  const std::vector<Outlier> found = scan.finish();
+  ASSERT_EQ(found.size(), 2u) << outlier_lines(found, 10);
+  EXPECT_EQ(found[0].graph, hartree);
+  EXPECT_EQ(found[1].graph, high);
+  EXPECT_THAT(found[1].what, HasSubstr("from the per-element fit of the set"));
+  EXPECT_THAT(found[1].what, HasSubstr("frames of config_type molecule_41"));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The files of a run: the run directory (refused when empty, the file system's root or not
 // writable; temporaries of killed writers removed, those of a live process kept), checkpoints that
 // say when their bytes were damaged or could not be written, metrics.csv that gets back an epoch's
-// row a kill took, and appends that fail loudly on a full disk.
+// row a kill took, appends that fail loudly on a full disk, and data written again under a run's
+// path named on resume and by evaluate.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -156,6 +157,18 @@ TEST(Checkpoint, AResumeOnOtherDataOrAnotherSplitIsRefused) {
     EXPECT_THAT(e.what(), HasSubstr("n_graphs 600 in the checkpoint, 1200 now"));
     EXPECT_THAT(e.what(), HasSubstr("split_by \"group\" in the checkpoint, \"frame\" now"));
   }
+  // The same path and count, other content (converted again).
+  nlohmann::json with_crc = then;
+  with_crc["content_crc32"] = {1, 1, 1};
+  now = with_crc;
+  now["content_crc32"] = {2, 2, 2};
+  try {
+    check_same_split(with_crc, now, "ck.pt");
+    ADD_FAILURE() << "other content was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("content_crc32 [1,1,1] in the checkpoint, [2,2,2] now (a "
+                                    "data file was written again since)"));
+  }
 }
 
 TEST(Checkpoint, AFailedWriteIsAnErrorAndLeavesThePreviousFile) {
@@ -308,6 +321,49 @@ TEST(EventLog, AFullDiskIsAnError) {
     EXPECT_THAT(e.what(), HasSubstr("/dev/full: cannot append the event 'epoch'"));
     EXPECT_THAT(e.hint(), HasSubstr("disk may be full"));
   }
+}
+
+// The data under the run's path written again (other frames, the same graph count, so the same
+// split sizes): a resume refuses it, evaluate refuses a split of it and warns for --split all;
+// an --out that cannot be created is an error before any prediction.
+TEST(RunFiles, DataWrittenAgainUnderTheRunsPathIsNamedOnResumeAndByEvaluate) {
+  TempDir dir;
+  testing::write_lj_dataset(dir.file("lj.h5"), testing::LjOptions{});
+  const std::string run_dir = dir.file("r");
+  nlohmann::json config = testing::small_config(dir.file("lj.h5"), run_dir);
+  config["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+  const std::string path = testing::write_config(dir, "c.json", config);
+  ASSERT_EQ(testing::run("train -c " + path).code, 0);
+
+  std::ofstream(dir.file("file")) << "x";
+  const testing::Result no_place =
+      testing::run("evaluate --run " + run_dir + " --out " + dir.file("file") + "/eval");
+  EXPECT_EQ(no_place.code, 1) << no_place.out;
+  EXPECT_THAT(no_place.out,
+              HasSubstr("evaluate --out: cannot create the folder " + dir.file("file") + "/eval"));
+  EXPECT_THAT(no_place.out, ::testing::Not(HasSubstr("internal error")));
+  EXPECT_THAT(no_place.out, ::testing::Not(HasSubstr("split:")));  // nothing predicted
+
+  testing::LjOptions other;
+  other.seed = 2;
+  testing::write_lj_dataset(dir.file("lj.h5"), other);
+  const testing::Result test_split = testing::run("evaluate --run " + run_dir);
+  EXPECT_EQ(test_split.code, 1) << test_split.out;
+  EXPECT_THAT(test_split.out, HasSubstr("was written again since the run trained on it"));
+  EXPECT_THAT(test_split.out, HasSubstr("--split all"));
+  const testing::Result all = testing::run("evaluate --run " + run_dir + " --split all");
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_THAT(all.out, HasSubstr("no graph is labelled train, validate or test"));
+  for (const auto& line : testing::lines(testing::read_text(run_dir + "/eval_all/energies.csv")))
+    if (line.rfind("graph,", 0) != 0) EXPECT_THAT(line, HasSubstr(",other,"));
+
+  config["NeuralNetwork"]["Training"]["num_epoch"] = 3;
+  config["NeuralNetwork"]["Training"]["continue"] = 1;
+  const testing::Result resumed =
+      testing::run("train -c " + testing::write_config(dir, "c2.json", config));
+  EXPECT_EQ(resumed.code, 1) << resumed.out;
+  EXPECT_THAT(resumed.out, HasSubstr("content_crc32"));
+  EXPECT_THAT(resumed.out, HasSubstr("(a data file was written again since)"));
 }
 
 }  // namespace
