@@ -4,8 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -40,25 +42,32 @@ at::Tensor laplacian_pe(const GraphBatch& batch, int64_t k) {
                at::ones({s.size(0)}, f64), /*accumulate=*/true);
   const at::Tensor deg = a.sum(2);  // [B, n]
   const at::Tensor inv_sqrt = at::where(deg > 0, deg.rsqrt(), at::zeros_like(deg));
-  // L = I - D^-1/2 A D^-1/2 on each graph's atoms; padding slots get 4 on the diagonal, past the
-  // normalised Laplacian's spectrum [0, 2], so that their eigenvectors come last.
-  const at::Tensor real =
-      at::arange(n, graph.options()).unsqueeze(0) < batch.atoms_per_graph.unsqueeze(1);  // [B, n]
-  at::Tensor lap = -(inv_sqrt.unsqueeze(2) * a * inv_sqrt.unsqueeze(1));
-  lap = lap + at::diag_embed(at::where(real, at::ones_like(deg), at::full_like(deg, 4.0)));
-  const auto [values, vectors] = at::linalg_eigh(lap);  // ascending; vectors [B, n, n] columns
+  // L = I - D^-1/2 A D^-1/2 on each graph's atoms.
+  const at::Tensor lap =
+      at::eye(n, f64).unsqueeze(0) - inv_sqrt.unsqueeze(2) * a * inv_sqrt.unsqueeze(1);
   at::Tensor pe = at::zeros({n_graphs, n, k}, f64);
-  const int64_t take = std::min(k, n - 1);
-  if (take > 0) {
-    at::Tensor v = vectors.narrow(2, 1, take);  // [B, n, take]
-    // Zero the columns that are padding (a graph of m atoms has m - 1 of them) and the rows of
-    // padding slots; then the sign: the first entry above 1e-6 in magnitude positive.
-    const at::Tensor col_real = values.narrow(1, 1, take) < 3.0;  // [B, take]
-    v = v * real.unsqueeze(2).to(at::kDouble) * col_real.unsqueeze(1).to(at::kDouble);
+  // Each size of graph on its own, unpadded: a graph's encodings are then a function of its own
+  // Laplacian alone. (Padded to the batch's largest, the eigenvectors of a degenerate eigenvalue,
+  // as a symmetric molecule has, came out as another basis of the same space depending on the
+  // padding and on the LAPACK kernels of the CPU.)
+  const at::Tensor sizes = batch.atoms_per_graph.to(at::kCPU);
+  std::vector<int64_t> seen;
+  for (int64_t g = 0; g < n_graphs; ++g) {
+    const int64_t m = sizes[g].item<int64_t>();
+    if (m < 2 || std::find(seen.begin(), seen.end(), m) != seen.end()) continue;
+    seen.push_back(m);
+    const at::Tensor idx = (batch.atoms_per_graph == m).nonzero().squeeze(1);
+    const at::Tensor sub = lap.index_select(0, idx).narrow(1, 0, m).narrow(2, 0, m).contiguous();
+    const at::Tensor vectors = std::get<1>(at::linalg_eigh(sub));  // ascending; columns [G, m, m]
+    const int64_t take = std::min(k, m - 1);
+    at::Tensor v = vectors.narrow(2, 1, take);  // [G, m, take]
+    // The sign: the first entry above 1e-6 in magnitude positive.
     const at::Tensor first = (v.abs() > 1e-6).to(at::kByte).argmax(1, /*keepdim=*/true);
     const at::Tensor sign =
         at::where(v.gather(1, first) < 0, -at::ones({1}, f64), at::ones({1}, f64));
-    pe.narrow(2, 0, take).copy_(v * sign);
+    at::Tensor block = at::zeros({idx.size(0), n, k}, f64);
+    block.narrow(1, 0, m).narrow(2, 0, take).copy_(v * sign);
+    pe.index_copy_(0, idx, block);
   }
   return pe.index({graph, slot});  // [n_atoms, k]
 }

@@ -25,7 +25,8 @@ namespace ddgnn {
 // edges, not its positions, decide them). Eigenvectors are defined up to sign: each is signed so
 // that its first entry above 1e-6 in magnitude is positive (PyG draws a random sign once per
 // structure instead). A graph of n atoms has n - 1 such vectors; columns past them
-// are zero. Costs a dense eigendecomposition of each graph, O(n^3).
+// are zero. Costs a dense eigendecomposition of each graph, O(n^3), graphs of one size together
+// and unpadded, so that a graph's encodings depend on its own Laplacian alone.
 at::Tensor laplacian_pe(const GraphBatch& batch, int64_t k);
 
 // A message-passing layer inside GPS: with x = in.inv,
