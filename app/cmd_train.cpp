@@ -9,6 +9,7 @@
 #include "comm/mpi.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "train/driver.h"
 #include "train/evaluate.h"
 #include "train/trainer.h"
 
@@ -84,6 +85,36 @@ Command add_evaluate_command(CLI::App& app) {
     evaluate(*o);
     return 0;
   };
+  return {sub, run};
+}
+
+Command add_driver_command(CLI::App& app) {
+  auto o = std::make_shared<DriverOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "driver",
+      "Run molecular dynamics with a trained model: answer an i-PI server (i-PI, ASE's "
+      "SocketIOCalculator) with energy, forces and virial");
+  sub->add_option("--run", o->run_dir, "the run directory of the model")->type_name("DIR");
+  sub->add_option("--checkpoint", o->checkpoint, "best, last, or a checkpoint file")
+      ->capture_default_str();
+  sub->add_option("--structure", o->structure,
+                  "extended XYZ file the server starts from: the species, their order and the "
+                  "periodic axes")
+      ->type_name("START.extxyz")
+      ->required();
+  sub->add_option("--unix", o->unix_name,
+                  "the Unix socket /tmp/ipi_NAME (as i-PI and ASE name it; a path if NAME holds /)")
+      ->type_name("NAME");
+  sub->add_option("--inet", o->inet, "an internet socket")->type_name("HOST:PORT");
+  sub->add_option("--connect-timeout", o->connect_timeout_s,
+                  "seconds to retry a server that is not there yet")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", o->threads,
+                  "intra-op threads (default: the run's Runtime.intra_op_threads; 0 there: 1)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", o->device, "auto, cpu or cuda")->capture_default_str();
+  auto run = [o]() -> int { return run_driver(*o); };
   return {sub, run};
 }
 

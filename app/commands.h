@@ -24,6 +24,7 @@ Command add_simulate_command(CLI::App& app);      // ddgnn simulate --models m.j
 #ifdef DDGNN_WITH_TORCH
 Command add_train_command(CLI::App& app);     // ddgnn train --config c.json [--set k=v]...
 Command add_evaluate_command(CLI::App& app);  // ddgnn evaluate --run DIR | --checkpoint FILE
+Command add_driver_command(CLI::App& app);    // ddgnn driver --run DIR --structure s.xyz --unix N
 #endif
 
 }  // namespace ddgnn

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
       ddgnn::add_tune_command(app),    ddgnn::add_simulate_command(app),
 #ifdef DDGNN_WITH_TORCH
       ddgnn::add_train_command(app),   ddgnn::add_evaluate_command(app),
+      ddgnn::add_driver_command(app),
 #endif
   };
 

@@ -10,7 +10,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libhdf5-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  lammps lammps-data libxtb-dev python3-rdkit
+  lammps lammps-data libxtb-dev python3-rdkit python3-ase
 )
 
 missing=()

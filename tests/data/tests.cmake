@@ -193,3 +193,34 @@ elseif(TARGET ddgnn-xtb-md)
   add_test(NAME data.rdkit_missing COMMAND ${CMAKE_COMMAND} -E false)
   set_tests_properties(data.rdkit_missing PROPERTIES LABELS data)
 endif()
+
+# ---- molecular dynamics through `ddgnn driver` (i-PI) with ASE as the server ----
+# Models trained on the ethanol (xtb) and Cu (LAMMPS) sets answer ASE's SocketIOCalculator as
+# `ddgnn evaluate` does; NVE through jobs/md.py; each fault of the driver. Needs Debian's
+# python3-ase, under /usr/bin/python3 like RDKit.
+set(DDGNN_ASE_PYTHON "")
+foreach(py /usr/bin/python3 ${DDGNN_PYTHON3})
+  if(EXISTS ${py})
+    execute_process(COMMAND ${py} -c "import ase.calculators.socketio" RESULT_VARIABLE ase_rc
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(ase_rc EQUAL 0)
+      set(DDGNN_ASE_PYTHON ${py})
+      break()
+    endif()
+  endif()
+endforeach()
+if(NOT DDGNN_WITH_TORCH)
+  # `ddgnn driver` is part of the torch build only.
+elseif(DDGNN_ASE_PYTHON AND LMP AND TARGET ddgnn-xtb-md)
+  add_test(NAME md.driver
+           COMMAND ${DDGNN_ASE_PYTHON} ${CMAKE_SOURCE_DIR}/tests/md/test_driver.py
+                   ${run_a}/ethanol.extxyz ${run_a}/cu_eam.extxyz)
+  set_tests_properties(md.driver PROPERTIES LABELS md TIMEOUT 900
+                       FIXTURES_REQUIRED "data_ethanol;data_cu_eam"
+                       ENVIRONMENT "DDGNN=$<TARGET_FILE:ddgnn>")
+else()
+  message(WARNING "no python3 that imports ASE (Debian: apt-get install python3-ase), or no lmp or "
+                  "xtb: the `md` tests of `ddgnn driver` are NOT registered.")
+  add_test(NAME md.ase_missing COMMAND ${CMAKE_COMMAND} -E false)
+  set_tests_properties(md.ase_missing PROPERTIES LABELS md)
+endif()
