@@ -27,6 +27,14 @@ if(NOT DDGNN_BASH OR NOT DDGNN_PYTHON3)
   return()
 endif()
 
+# A missing tool is a failure, not a silently smaller suite: a warning at configure time and a
+# test `name` (label `label`) that fails.
+function(ddgnn_missing name label text)
+  message(WARNING "${text}")
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E false)
+  set_tests_properties(${name} PROPERTIES LABELS ${label})
+endfunction()
+
 # `ddgnn convert` then `ddgnn info` on a generated set, with the figures it must show.
 function(ddgnn_convert_test name atoms species neighbours)
   ddgnn_data_test(convert.${name} REQUIRES data_${name}
@@ -87,11 +95,9 @@ if(LMP)
                           ${DDGNN_PYTHON3} ${DDGNN_DATA_DIR}/fd_check_lammps.py
                           ${run_a}/cu_eam.extxyz --dataset ethanol --lmp ${LMP})
 else()
-  message(WARNING "lmp (LAMMPS) not found: the `data` tests of cu_eam, cuni_eam and si_sw are "
-                  "NOT registered. Install it (Debian: apt-get install lammps) as the README says.")
-  # A missing tool is a failure, not a silently smaller suite.
-  add_test(NAME data.lammps_missing COMMAND ${CMAKE_COMMAND} -E false)
-  set_tests_properties(data.lammps_missing PROPERTIES LABELS data)
+  ddgnn_missing(data.lammps_missing data
+                "lmp (LAMMPS) not found: the `data` tests of cu_eam, cuni_eam and si_sw are NOT \
+registered. Install it (Debian: apt-get install lammps) as the README says.")
 endif()
 
 # ---- xtb datasets ----
@@ -121,27 +127,31 @@ if(TARGET ddgnn-xtb-md)
   ddgnn_data_test(bad.xtb_option COMMAND ${DDGNN_BASH} ${helpers} fail
                   "--frames expects an integer >= 1, got '0'" ${xtb_md} --frames 0)
 else()
-  message(WARNING "ddgnn-xtb-md is not built (libxtb-dev / pkg-config `xtb` not found): the `data` "
-                  "tests of ethanol and aspirin are NOT registered. Install it (Debian: apt-get "
-                  "install libxtb-dev xtb) as the README says.")
-  add_test(NAME data.xtb_missing COMMAND ${CMAKE_COMMAND} -E false)
-  set_tests_properties(data.xtb_missing PROPERTIES LABELS data)
+  ddgnn_missing(data.xtb_missing data
+                "ddgnn-xtb-md is not built (libxtb-dev / pkg-config `xtb` not found): the `data` \
+tests of ethanol and aspirin are NOT registered. Install it (Debian: apt-get install libxtb-dev \
+xtb) as the README says.")
 endif()
 
 # ---- the molecules set (RDKit + xtb) ----
-# gen_molecules.py needs an interpreter that imports RDKit: Debian's python3-rdkit lives under
-# /usr/bin/python3, which need not be the python3 first on PATH.
-set(DDGNN_RDKIT_PYTHON "")
-foreach(py /usr/bin/python3 ${DDGNN_PYTHON3})
-  if(EXISTS ${py})
-    execute_process(COMMAND ${py} -c "import rdkit" RESULT_VARIABLE rdkit_rc OUTPUT_QUIET
-                    ERROR_QUIET)
-    if(rdkit_rc EQUAL 0)
-      set(DDGNN_RDKIT_PYTHON ${py})
-      break()
+# The first python3 that imports `module` (Debian's python3-* packages live under
+# /usr/bin/python3, which need not be the python3 first on PATH), or "", in `out`.
+function(ddgnn_python_with module out)
+  foreach(py /usr/bin/python3 ${DDGNN_PYTHON3})
+    if(EXISTS ${py})
+      execute_process(COMMAND ${py} -c "import ${module}" RESULT_VARIABLE rc OUTPUT_QUIET
+                      ERROR_QUIET)
+      if(rc EQUAL 0)
+        set(${out} ${py} PARENT_SCOPE)
+        return()
+      endif()
     endif()
-  endif()
-endforeach()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
+# gen_molecules.py needs RDKit.
+ddgnn_python_with(rdkit DDGNN_RDKIT_PYTHON)
 if(DDGNN_RDKIT_PYTHON)
   set(gen_mol ${DDGNN_RDKIT_PYTHON} ${DDGNN_DATA_DIR}/gen_molecules.py)
   # The shipped list: >= 200 distinct, parsable, neutral closed-shell molecules of H C N O F S Cl.
@@ -188,27 +198,16 @@ if(TARGET ddgnn-xtb-md AND DDGNN_RDKIT_PYTHON)
                           ${run_a}/molecules.h5 --graphs 18 --atoms 8,17 --species C,H
                           --neighbours 6,16 --config-types 6)
 elseif(TARGET ddgnn-xtb-md)
-  message(WARNING "no python3 that imports RDKit (Debian: apt-get install python3-rdkit): the "
-                  "`data` tests of the molecules set are NOT registered.")
-  add_test(NAME data.rdkit_missing COMMAND ${CMAKE_COMMAND} -E false)
-  set_tests_properties(data.rdkit_missing PROPERTIES LABELS data)
+  ddgnn_missing(data.rdkit_missing data
+                "no python3 that imports RDKit (Debian: apt-get install python3-rdkit): the \
+`data` tests of the molecules set are NOT registered.")
 endif()
 
 # ---- molecular dynamics through `ddgnn driver` (i-PI) with ASE as the server ----
 # Models trained on the ethanol (xtb) and Cu (LAMMPS) sets answer ASE's SocketIOCalculator as
 # `ddgnn evaluate` does; NVE through jobs/md.py; each fault of the driver. Needs Debian's
-# python3-ase, under /usr/bin/python3 like RDKit.
-set(DDGNN_ASE_PYTHON "")
-foreach(py /usr/bin/python3 ${DDGNN_PYTHON3})
-  if(EXISTS ${py})
-    execute_process(COMMAND ${py} -c "import ase.calculators.socketio" RESULT_VARIABLE ase_rc
-                    OUTPUT_QUIET ERROR_QUIET)
-    if(ase_rc EQUAL 0)
-      set(DDGNN_ASE_PYTHON ${py})
-      break()
-    endif()
-  endif()
-endforeach()
+# python3-ase.
+ddgnn_python_with(ase.calculators.socketio DDGNN_ASE_PYTHON)
 if(NOT DDGNN_WITH_TORCH)
   # `ddgnn driver` is part of the torch build only.
 elseif(DDGNN_ASE_PYTHON AND LMP AND TARGET ddgnn-xtb-md)
@@ -219,8 +218,7 @@ elseif(DDGNN_ASE_PYTHON AND LMP AND TARGET ddgnn-xtb-md)
                        FIXTURES_REQUIRED "data_ethanol;data_cu_eam"
                        ENVIRONMENT "DDGNN=$<TARGET_FILE:ddgnn>")
 else()
-  message(WARNING "no python3 that imports ASE (Debian: apt-get install python3-ase), or no lmp or "
-                  "xtb: the `md` tests of `ddgnn driver` are NOT registered.")
-  add_test(NAME md.ase_missing COMMAND ${CMAKE_COMMAND} -E false)
-  set_tests_properties(md.ase_missing PROPERTIES LABELS md)
+  ddgnn_missing(md.ase_missing md
+                "no python3 that imports ASE (Debian: apt-get install python3-ase), or no lmp or \
+xtb: the `md` tests of `ddgnn driver` are NOT registered.")
 endif()
