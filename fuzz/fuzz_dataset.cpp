@@ -88,6 +88,8 @@ const Target kTargets[] = {
     {"atoms/extra/charges", H5T_NATIVE_DOUBLE, false},
     {"species", H5T_NATIVE_UINT8, false},
     {"checksums/atoms.z", H5T_NATIVE_UINT32, false},
+    {"sources", H5T_NATIVE_UINT8, false},  // JSON text (format version 3)
+    {"outliers", H5T_NATIVE_UINT8, false},
     {"n_graphs", H5T_NATIVE_INT64, true},
     {"n_atoms", H5T_NATIVE_INT64, true},
     {"has_forces", H5T_NATIVE_INT64, true},

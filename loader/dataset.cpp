@@ -172,10 +172,18 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
       "the file is corrupted or was written by another tool; convert "
       "the extxyz input again with `ddgnn convert`";
   m.producer = h5::read_attr_string(m.file, "producer", path);
-  m.sources = h5::has_attr(m.file, "sources") ? h5::read_attr_string(m.file, "sources", path) : "";
+  // Version 3 keeps the metadata that grows with the data (the inputs, the outlier frames) in
+  // arrays of bytes; version 2 kept them in attributes, which hold at most 64 KiB.
+  const bool text_arrays = m.version >= 3;
+  const char* holder = text_arrays ? "array" : "attribute";
+  if (text_arrays)
+    m.sources = h5::read_text(m.file, "sources", layout::kMaxMetadataText, path);
+  else
+    m.sources =
+        h5::has_attr(m.file, "sources") ? h5::read_attr_string(m.file, "sources", path) : "";
   if (!m.sources.empty() &&
       !nlohmann::json::parse(m.sources, nullptr, /*allow_exceptions=*/false).is_array())
-    throw DataError(path + ": attribute 'sources' is not the JSON list convert writes",
+    throw DataError(path + ": " + holder + " 'sources' is not the JSON list convert writes",
                     "the file is corrupted or was written by another tool; convert the "
                     "extended XYZ input again");
   m.n_graphs = h5::read_attr_int(m.file, "n_graphs", path);
@@ -228,13 +236,16 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
       throw DataError(path + ": array 'config_types', row " + std::to_string(k) +
                           " is not UTF-8 text (" + utf8_error_at(m.config_types[k], bad) + ")",
                       corrupted);
-  if (h5::has_attr(m.file, "outliers")) {
+  if (text_arrays || h5::has_attr(m.file, "outliers")) {
     m.outliers.emplace();
+    const std::string text = text_arrays
+                                 ? h5::read_text(m.file, "outliers", layout::kMaxMetadataText, path)
+                                 : h5::read_attr_string(m.file, "outliers", path);
     try {
-      for (const auto& o : nlohmann::json::parse(h5::read_attr_string(m.file, "outliers", path)))
+      for (const auto& o : nlohmann::json::parse(text))
         m.outliers->push_back({o.at("graph").get<int64_t>(), o.at("what").get<std::string>()});
     } catch (const nlohmann::json::exception&) {
-      throw DataError(path + ": attribute 'outliers' is not the JSON list convert writes",
+      throw DataError(path + ": " + holder + " 'outliers' is not the JSON list convert writes",
                       corrupted);
     }
   }
@@ -453,6 +464,9 @@ uint32_t metadata_checksum(hid_t file, const std::vector<uint8_t>& species,
   text.append(species.begin(), species.end());
   text += "\nconfig_types=";
   for (const auto& c : config_types) text += c + '\0';
+  for (const char* name : {"sources", "outliers"})  // arrays of bytes from format version 3
+    if (h5::exists(file, name))
+      text += std::string("\n") + name + "=" + h5::read_text(file, name, kMaxMetadataText, context);
   return crc32(text.data(), text.size());
 }
 

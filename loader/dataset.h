@@ -15,7 +15,7 @@
 namespace ddgnn {
 
 constexpr const char* kFormatName = "ddgnn-dataset";
-constexpr int64_t kFormatVersion = 2;
+constexpr int64_t kFormatVersion = 3;
 
 // A contiguous range of graphs [first, first + n_graphs()) read from a dataset, or graphs
 // gathered from anywhere (first = -1; graph_ids then names each one's index in the file).
@@ -126,7 +126,7 @@ class DatasetWriter {
 
   // Adds one structure. `where` names its origin for messages ("in.xyz:1234").
   void add(const Frame& frame, const std::string& where);
-  // Records an input file and how many frames it gave (stored in the `sources` attribute).
+  // Records an input file and how many frames it gave (stored in the `sources` array).
   void note_source(const std::string& input, int64_t n_frames);
   // Flushes, writes checksums and metadata, closes, fsyncs and renames into place.
   void commit();

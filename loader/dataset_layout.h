@@ -1,4 +1,4 @@
-// The arrays of a dataset file (format version 1), shared by the writer and the reader so that
+// The arrays of a dataset file, shared by the writer and the reader so that
 // the two can never disagree. Loader-internal; the page for people is loader/FORMAT.md.
 #pragma once
 
@@ -55,9 +55,13 @@ inline std::string checksum_path(const std::string& array_path) {
   return "checksums/" + s;
 }
 
+// The longest a metadata text array ('sources', 'outliers') may be: 1 GiB.
+constexpr size_t kMaxMetadataText = size_t(1) << 30;
+
 // CRC-32 of the file's metadata: every root attribute but `metadata_crc32` itself (name order,
-// "name=value" lines), the species table and the config type names. Written at commit as the
-// root attribute `metadata_crc32` (format version 2) and compared on open.
+// "name=value" lines), the species table, the config type names, and the text arrays 'sources'
+// and 'outliers' where they exist (format version 3). Written at commit as the root attribute
+// `metadata_crc32` (from format version 2) and compared on open.
 uint32_t metadata_checksum(hid_t file, const std::vector<uint8_t>& species,
                            const std::vector<std::string>& config_types,
                            const std::string& context);

@@ -426,13 +426,17 @@ void DatasetWriter::commit() {
   h5::write_attr_string(m.file, "units_stress", "eV/angstrom^3");
   h5::write_attr_string(m.file, "energy_key", m.options.energy_key);
   h5::write_attr_string(m.file, "forces_key", m.options.forces_key);
-  h5::write_attr_string(m.file, "sources", m.sources.dump());
+  // Metadata that grows with the data goes into arrays (an attribute holds at most 64 KiB: a
+  // few thousand outlier frames did not fit); those of a version-2 file appended to go.
+  for (const char* name : {"sources", "outliers"})
+    if (h5::has_attr(m.file, name)) H5_CHECK(H5Adelete(m.file, name), ctx);
+  h5::write_text(m.file, "sources", m.sources.dump());
   h5::write_attr_int(m.file, "has_forces", m.has_forces ? 1 : 0);
   h5::write_attr_int(m.file, "n_graphs", m.n_graphs);
   h5::write_attr_int(m.file, "n_atoms", m.n_atoms);
   nlohmann::json outliers = nlohmann::json::array();
   for (const auto& o : m.scan.finish()) outliers.push_back({{"graph", o.graph}, {"what", o.what}});
-  h5::write_attr_string(m.file, "outliers", outliers.dump());
+  h5::write_text(m.file, "outliers", outliers.dump());
   h5::write_attr_int(m.file, "metadata_crc32",
                      layout::metadata_checksum(m.file, species, m.config_types, ctx));
   m.arrays.clear();

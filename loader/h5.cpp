@@ -380,4 +380,30 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& path, size_t
   return out;
 }
 
+void write_text(hid_t loc, const std::string& path, const std::string& text) {
+  const std::string ctx = "writing array '" + path + "'";
+  if (exists(loc, path)) H5_CHECK(H5Ldelete(loc, path.c_str(), H5P_DEFAULT), ctx);
+  Handle dset = create_rows(loc, path, H5T_NATIVE_UINT8, 0, 1 << 16);
+  append_rows(dset, H5T_NATIVE_UINT8, text.data(), text.size());
+}
+
+std::string read_text(hid_t loc, const std::string& path, size_t max_bytes,
+                      const std::string& context) {
+  const std::string ctx = context + ": array '" + path + "'";
+  if (!exists(loc, path))
+    throw DataError(ctx + " is missing", "the file is incomplete; convert the input again");
+  Handle dset(H5_CHECK(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), ctx));
+  Handle type(H5_CHECK(H5Dget_type(dset), ctx));
+  if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || n_cols(dset) != 0)
+    throw DataError(ctx + " is not a 1-D array of bytes", kNotOurs);
+  const hsize_t n = n_rows(dset);
+  if (n > max_bytes)
+    throw DataError(ctx + " holds " + std::to_string(n) + " bytes, more than the " +
+                        std::to_string(max_bytes) + " it can",
+                    kNotOurs);
+  std::string text(size_t(n), '\0');
+  read_rows(dset, H5T_NATIVE_UINT8, 0, n, text.data(), ctx);
+  return text;
+}
+
 }  // namespace ddgnn::h5

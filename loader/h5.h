@@ -85,4 +85,11 @@ void write_strings(hid_t loc, const std::string& path, const std::vector<std::st
 std::vector<std::string> read_strings(hid_t loc, const std::string& path, size_t max_count,
                                       bool allow_variable, const std::string& context);
 
+// Writes `text` as a whole 1-D array of bytes (uint8), replacing one of that name: metadata that
+// grows with the data (an attribute holds at most 64 KiB). Reads one back: a DataError when it is
+// missing, not a 1-D array of 1-byte integers, or longer than max_bytes.
+void write_text(hid_t loc, const std::string& path, const std::string& text);
+std::string read_text(hid_t loc, const std::string& path, size_t max_bytes,
+                      const std::string& context);
+
 }  // namespace ddgnn::h5

@@ -153,12 +153,21 @@ void OutlierScan::add(const Frame& f) {
   m_frames.push_back(s);
 }
 
+std::unordered_map<uint64_t, std::vector<double>> OutlierScan::distinct_energies() const {
+  std::unordered_map<uint64_t, std::vector<double>> out;
+  for (const auto& s : m_frames) out[s.composition].push_back(s.energy_per_atom);
+  for (auto& [c, e] : out) {
+    std::sort(e.begin(), e.end());
+    e.erase(std::unique(e.begin(), e.end()), e.end());
+  }
+  return out;
+}
+
 int64_t OutlierScan::energy_unjudged() const {
-  std::unordered_map<uint64_t, int64_t> frames;
-  for (const auto& s : m_frames) frames[s.composition] += 1;
+  const auto distinct = distinct_energies();
   int64_t out = 0;
-  for (const auto& [c, k] : frames)
-    if (k < m_options.min_composition) out += k;
+  for (const auto& s : m_frames)
+    if (int64_t(distinct.at(s.composition).size()) < m_options.min_composition) ++out;
   return out;
 }
 
@@ -245,8 +254,9 @@ std::vector<double> OutlierScan::fit_residuals() const {
 
 std::vector<Outlier> OutlierScan::finish() const {
   std::vector<Outlier> out;
-  std::unordered_map<uint64_t, std::vector<double>> energies;
-  for (const auto& s : m_frames) energies[s.composition].push_back(s.energy_per_atom);
+  // Each distinct energy once: exact copies of a frame (a set repeated to weight it) say nothing
+  // about the spread, and counted would make the MAD zero and flag every other frame.
+  const auto energies = distinct_energies();
   struct Stats {
     double median, mad;
   };

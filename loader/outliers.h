@@ -1,6 +1,7 @@
 // Frames no training set should hold unseen: an energy per atom far from the others of its
-// composition and config_type (robust: median and median absolute deviation, judged once a group
-// has min_composition frames: fewer give no trustworthy spread), a force beyond any physical scale,
+// composition and config_type (robust: median and median absolute deviation of the group's
+// distinct energies, judged once a group has min_composition of them: fewer give no trustworthy
+// spread, and exact copies of a frame none), a force beyond any physical scale,
 // two atoms on top of each other. Found by `convert` (stored in the dataset, refused with
 // --strict), shown by `info`, refused by `train` unless Dataset.allow_outliers.
 #pragma once
@@ -17,7 +18,7 @@ namespace ddgnn {
 struct OutlierOptions {
   double energy_mads = 10.0;     // |E/atom - median| above this many MADs of the composition
   double energy_floor = 0.001;   // eV/atom: the threshold never falls below this (MAD ~ 0)
-  int64_t min_composition = 10;  // frames of a group needed to judge its energies
+  int64_t min_composition = 10;  // distinct energies of a group needed to judge them
   // A frame of a group too small to judge is still an outlier when its energy per atom lies
   // further than this (eV/atom) from a robust least-squares fit of energy to per-element counts
   // over the whole set: no chemistry binds or strains 20 eV an atom beyond its elements' mean (a
@@ -59,6 +60,8 @@ class OutlierScan {
   };
   // Energy minus the per-element fit, eV/atom, for every frame (NaN where it has no energy).
   std::vector<double> fit_residuals() const;
+  // Each group's distinct energies per atom (exact copies once), sorted.
+  std::unordered_map<uint64_t, std::vector<double>> distinct_energies() const;
   OutlierOptions m_options;
   std::vector<Summary> m_frames;
   std::unordered_map<uint64_t, std::string> m_formula;  // composition -> "Cu108", "C2H6O"

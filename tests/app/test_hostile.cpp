@@ -375,5 +375,33 @@ TEST(Hostile, NamesThatAreNotUtf8AreKeptReadableOrRefused) {
   EXPECT_FALSE(fs::exists(dir.file("l.h5")));
 }
 
+// 100,000 flagged frames (each with a force of 500 eV/Å): their list is metadata that grows with
+// the data, kept in an array of the file (an HDF5 attribute holds 64 KiB: "object header message
+// is too large" after reading everything, before).
+TEST(Hostile, AHundredThousandOutlierFramesAreStored) {
+  TempDir dir;
+  {
+    std::ofstream f(dir.file("hot.xyz"));
+    for (int k = 0; k < 100000; ++k)
+      f << "2\nenergy=" << -1.0 - 1e-4 * (k % 97)
+        << " pbc=\"F F F\" Properties=species:S:1:pos:R:3:forces:R:3\n"
+           "H 0 0 0 500 0 0\nH 0 0 0.75 -500 0 0\n";
+  }
+  const Result c = run("convert " + dir.file("hot.xyz") + " " + dir.file("hot.h5"));
+  ASSERT_EQ(c.code, 0) << c.out.substr(0, 2000);
+  EXPECT_NE(c.out.find("100000 outlier frame(s)"), std::string::npos) << c.out.substr(0, 2000);
+  const Dataset ds(dir.file("hot.h5"));
+  ASSERT_TRUE(ds.outliers().has_value());
+  EXPECT_EQ(ds.outliers()->size(), 100000u);
+  EXPECT_EQ(ds.outliers()->back().graph, 99999);
+  EXPECT_NE(ds.outliers()->back().what.find("largest force 500"), std::string::npos)
+      << ds.outliers()->back().what;
+  // Appending keeps them and adds the new ones.
+  write_cu(dir.file("cu.xyz"), 3, /*bad_force=*/1);
+  const Result a = run("convert --append " + dir.file("cu.xyz") + " " + dir.file("hot.h5"));
+  ASSERT_EQ(a.code, 0) << a.out.substr(0, 2000);
+  EXPECT_EQ(Dataset(dir.file("hot.h5")).outliers()->size(), 100001u);
+}
+
 }  // namespace
 }  // namespace ddgnn

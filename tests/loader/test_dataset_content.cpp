@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "../common/temp_dir.h"
 #include "core/error.h"
 #include "loader/dataset.h"
+#include "loader/h5.h"
 
 namespace ddgnn {
 namespace {
@@ -349,15 +351,76 @@ TEST(DatasetContent, SourcesThatAreNotTheJsonListConvertWritesAreNamed) {
   for (const std::string text : {"not json", "{\"file\": 3}"}) {
     TempDir dir;
     const std::string path = write_good(dir);
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, text.size());
-    hid_t space = H5Screate(H5S_SCALAR);
-    replace_attr(path, "sources", type, space, text.data());
-    H5Sclose(space);
-    H5Tclose(type);
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      h5::write_text(f, "sources", text);
+    }
+    testing::repair_metadata_checksum(path);
     EXPECT_THAT(read_error(path).what(),
-                HasSubstr("attribute 'sources' is not the JSON list convert writes"));
+                HasSubstr("array 'sources' is not the JSON list convert writes"));
   }
+  // The outlier list as an integer array, not bytes.
+  TempDir dir;
+  const std::string path = write_good(dir);
+  {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    H5Ldelete(f, "outliers", H5P_DEFAULT);
+    h5::Handle d = h5::create_rows(f, "outliers", H5T_NATIVE_INT64, 0, 16);
+    const int64_t v[2] = {91, 93};  // "[]" as int64s
+    h5::append_rows(d, H5T_NATIVE_INT64, v, 2);
+  }
+  EXPECT_THAT(read_error(path).what(), HasSubstr("array 'outliers' is not a 1-D array of bytes"));
+}
+
+// A file of format version 2 (sources and outliers in attributes) is read as before, and an
+// append writes version 3, its sources kept and its outliers found again.
+TEST(DatasetContent, VersionTwoFilesAreReadAndAnAppendMakesThemVersionThree) {
+  TempDir dir;
+  const std::string path = write_good(dir);
+  std::string sources, outliers;
+  {
+    const Dataset ds(path);
+    sources = ds.sources();
+  }
+  {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    outliers = h5::read_text(f, "outliers", 1 << 20, path);
+    H5Ldelete(f, "sources", H5P_DEFAULT);
+    H5Ldelete(f, "outliers", H5P_DEFAULT);
+    h5::write_attr_string(f, "sources", sources);
+    h5::write_attr_string(f, "outliers", "[{\"graph\": 3, \"what\": \"a test's outlier\"}]");
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    const int64_t two = 2;
+    H5Awrite(a, H5T_NATIVE_INT64, &two);
+    H5Aclose(a);
+  }
+  testing::repair_metadata_checksum(path);
+  {
+    const Dataset v2(path);
+    EXPECT_EQ(v2.format_version(), 2);
+    EXPECT_EQ(v2.sources(), sources);
+    ASSERT_TRUE(v2.outliers().has_value());
+    ASSERT_EQ(v2.outliers()->size(), 1u);
+    EXPECT_EQ(v2.outliers()->at(0).what, "a test's outlier");
+  }
+  {
+    WriterOptions append;
+    append.append = true;
+    DatasetWriter w(path, append);
+    Frame f;
+    GraphBlock b = Dataset(path).read(0, 1);
+    b.frame(0, f);
+    f.config_type = "bulk";
+    w.add(f, "again:1");
+    w.note_source("again.xyz", 1);
+    w.commit();
+  }
+  const Dataset v3(path);
+  EXPECT_EQ(v3.format_version(), kFormatVersion);
+  EXPECT_EQ(nlohmann::json::parse(v3.sources()).size(), nlohmann::json::parse(sources).size() + 1);
+  // The outlier list is found anew over all graphs at an append (the made-up entry goes).
+  ASSERT_TRUE(v3.outliers().has_value());
+  EXPECT_TRUE(v3.outliers()->empty());
 }
 
 TEST(DatasetContent, ArraysOfAnotherRankAreRefusedBeforeTheirShapeIsCopied) {

@@ -184,5 +184,36 @@ TEST(Outliers, FramesTooFewToJudgeBySpreadAreJudgedByThePerElementFit) {
   EXPECT_THAT(found[1].what, HasSubstr("frames of config_type molecule_41"));
 }
 
+// Exact copies of a frame (a set repeated to weight it) say nothing about the spread: one frame
+// copied 1,000 times beside 20 others made the MAD zero, and every other frame an outlier at the
+// 1 meV/atom floor. Each distinct energy counts once; a group of fewer distinct energies than
+// min_composition is left to the per-element fit, whatever its copies.
+TEST(Outliers, ExactCopiesSayNothingAboutTheSpread) {
+  std::mt19937 rng(5);
+  OutlierScan scan;
+  const Frame copied = cu4(rng);
+  for (int k = 0; k < 1000; ++k) scan.add(copied);
+  for (int k = 0; k < 20; ++k) scan.add(cu4(rng));
+  EXPECT_TRUE(scan.finish().empty()) << outlier_lines(scan.finish(), 5);
+  EXPECT_EQ(scan.energy_unjudged(), 0);
+  // ... and a genuine outlier among them is still found, each copy of it.
+  Frame wrong = cu4(rng);
+  wrong.energy += 4 * 0.2;
+  scan.add(wrong);
+  scan.add(wrong);
+  const std::vector<Outlier> found = scan.finish();
+  ASSERT_EQ(found.size(), 2u) << outlier_lines(found, 5);
+  EXPECT_EQ(found[0].graph, 1020);
+  EXPECT_EQ(found[1].graph, 1021);
+
+  OutlierScan few;  // 5 distinct frames, 1,000 copies each: too few to judge by their spread
+  std::vector<Frame> five;
+  for (int k = 0; k < 5; ++k) five.push_back(cu4(rng));
+  for (int copy = 0; copy < 1000; ++copy)
+    for (const Frame& f : five) few.add(f);
+  EXPECT_TRUE(few.finish().empty());
+  EXPECT_EQ(few.energy_unjudged(), 5000);
+}
+
 }  // namespace
 }  // namespace ddgnn
