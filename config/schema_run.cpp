@@ -193,6 +193,15 @@ void add_run_keys(std::vector<KeySpec>& s) {
           .def("auto")
           .one_of({"auto", "bar", "lines"})
           .ddgnn_only());
+  add(key("Output.energy_meter", T::kEnum,
+          "energy from the machine's counters into metrics.csv (energy_j per epoch): auto (HPE "
+          "Cray pm_counters where there are some, else RAPL for CPUs and memory, NVML and ROCm "
+          "SMI for GPUs), none, or one of cray, rapl, nvml, rocm; read by each node's first "
+          "rank and summed over the job; counters that cannot be read are one notice at start, "
+          "never an error")
+          .def("auto")
+          .one_of({"auto", "none", "cray", "rapl", "nvml", "rocm"})
+          .ddgnn_only());
 }
 
 }  // namespace ddgnn

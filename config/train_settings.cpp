@@ -502,6 +502,7 @@ TrainSettings train_settings(const Config& c) {
     s.log_level = log_level;
   s.log_all_ranks = c.get<bool>("Output.log_all_ranks");
   s.print_test_every_epoch = c.get<bool>("Output.print_test_every_epoch");
+  s.energy_meter = *parse_energy_source(c.get<std::string>("Output.energy_meter"));
   const std::string progress = c.get<std::string>("Output.progress");
   s.progress = progress == "bar"     ? Progress::kBar
                : progress == "lines" ? Progress::kLines

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "config/hydragnn_compat.h"
 #include "core/backend.h"
+#include "core/energy_meter.h"
 #include "core/split_by.h"
 #include "model/spec.h"
 #include "tuner/cost_model.h"
@@ -118,6 +119,7 @@ struct TrainSettings {
   bool print_test_every_epoch =
       false;  // the epoch line shows train/validate/test, not train/validate
   Progress progress = Progress::kAuto;
+  EnergySource energy_meter = EnergySource::kAuto;  // Output.energy_meter
 
   bool shuffle = true, drop_remainder = false;
   int64_t atom_budget = 0, prefetch_depth = 2;

@@ -316,7 +316,12 @@ std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energ
   if (row.contains("validate_stress_mae_mev_a3"))
     line += "  S " + splits(row, "stress_mae_mev_a3", test) + " meV/Å³";
   line += "  " + fmt("%.0f", row["graphs_per_s"].get<double>()) + " graphs/s  " +
-          fmt("%.1f", row["epoch_s"].get<double>()) + " s" + (improved ? "  *" : "");
+          fmt("%.1f", row["epoch_s"].get<double>()) + " s";
+  if (row.contains("energy_j")) {  // the machine's counters (Output.energy_meter)
+    const double joules = row["energy_j"].get<double>();
+    line += "  " + (joules < 1e3 ? fmt("%.3g", joules) + " J" : fmt("%.3g", joules / 1e3) + " kJ");
+  }
+  if (improved) line += "  *";
   return line;
 }
 

@@ -91,6 +91,8 @@ nlohmann::json Trainer::run_impl() {
     m_log.line(line);
   }
   m_log.line("loader: " + m_loader->description());
+  m_energy = std::make_unique<JobEnergy>(m_s.energy_meter, m_comm.get());
+  if (!m_energy->start_line().empty()) m_log.line(m_energy->start_line());
   if (m_loader->periodic_graphs() > 0 && !m_s.periodic && m_root)
     spdlog::warn(
         "{} graphs have periodic cells, but Architecture.periodic_boundary_conditions is "

@@ -58,6 +58,12 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   const bool out_of_time = m_s.time_limit_s > 0 && elapsed_s >= m_s.time_limit_s;
   const bool last = epoch == m_s.num_epoch || stop_early || out_of_time;
 
+  // The epoch's joules before the row is checkpointed (collective: every rank calls it).
+  if (m_energy) {
+    m_energy->add_epoch(row, m_loader->data().size(kTrain));
+    for (const std::string& w : m_energy->take_warnings()) m_log.warn(w);
+  }
+
   // Checkpoints: on schedule after the warm-up, and always after the last epoch.
   const auto t_ck = Clock::now();
   if (improved) m_state.best_row = row;

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/device.h"
+#include "train/job_energy.h"
 #include "train/loader.h"
 #include "train/model_setup.h"
 #include "train/run_log.h"
@@ -97,6 +98,7 @@ class Trainer {
                                   : -1;
   std::unique_ptr<FolderLock> m_run_lock;  // rank 0: Output.run_dir is this run's
   std::unique_ptr<Watchdog> m_watchdog;    // Comm.timeout_s
+  std::unique_ptr<JobEnergy> m_energy;     // Output.energy_meter
   Placement m_place;                       // this rank's device (Runtime.device)
   std::unique_ptr<Loader> m_loader;
   ModelSetup m_setup;

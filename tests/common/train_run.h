@@ -49,6 +49,14 @@ inline Result run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+// `ddgnn <args>` on np ranks. Open MPI refuses root unless told (CI containers); `timeout` turns
+// a hang into a failure instead of a stuck suite.
+inline Result mpirun(int np, const std::string& args, const std::string& env = "") {
+  return run(args, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
+                       " timeout 120 " + DDGNN_MPIEXEC + " -n " + std::to_string(np) +
+                       " --oversubscribe");
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -130,6 +138,7 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   std::vector<std::string> out;
   std::stringstream ss(line);
   for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
+  if (!line.empty() && line.back() == ',') out.emplace_back();  // a last field that is empty
   return out;
 }
 

@@ -355,7 +355,9 @@ TEST(RunFiles, DataWrittenAgainUnderTheRunsPathIsNamedOnResumeAndByEvaluate) {
   ASSERT_EQ(all.code, 0) << all.out;
   EXPECT_THAT(all.out, HasSubstr("no graph is labelled train, validate or test"));
   for (const auto& line : testing::lines(testing::read_text(run_dir + "/eval_all/energies.csv")))
-    if (line.rfind("graph,", 0) != 0) EXPECT_THAT(line, HasSubstr(",other,"));
+    if (line.rfind("graph,", 0) != 0) {
+      EXPECT_THAT(line, HasSubstr(",other,"));
+    }
 
   config["NeuralNetwork"]["Training"]["num_epoch"] = 3;
   config["NeuralNetwork"]["Training"]["continue"] = 1;

@@ -27,13 +27,7 @@ using testing::LjOptions;
 using testing::Result;
 using testing::TempDir;
 
-// `ddgnn <args>` on np ranks. Open MPI refuses root unless told (CI containers); `timeout` turns
-// a hang into a failure instead of a stuck suite.
-Result mpirun(int np, const std::string& args, const std::string& env = "") {
-  return testing::run(args, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
-                                " timeout 120 " + DDGNN_MPIEXEC + " -n " + std::to_string(np) +
-                                " --oversubscribe");
-}
+using testing::mpirun;
 
 // A job that must fail: it ends with a non-zero status, by itself (not at the `timeout`, which
 // would mean a rank hung), within 60 s.
