@@ -2,7 +2,8 @@
 // every loader backend and of `auto` at P = 1 ... 16,384 ranks (tuner/simulate.h), from the cost
 // models of `ddgnn tune --out` plus a platform preset whose figures may be overridden; writes a
 // CSV, prints the epoch times and the joules per epoch, and with --plot draws the epoch times
-// (jobs/simulate_plot.py).
+// (jobs/simulate_plot.py). With --global-batch B: the time-energy plan at that fixed global batch
+// instead (tuner/plan.h; its figure by jobs/plan_plot.py).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,11 +18,16 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "tuner/energy_fit.h"
+#include "tuner/plan.h"
 #include "tuner/selection.h"
 #include "tuner/simulate.h"
 
 #ifndef DDGNN_SIMULATE_PLOT_SCRIPT
 #define DDGNN_SIMULATE_PLOT_SCRIPT "jobs/simulate_plot.py"
+#endif
+#ifndef DDGNN_PLAN_PLOT_SCRIPT
+#define DDGNN_PLAN_PLOT_SCRIPT "jobs/plan_plot.py"
 #endif
 
 namespace ddgnn {
@@ -61,6 +67,12 @@ void apply(const Overrides& o, const CLI::App& sub, Platform& p) {
   set("--gpu-busy-w", o.gpu_busy_w, p.gpu_busy_w);
   set("--network-w", o.network_w, p.network_w);
   if (changed) p.source += " Some figures overridden on the command line (see above).";
+  for (const char* power :
+       {"--node-idle-w", "--node-busy-w", "--gpu-idle-w", "--gpu-busy-w", "--network-w"})
+    if (sub.count(power) > 0 && !p.power_estimated.empty()) {
+      p.power_estimated += " (except what the command line gives)";
+      break;
+    }
 }
 
 void print_settings(const std::string& models, const std::string& method, const Platform& p,
@@ -79,7 +91,10 @@ void print_settings(const std::string& models, const std::string& method, const 
         "network %.4g W a node\n",
         "power", p.node_idle_w, p.node_busy_w, (long long)p.gpus_per_node, p.gpu_idle_w,
         p.gpu_busy_w, p.network_w);
-  else
+  if (p.node_busy_w > 0 && !p.power_estimated.empty())
+    std::printf("%-22s %s (calibrate them from a run's measured joules: --calibrate RUN)\n",
+                "power estimated", p.power_estimated.c_str());
+  if (!(p.node_busy_w > 0))
     std::printf("%-22s not known: no energy (give --node-busy-w and the other power options)\n",
                 "power");
   std::printf("%-22s %s\n", "source", p.source.c_str());
@@ -129,6 +144,46 @@ int run_plot(const std::string& script, const std::string& csv, const std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+std::string fmt_g(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The plan's Pareto front and its choice (tuner/plan.h).
+void print_plan(const Plan& plan, double compute_fixed_s, const Workload& w) {
+  std::printf(
+      "time-energy plan at a global batch of %.0f graphs (B = %.0f/P a rank; a step's compute "
+      "%.4g s + %.4g s a graph, so every P trains the same model)\n",
+      plan.global_batch, plan.global_batch, compute_fixed_s,
+      (w.compute_s - compute_fixed_s) / w.batch);
+  std::printf("Pareto front of (epoch seconds, epoch joules), all nodes:\n");
+  std::printf("%7s %6s %8s %11s %11s %11s\n", "ranks", "nodes", "B/rank", "backend", "epoch s",
+              "energy kJ");
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const PlanPoint& q = plan.points[i];
+    if (!q.pareto) continue;
+    std::printf("%7lld %6lld %8.4g %11s %11.4g %11.4g%s\n", (long long)q.ranks, (long long)q.nodes,
+                q.batch_per_rank, q.backend.c_str(), q.epoch_s, q.energy_j / 1e3,
+                int(i) == plan.choice ? "  <- least energy within the bound" : "");
+  }
+  const auto name = [&](int k) {
+    const PlanPoint& q = plan.points[size_t(k)];
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%lld ranks, %s: %.4g s and %.4g kJ an epoch",
+                  (long long)q.ranks, q.backend.c_str(), q.epoch_s, q.energy_j / 1e3);
+    return std::string(buf);
+  };
+  const std::string bound =
+      plan.time_bound_s > 0 ? "within " + fmt_g(plan.time_bound_s) + " s" : "overall";
+  if (plan.choice >= 0)
+    std::printf("least energy %s: %s\n", bound.c_str(), name(plan.choice).c_str());
+  else
+    std::printf("no rank count and backend meets an epoch %s; the fastest is %s\n", bound.c_str(),
+                plan.fastest >= 0 ? name(plan.fastest).c_str() : "none");
+  if (plan.fastest >= 0) std::printf("fastest: %s\n", name(plan.fastest).c_str());
+}
+
 }  // namespace
 
 Command add_simulate_command(CLI::App& app) {
@@ -139,6 +194,9 @@ Command add_simulate_command(CLI::App& app) {
     Overrides over;
     Workload work;
     double parameters = 34241;
+    double global_batch = 0, time_bound_s = 0, compute_fixed_s = 0;
+    std::string calibrate;
+    int64_t run_nodes = 0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -162,6 +220,26 @@ Command add_simulate_command(CLI::App& app) {
   sub->add_option("--plot", o->plot, "also draw it: python3 jobs/simulate_plot.py CSV --out PNG")
       ->type_name("FILE.png");
   sub->add_option("--plot-script", o->plot_script, "the plotting script")->capture_default_str();
+  sub->add_option("--calibrate", o->calibrate,
+                  "fit the platform's idle and busy powers to a training run's measured joules "
+                  "(its metrics.csv's energy columns) and simulate with them")
+      ->type_name("RUN_DIR");
+  sub->add_option("--run-nodes", o->run_nodes,
+                  "--calibrate: the nodes that run used (default: its ranks over the platform's "
+                  "ranks per node)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--global-batch", o->global_batch,
+                  "time-energy plan: graphs of one step over all ranks, fixed (each P with B/P a "
+                  "rank trains the same model); --out then gets the plan's CSV and --plot its "
+                  "Pareto front (jobs/plan_plot.py)")
+      ->type_name("B");
+  sub->add_option("--time-bound", o->time_bound_s,
+                  "time-energy plan: the least-energy choice among epochs this fast (seconds)")
+      ->type_name("S");
+  sub->add_option("--compute-fixed-s", o->compute_fixed_s,
+                  "time-energy plan: the part of --compute-s that does not grow with the batch "
+                  "(kernel launches on a GPU; 0 on the CPU)")
+      ->capture_default_str();
   auto& v = o->over;
   sub->add_option("--nodes", v.nodes, "platform: compute nodes")->check(CLI::PositiveNumber);
   sub->add_option("--ranks-per-node", v.ranks_per_node, "platform: ranks per node")
@@ -217,7 +295,40 @@ Command add_simulate_command(CLI::App& app) {
         Platform platform = platform_preset(o->platform, models);
         apply(o->over, *sub, platform);
         o->work.gradient_bytes = 4 * o->parameters;
+        if (!o->calibrate.empty()) {
+          const MeasuredRun run = read_measured_run(o->calibrate);
+          const int64_t nodes = o->run_nodes > 0 ? o->run_nodes
+                                                 : (run.ranks + platform.ranks_per_node - 1) /
+                                                       platform.ranks_per_node;
+          const PowerFit fit = fit_power(platform, run, nodes);
+          std::printf("%s\n", describe(fit, platform, run).c_str());
+          const Platform fitted = with_fitted_power(platform, fit);
+          if (fitted.node_idle_w != platform.node_idle_w ||
+              fitted.gpu_idle_w != platform.gpu_idle_w) {
+            platform = fitted;
+            platform.power_estimated.clear();
+            platform.source += " Power fitted to the measured joules of " + run.path + ".";
+          }
+        } else if (sub->count("--run-nodes") > 0) {
+          throw ConfigError("--run-nodes belongs to --calibrate", "give --calibrate RUN_DIR too");
+        }
         print_settings(o->models, o->method, platform, o->work);
+        if (sub->count("--global-batch") > 0) {
+          if (o->plot_script == DDGNN_SIMULATE_PLOT_SCRIPT) o->plot_script = DDGNN_PLAN_PLOT_SCRIPT;
+          const Plan plan = time_energy_plan(models, platform, o->work, o->ranks, o->global_batch,
+                                             o->compute_fixed_s, o->time_bound_s);
+          write_file_atomic(o->out, plan_csv(platform, plan));
+          print_plan(plan, o->compute_fixed_s, o->work);
+          std::printf("wrote %s\n", o->out.c_str());
+          if (!o->plot.empty() && run_plot(o->plot_script, o->out, o->plot) != 0)
+            throw Error(
+                "simulate --plot: " + o->plot_script + " failed",
+                "run it yourself: python3 " + o->plot_script + " " + o->out + " --out " + o->plot);
+          return 0;
+        }
+        if (sub->count("--time-bound") > 0 || sub->count("--compute-fixed-s") > 0)
+          throw ConfigError("--time-bound and --compute-fixed-s belong to the time-energy plan",
+                            "give --global-batch B as well");
         const auto points = simulate(models, platform, o->work, o->ranks);
         write_file_atomic(o->out, simulation_csv(platform, points));
         print_table(points, "epoch seconds", &BackendPoint::epoch_s);

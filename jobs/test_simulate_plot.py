@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests for jobs/simulate_plot.py and jobs/simulate_scaling.py: run as
+"""Tests for jobs/simulate_plot.py, jobs/simulate_scaling.py and jobs/plan_plot.py: run as
 `python3 jobs/test_simulate_plot.py` (matplotlib from Debian's python3-matplotlib; another python3
 first on PATH hands over to /usr/bin/python3).
 
@@ -25,6 +25,7 @@ import plotting  # noqa: E402
 plotting.pyplot()  # under a python3 without matplotlib: run again by /usr/bin/python3
 import simulate_check  # noqa: E402
 import simulate_plot  # noqa: E402
+import plan_plot  # noqa: E402
 import simulate_scaling  # noqa: E402
 from test_parity_plot import InTempDir, png_size  # noqa: E402
 
@@ -357,6 +358,88 @@ class SimulateCheckTest(InTempDir):
         self.assertAlmostEqual(float(rows[0]["measured_epoch_s"]), 400 * 18.9 / 1e3, delta=0.01)
         self.assertIn("--batch 2", r.stdout)
         self.assertIn("--compute-s 0.00936", r.stdout)  # per graph from the one-rank row, x 2
+
+
+class PlanPlotTest(InTempDir):
+    """jobs/plan_plot.py on the time-energy plan of `ddgnn simulate --global-batch` (the binary in
+    $DDGNN, which the ctest sets), and its bad input."""
+
+    def plan(self, platform):
+        out = self.path(platform + ".csv")
+        r = subprocess.run([os.environ["DDGNN"], "simulate", "--models", MODELS, "--platform",
+                            platform, "--global-batch", "64", "--time-bound", "0.35",
+                            "--compute-s", "0.0107", "--compute-fixed-s", "0.01", "--out", out],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("least energy within 0.35 s:", r.stdout)
+        return out
+
+    @unittest.skipUnless(os.path.isfile(os.environ.get("DDGNN", "")), "DDGNN is not a binary")
+    def test_front_and_choice_of_two_platforms(self):
+        paths = [self.plan("perlmutter"), self.plan("frontier")]
+        for path in paths:
+            _, batch, points = plan_plot.read_plan(path)
+            self.assertEqual(batch, 64)
+            front = sorted((p for p in points if p["pareto"]), key=lambda p: p["epoch_s"])
+            self.assertGreater(len(front), 1)
+            # Along the front, the faster point costs more energy; off it, each point has one
+            # on the front at least as fast and as frugal.
+            for a, b in zip(front, front[1:]):
+                self.assertGreaterEqual(a["energy_j"], b["energy_j"])
+            for p in points:
+                self.assertTrue(any(f["epoch_s"] <= p["epoch_s"] and f["energy_j"] <= p["energy_j"]
+                                    for f in front), p)
+            chosen = [p for p in points if p["choice"]]
+            self.assertEqual(len(chosen), 1)
+            within = [p for p in points if p["epoch_s"] <= 0.35]
+            self.assertEqual(chosen[0]["energy_j"], min(p["energy_j"] for p in within))
+        out = self.path("plan.png")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "plan_plot.py"), *paths, "--out",
+                            out], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("wrote " + out, r.stdout)
+        width, height = png_size(out)
+        self.assertGreater(width, height)  # two panels side by side
+
+    def test_wrong_header_is_one_line_and_no_png(self):
+        bad = self.path("bad.csv")
+        write(bad, ["perlmutter,64,0,1"], "platform,global_batch,time_bound_s,ranks")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "plan_plot.py"), bad, "--out",
+                            self.path("bad.png")], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("bad.csv:1: header is", r.stderr)
+        self.assertFalse(os.path.exists(self.path("bad.png")))
+
+
+class CalibrateTest(InTempDir):
+    """`ddgnn simulate --calibrate RUN` (the binary in $DDGNN) on a run directory written here,
+    whose joules come from 80 W idle and 200 W busy CPUs and memory over a busy share that
+    varies."""
+
+    @unittest.skipUnless(os.path.isfile(os.environ.get("DDGNN", "")), "DDGNN is not a binary")
+    def test_fitted_powers_replace_the_estimates(self):
+        run = self.path("run")
+        os.makedirs(run)
+        with open(os.path.join(run, "events.jsonl"), "w") as f:
+            f.write('{"event":"run_start","device":"cpu","loader":{"ranks":1}}\n')
+        with open(os.path.join(run, "metrics.csv"), "w") as f:
+            f.write("epoch,epoch_s,forward_s,backward_s,fetch_s,graph_s,energy_j,energy_cpu_j\n")
+            for e in range(1, 7):
+                epoch, prefetch = 10.0 + e, (10.0 + e) * (e - 1) / 5
+                u = (epoch + prefetch) / (4 * epoch)  # one rank on 4 cores
+                joules = epoch * (80 + 120 * u)
+                f.write(f"{e},{epoch!r},1,1,{prefetch!r},0,{joules!r},{joules!r}\n")
+        r = subprocess.run([os.environ["DDGNN"], "simulate", "--models", MODELS, "--platform",
+                            "perlmutter", "--cores-per-node", "4", "--calibrate", run,
+                            "--ranks", "1,4", "--out", self.path("sim.csv")],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("idle 80 W, busy 200 W a node", r.stdout)
+        self.assertIn("the simulation below uses the fitted figures", r.stdout)
+        self.assertIn("power                  node 80 W idle, 200 W busy", r.stdout)
+        self.assertNotIn("power estimated", r.stdout)
+        self.assertIn("Power fitted to the measured joules of", r.stdout)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ Platform perlmutter() {
   p.gpu_idle_w = 50;    // estimated
   p.gpu_busy_w = 400;   // A100 SXM4 40 GB maximum (NVIDIA datasheet; NERSC caps 100-400 W)
   p.network_w = kSlingshotNetworkW;
+  p.power_estimated = "node idle 100 W, 60 W of node busy (memory, board), GPU idle 50 W, network";
   p.source =
       "NERSC Perlmutter GPU partition. nodes 1,792 (1,536 with A100 40 GB + 256 with A100 80 GB), "
       "1x AMD EPYC 7763 (64 cores), 4x A100 (one rank each), 4x HPE Slingshot 11 NICs: "
@@ -80,6 +81,8 @@ Platform frontier() {
   p.gpu_idle_w = 45;    // estimated: 90 W an idle MI250X
   p.gpu_busy_w = 250;   // MI250X 500 W TDP (AMD), two GCDs
   p.network_w = kSlingshotNetworkW;
+  p.power_estimated =
+      "node idle 100 W, node busy 340 W (the 7A53's TDP is not published), GCD idle 45 W, network";
   // Cross-check (not an input): 340 + 8 x 250 + 160 = 2,500 W a node; under HPL Frontier drew
   // 1.206 EF / 52.59 GF/W = 22.9 MW over 8,699,904 / (64 + 4 x 220) = 9,216 nodes, 2,490 W
   // (https://top500.org/lists/top500/2024/06/highs/).
@@ -121,6 +124,7 @@ Platform summit() {
   p.gpu_idle_w = 40;    // estimated
   p.gpu_busy_w = 300;   // V100 SXM2 300 W (NVIDIA datasheet)
   p.network_w = 60;     // estimated: two EDR ports and a share of the fat tree's switches
+  p.power_estimated = "node idle 200 W, node busy 440 W, GPU idle 40 W, network 60 W";
   p.source =
       "OLCF Summit (2018-2024; where the MDLoader and DDStore results were measured). 4,608 IBM "
       "AC922 nodes, 2x POWER9 (22 cores, 21 for applications: 42), 6x V100 16 GB (one rank "

@@ -116,16 +116,24 @@ const char* const kSimulationCsvHeader =
     "memory_gb_per_rank,fetch_node_s,fetch_network_s,fetch_s,load_s,allreduce_s,step_s,steps,"
     "epoch_s,energy_j,auto_pick";
 
+double core_share(const Platform& p, int64_t ranks_per_node, double step_s, double prefetch_s) {
+  const double at_work = double(ranks_per_node) * (step_s + prefetch_s);
+  return step_s > 0 ? std::min(1.0, at_work / (double(p.cores_per_node) * step_s)) : 1;
+}
+
+double accelerator_duty(double step_s, double compute_s) {
+  return step_s > 0 ? std::min(1.0, compute_s / step_s) : 1;
+}
+
 double epoch_energy_j(const Platform& p, int64_t ranks, int64_t nodes, int64_t ranks_per_node,
                       double steps, double step_s, double compute_s, double prefetch_s) {
   if (!(p.node_busy_w > 0)) return kNaN;
   const double epoch_s = steps * step_s;
-  const double at_work = double(ranks_per_node) * (step_s + prefetch_s);
-  const double u = step_s > 0 ? std::min(1.0, at_work / (double(p.cores_per_node) * step_s)) : 1;
+  const double u = core_share(p, ranks_per_node, step_s, prefetch_s);
   const double host_w = p.node_idle_w + (p.node_busy_w - p.node_idle_w) * u;
   const double gpus = double(nodes) * double(p.gpus_per_node);
   const double gpus_used = std::min(double(ranks), gpus);
-  const double duty = step_s > 0 ? std::min(1.0, compute_s / step_s) : 1;
+  const double duty = accelerator_duty(step_s, compute_s);
   const double gpu_w = gpus_used * (p.gpu_idle_w + (p.gpu_busy_w - p.gpu_idle_w) * duty) +
                        (gpus - gpus_used) * p.gpu_idle_w;
   return epoch_s * (double(nodes) * (host_w + p.network_w) + gpu_w);

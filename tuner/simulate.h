@@ -37,13 +37,14 @@ struct Platform {
                                 // the fetcher's O(g) loops over counts and displacements
   // Power, for the energy of an epoch (epoch_energy_j); node_busy_w = 0: not known (the energy
   // is then NaN, an empty CSV field).
-  double node_idle_w = 0;     // host part of a node (CPUs, memory, board) with idle cores
-  double node_busy_w = 0;     // the same with every core busy
-  int64_t gpus_per_node = 0;  // accelerators (GCDs on Frontier); 0: compute runs on the cores
-  double gpu_idle_w = 0;      // one accelerator, idle
-  double gpu_busy_w = 0;      // one accelerator, computing
-  double network_w = 0;       // per node: its NICs and its share of the switches, always on
-  std::string source;         // where the figures come from (URLs, assumptions)
+  double node_idle_w = 0;       // host part of a node (CPUs, memory, board) with idle cores
+  double node_busy_w = 0;       // the same with every core busy
+  int64_t gpus_per_node = 0;    // accelerators (GCDs on Frontier); 0: compute runs on the cores
+  double gpu_idle_w = 0;        // one accelerator, idle
+  double gpu_busy_w = 0;        // one accelerator, computing
+  double network_w = 0;         // per node: its NICs and its share of the switches, always on
+  std::string power_estimated;  // which power figures are estimates, not sourced ("" if none)
+  std::string source;           // where the figures come from (URLs, assumptions)
 };
 
 // The preset names: perlmutter, frontier, summit, local.
@@ -68,6 +69,11 @@ void validate(const Platform& platform);
 double epoch_energy_j(const Platform& platform, int64_t ranks, int64_t nodes,
                       int64_t ranks_per_node, double steps, double step_s, double compute_s,
                       double prefetch_s);
+// Its two shares: u, of a node's cores at work, min(1, R (step + prefetch) / (C step)); and an
+// accelerator's duty, min(1, compute / step).
+double core_share(const Platform& platform, int64_t ranks_per_node, double step_s,
+                  double prefetch_s);
+double accelerator_duty(double step_s, double compute_s);
 
 // What one training run moves and computes. Defaults: configs/cu_eam_schnet.json (Cu EAM, 108
 // atoms, SchNet with 2 interactions) trained on two ranks of this 2-core machine: medians over

@@ -1,15 +1,19 @@
 // tuner/simulate: the energy of an epoch. The arithmetic of epoch_energy_j against sums worked by
 // hand (host between idle and busy by the share of busy cores, accelerators by their duty,
 // accelerators without a rank at idle, the network always on), what simulate() and the CSV
-// carry, the presets' power figures, and the checks of bad power figures.
+// carry, the presets' power figures, the checks of bad power figures, and the time-energy plan at
+// a fixed global batch (its Pareto front and least-energy choice, and its refusals).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "tuner/cost_model.h"
+#include "tuner/plan.h"
 #include "tuner/simulate.h"
 
 namespace ddgnn {
@@ -134,6 +138,97 @@ TEST(PlatformPreset, BadPowerFiguresNameTheFieldAndTheOption) {
   p.gpus_per_node = -1;
   EXPECT_NE(message(p).find("--gpus-per-node"), std::string::npos) << message(p);
   EXPECT_EQ(message(powered()), "no error");
+}
+
+TEST(TimeEnergyPlan, TheBatchSplitsOverTheRanksAndTheComputeFollowsIt) {
+  Workload w;
+  w.batch = 2;
+  w.compute_s = 0.012;
+  w.collate_s = 0.002;
+  const Workload at8 = workload_at_batch(w, 8, 0.010);
+  EXPECT_DOUBLE_EQ(at8.batch, 8);
+  EXPECT_NEAR(at8.compute_s, 0.010 + 0.002 * 4, 1e-15);  // the fixed part once, the rest x 4
+  EXPECT_NEAR(at8.collate_s, 0.008, 1e-15);
+  EXPECT_NEAR(workload_at_batch(w, 1, 0).compute_s, 0.006, 1e-15);
+}
+
+TEST(TimeEnergyPlan, FrontIsUndominatedAndTheChoiceIsTheLeastEnergyWithinTheBound) {
+  const Platform p = powered();
+  Workload w;
+  w.graphs = 6400;
+  w.compute_s = 0.02;
+  const std::vector<int64_t> ranks = {1, 2, 3, 4, 8, 16, 32, 64, 128};
+  const Plan all = time_energy_plan(flat_models(1e-9), p, w, ranks, 64, 0.005, 0);
+  ASSERT_FALSE(all.points.empty());
+  std::set<int64_t> seen;
+  for (const PlanPoint& q : all.points) {
+    seen.insert(q.ranks);
+    EXPECT_DOUBLE_EQ(q.batch_per_rank * double(q.ranks), 64);  // the global batch, every P
+  }
+  EXPECT_EQ(seen, (std::set<int64_t>{1, 2, 4, 8, 16, 32, 64}));  // 3 and 128 do not divide 64
+  size_t on_front = 0;
+  for (const PlanPoint& q : all.points) {
+    bool dominated = false;
+    for (const PlanPoint& o : all.points)
+      dominated |= o.epoch_s <= q.epoch_s && o.energy_j <= q.energy_j &&
+                   (o.epoch_s < q.epoch_s || o.energy_j < q.energy_j);
+    EXPECT_EQ(q.pareto, !dominated) << q.ranks << " " << q.backend;
+    on_front += q.pareto;
+  }
+  EXPECT_GT(on_front, 1u);  // more ranks are faster and cost more: a trade-off, not one point
+  ASSERT_GE(all.choice, 0);
+  ASSERT_GE(all.fastest, 0);
+  double least = INFINITY, fastest = INFINITY;
+  for (const PlanPoint& q : all.points) {
+    least = std::min(least, q.energy_j);
+    fastest = std::min(fastest, q.epoch_s);
+  }
+  EXPECT_EQ(all.points[size_t(all.choice)].energy_j, least);
+  EXPECT_EQ(all.points[size_t(all.fastest)].epoch_s, fastest);
+
+  // A bound between the fastest and the frugal choice: the least energy among the fast enough.
+  const double bound = 0.5 * (fastest + all.points[size_t(all.choice)].epoch_s);
+  const Plan bounded = time_energy_plan(flat_models(1e-9), p, w, ranks, 64, 0.005, bound);
+  ASSERT_GE(bounded.choice, 0);
+  const PlanPoint& pick = bounded.points[size_t(bounded.choice)];
+  EXPECT_LE(pick.epoch_s, bound);
+  EXPECT_GT(pick.energy_j, least);
+  for (const PlanPoint& q : bounded.points)
+    if (q.epoch_s <= bound) {
+      EXPECT_GE(q.energy_j, pick.energy_j) << q.ranks << " " << q.backend;
+    }
+  EXPECT_TRUE(pick.pareto);
+  const std::string csv = plan_csv(p, bounded);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), kPlanCsvHeader);
+  EXPECT_NE(csv.find(",1,1,1\n"), std::string::npos);  // the choice: on the front, within, chosen
+
+  // Faster than any: no choice, and the fastest named.
+  const Plan none = time_energy_plan(flat_models(1e-9), p, w, ranks, 64, 0.005, 0.5 * fastest);
+  EXPECT_EQ(none.choice, -1);
+  EXPECT_EQ(none.points[size_t(none.fastest)].epoch_s, fastest);
+}
+
+TEST(TimeEnergyPlan, BadRequestsAreRefusedNamingTheOption) {
+  const Platform p = powered();
+  const Workload w;
+  const auto models = flat_models(1e-9);
+  const auto refused = [&](const Platform& pl, double batch, double fixed, double bound,
+                           const std::vector<int64_t>& ranks, const std::string& needle) {
+    try {
+      time_energy_plan(models, pl, w, ranks, batch, fixed, bound);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(p, 0, 0, 0, {1, 2}, "--global-batch 0");
+  refused(p, 2.5, 0, 0, {1, 2}, "a whole number");
+  refused(p, 64, 1.0, 0, {1, 2}, "--compute-fixed-s");
+  refused(p, 64, 0, -1, {1, 2}, "--time-bound");
+  refused(p, 64, 0, 0, {3, 5}, "no rank count of --ranks (3,5) divides it");
+  Platform unpowered = p;
+  unpowered.node_busy_w = 0;
+  refused(unpowered, 64, 0, 0, {1, 2}, "needs the platform's power figures");
 }
 
 }  // namespace
