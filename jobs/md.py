@@ -114,10 +114,11 @@ def _integrate(calc, atoms, steps, dt_fs, temperature, seed, log, every, max_for
         epot = atoms.get_potential_energy()
         ekin = atoms.get_kinetic_energy()
         f = float(np.linalg.norm(atoms.get_forces(), axis=1).max())
-        longest, closest, formed = math.nan, math.nan, None
+        longest, closest, formed, stretched = math.nan, math.nan, None, (0, 0)
         if not periodic and n > 1:
             d = atoms.get_all_distances()
             longest = float(d[bond].max()) if bond.any() else 0.0
+            stretched = np.argwhere(bond & (d == longest))[0] if bond.any() else (0, 0)
             closest = float(d[other].min()) if other.any() else math.inf
             close = np.argwhere(other & (d < near))
             if len(close):
@@ -130,9 +131,10 @@ def _integrate(calc, atoms, steps, dt_fs, temperature, seed, log, every, max_for
         if not np.isfinite(epot + ekin):
             failure = "energy not finite at step %d" % step
         elif f > max_force:
-            failure = "force %.3g eV/A > %g at step %d" % (f, max_force, step)
+            failure = "force %.4g eV/A > %g at step %d" % (f, max_force, step)
         elif longest > bond_break:
-            failure = "a bond stretched to %.3g A > %g at step %d" % (longest, bond_break, step)
+            failure = "the bond of atoms %d and %d stretched to %.3g A > %g at step %d" % (
+                stretched[0], stretched[1], longest, bond_break, step)
         elif formed:
             failure = "a bond formed (%s, not bonded at the start) at step %d" % (formed, step)
 
