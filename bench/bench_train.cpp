@@ -46,6 +46,7 @@
 #include <string>
 
 #include "core/alloc.h"
+#include "core/energy_meter.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "core/threads.h"
@@ -524,11 +525,28 @@ int bench_main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (g_step_mode == "graphs" && !device.is_cuda())
     usage_error("step=graphs needs a CUDA device (the fifth argument)");
+  // The machine's energy counters (core/energy_meter.h; DDGNN_ENERGY_ROOT points them at a
+  // test's tree): each row's joules and mean power, or the notice that there are none.
+  const char* energy_root = std::getenv("DDGNN_ENERGY_ROOT");
+  ddgnn::EnergyMeter meter(ddgnn::EnergySource::kAuto, energy_root ? energy_root : "");
+  if (meter.active())
+    std::printf("energy measured by %s: each row's joules below it\n", meter.description().c_str());
+  else
+    std::printf("%s\n", meter.notice().c_str());
   const auto run_one = [&](const Shape& s, const std::string& t, int n) {
+    const double j0 = meter.active() ? meter.joules() : 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
     if (g_step_mode.empty())
       run(s, t, n, trace, device);
     else
       run_train_step(s, t, n, device);
+    if (meter.active()) {
+      const double j = meter.joules() - j0;
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("%-10s %-6s energy %.4g J over %.3g s (%.4g W)\n", "", "", j, secs,
+                  secs > 0 ? j / secs : 0.0);
+    }
   };
   if (shapes.find('a') != std::string::npos)
     for (const auto& t : types) run_one(a, t, steps);

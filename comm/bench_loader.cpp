@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -13,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/fetch.h"
 #include "comm/mpi.h"
 #include "comm/store.h"
+#include "core/energy_meter.h"
 
 namespace ddgnn {
 
@@ -73,6 +76,15 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
   if (world_rank == 0)
     std::printf("%d ranks, width %d (%d per group), memcpy %.2f GB/s per rank\n", world, width,
                 group.size(), memcpy_bw);
+  // The machine's energy over the whole grid: one meter a node (its first rank), summed.
+  const Communicator node = Communicator::split_node(MPI_COMM_WORLD, world_rank);
+  std::unique_ptr<EnergyMeter> meter;
+  if (node.rank() == 0) {
+    const char* root = std::getenv("DDGNN_ENERGY_ROOT");
+    meter = std::make_unique<EnergyMeter>(EnergySource::kAuto, root ? root : "");
+  }
+  if (world_rank == 0 && meter && !meter->active()) std::printf("%s\n", meter->notice().c_str());
+  const auto grid_start = std::chrono::steady_clock::now();
   std::FILE* csv = nullptr;
   if (world_rank == 0 && !out_path.empty()) {
     const bool fresh = !std::ifstream(out_path).good();
@@ -248,6 +260,19 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
     for (auto& st : stores) st.reset();
   }
   if (csv) std::fclose(csv);
+  double energy[2] = {0, 0};  // joules, nodes measuring
+  if (meter && meter->active()) {
+    energy[0] = meter->joules();
+    energy[1] = 1;
+  }
+  MPI_CHECK(MPI_Reduce(world_rank == 0 ? MPI_IN_PLACE : energy, energy, 2, MPI_DOUBLE, MPI_SUM, 0,
+                       MPI_COMM_WORLD));
+  const double grid_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - grid_start).count();
+  if (world_rank == 0 && energy[1] > 0)
+    std::printf("energy: %.4g J over the grid's %.3g s (%.4g W), measured by %s on %.0f node(s)\n",
+                energy[0], grid_s, energy[0] / grid_s,
+                meter ? meter->description().c_str() : "the nodes' counters", energy[1]);
   return rows;
 }
 

@@ -442,6 +442,15 @@ std::map<std::string, double> EnergyMeter::total() {
   return out;
 }
 
+double EnergyMeter::joules() {
+  const auto by_domain = total();
+  double parts = 0;
+  for (const auto& [domain, j] : by_domain)
+    if (domain != "node") parts += j;
+  const auto node = by_domain.find("node");
+  return node != by_domain.end() ? node->second : parts;
+}
+
 std::vector<std::string> EnergyMeter::take_warnings() {
   std::lock_guard<std::mutex> lock(m_impl->mutex);
   std::vector<std::string> out;

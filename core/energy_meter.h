@@ -48,6 +48,9 @@ class EnergyMeter {
   // Joules counted since the meter started, by domain (only the domains some counter reports;
   // a counter that went missing keeps what it had counted). Reads the counters first.
   std::map<std::string, double> total();
+  // The same as one number: the node's counter where there is one (it includes the parts),
+  // else the sum of the parts.
+  double joules();
   // What happened since the last call that a run should hear once ("counter ... is no longer
   // readable: its domain counts no more").
   std::vector<std::string> take_warnings();

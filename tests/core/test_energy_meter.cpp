@@ -58,6 +58,7 @@ TEST(EnergyMeter, RaplPackagesAndDramAreSummedAndOtherZonesLeftOut) {
   EXPECT_DOUBLE_EQ(e.at("memory"), 5.0);
   EXPECT_EQ(e.count("node"), 0u);
   EXPECT_EQ(e.count("gpu"), 0u);
+  EXPECT_DOUBLE_EQ(m.joules(), 47.0);  // no node counter: the parts' sum
 }
 
 TEST(EnergyMeter, AWrappedCounterAddsWhatItCountedBeforeAndAfterTheWrap) {
@@ -142,6 +143,7 @@ TEST(EnergyMeter, CrayCountersGiveTheNodeAndItsPartsAndAutoPrefersThem) {
   EXPECT_DOUBLE_EQ(e.at("cpu"), 300.0);
   EXPECT_DOUBLE_EQ(e.at("memory"), 50.0);
   EXPECT_DOUBLE_EQ(e.at("gpu"), 450.0);
+  EXPECT_DOUBLE_EQ(m.joules(), 900.0);  // the node's counter holds its parts
 }
 
 TEST(EnergyMeter, NamesOfTheSources) {
