@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes the three parsers of untrusted input with libFuzzer: the extended XYZ reader
+# Fuzzes the parsers of untrusted input with libFuzzer: the extended XYZ reader
 # (fuzz/fuzz_extxyz.cpp), the config loader with --set overrides (fuzz/fuzz_config.cpp) and the
-# dataset reader on files with sound HDF5 structure and crafted content (fuzz/fuzz_dataset.cpp).
+# dataset reader on files with sound HDF5 structure and crafted content (fuzz/fuzz_dataset.cpp)
+# and the exact array encodings' decoder and round trip (fuzz/fuzz_codec.cpp).
 # Builds them with clang into ./build-sanitize (address + undefined sanitizers, the build of
 # `jobs/test.sh --sanitize`), runs each for SECONDS on the checked-in seed corpus (fuzz/corpus/)
 # plus what earlier runs found (build-sanitize/corpus/), and prints per target: executions,
 # executions/s, coverage (edges, features), corpus size, crashes. Exits 1 if any target crashed;
 # the input is kept under build-sanitize/crashes/<target>/ (add it to a regression test).
 #   jobs/fuzz.sh                       60 s per target (what the test suite runs)
-#   jobs/fuzz.sh --seconds 1200        an hour for the three
+#   jobs/fuzz.sh --seconds 900         an hour for the four
 #   jobs/fuzz.sh --seconds 30 config   one target
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,12 +23,12 @@ while [ $# -gt 0 ]; do
       seconds="$2"
       shift 2
       ;;
-    extxyz | config | dataset)
+    extxyz | config | dataset | codec)
       targets+=("$1")
       shift
       ;;
     *)
-      echo "fuzz.sh: unknown argument '$1' (targets: extxyz config dataset; --seconds S)" >&2
+      echo "fuzz.sh: unknown argument '$1' (targets: extxyz config dataset codec; --seconds S)" >&2
       exit 2
       ;;
   esac
@@ -36,7 +37,7 @@ done
   echo "fuzz.sh: --seconds expects a positive integer, got '$seconds'" >&2
   exit 2
 }
-[ ${#targets[@]} -gt 0 ] || targets=(extxyz config dataset)
+[ ${#targets[@]} -gt 0 ] || targets=(extxyz config dataset codec)
 
 build=build-sanitize
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDGNN_FUZZ=ON \
