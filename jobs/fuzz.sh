@@ -39,7 +39,7 @@ done
 }
 [ ${#targets[@]} -gt 0 ] || targets=(extxyz config dataset codec)
 
-build=build-sanitize
+build="build-sanitize"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDGNN_FUZZ=ON \
   -DDDGNN_WITH_TORCH=OFF -DDDGNN_WITH_CUDA=OFF -DDDGNN_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$cores" --target "${targets[@]/#/fuzz_}"
