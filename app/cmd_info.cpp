@@ -1,6 +1,8 @@
 // `ddgnn info data.h5`: what is in a dataset — sizes, species, energy and force statistics,
-// per-species reference energies (least squares), neighbours per atom within a radius.
+// per-species reference energies (least squares), neighbours per atom within a radius, and the
+// bytes a graph's record takes in the store, per array (loader/packed.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,9 +12,11 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "loader/array_codec.h"
 #include "loader/dataset.h"
 #include "loader/elements.h"
 #include "loader/outliers.h"
+#include "loader/packed.h"
 #include "loader/stats.h"
 
 namespace ddgnn {
@@ -25,6 +29,46 @@ struct InfoArgs {
   int64_t sample = 500;
   bool json = false;
 };
+
+// Records measured over at most this many graphs (the first ones).
+constexpr int64_t kRecordGraphs = 100000;
+
+nlohmann::json records_json(const RecordSizes& r) {
+  nlohmann::json arrays = nlohmann::json::array();
+  for (const auto& a : r.arrays) {
+    nlohmann::json chosen;
+    for (int e = 0; e < 4; ++e)
+      if (a.chosen[e] > 0) chosen[to_string(ArrayEncoding(e))] = a.chosen[e];
+    arrays.push_back({{"name", escape_invalid_utf8(a.name)},
+                      {"raw_bytes", a.raw},
+                      {"encoded_bytes", a.encoded},
+                      {"encodings", chosen}});
+  }
+  const double g = double(std::max<int64_t>(r.graphs, 1));
+  return {{"graphs_measured", r.graphs},
+          {"bytes_per_graph_raw", double(r.raw) / g},
+          {"bytes_per_graph_encoded", double(r.encoded) / g},
+          {"arrays", arrays}};
+}
+
+void print_records(const RecordSizes& r, int64_t n_graphs) {
+  const double g = double(std::max<int64_t>(r.graphs, 1));
+  std::printf(
+      "records        %.1f B a graph in the store, %.1f as float64: %.2fx smaller%s\n",
+      double(r.encoded) / g, double(r.raw) / g,
+      double(r.raw) / double(std::max<int64_t>(r.encoded, 1)),
+      r.graphs < n_graphs ? (" (the first " + std::to_string(r.graphs) + " graphs)").c_str() : "");
+  for (const auto& a : r.arrays) {
+    std::string chosen;
+    for (int e = 0; e < 4; ++e)
+      if (a.chosen[e] > 0)
+        chosen += (chosen.empty() ? "" : ", ") + std::string(to_string(ArrayEncoding(e))) + " " +
+                  std::to_string(a.chosen[e]);
+    std::printf("  %-12s %8.1f B a graph as float64, %8.1f encoded (%s)\n",
+                escape_invalid_utf8(a.name).c_str(), double(a.raw) / g, double(a.encoded) / g,
+                chosen.c_str());
+  }
+}
 
 nlohmann::json to_json(const Dataset& ds, const DatasetStats& st) {
   nlohmann::json j;
@@ -123,13 +167,16 @@ int run_info(const InfoArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   Dataset ds(a.path);
   const DatasetStats st = compute_stats(ds, a.radius, a.sample);
+  const RecordSizes records = record_sizes(ds, kRecordGraphs);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (a.json)
-    std::printf(
-        "%s\n",
-        to_json(ds, st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  else
+  if (a.json) {
+    nlohmann::json j = to_json(ds, st);
+    j["records"] = records_json(records);
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
     print_report(ds, st, s);
+    print_records(records, ds.n_graphs());
+  }
   return 0;
 }
 

@@ -1,105 +1,152 @@
-// Packing graphs to byte records and back (layout in packed.h).
+// Graphs to byte records and back (layout in packed.h).
 #include "loader/packed.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "loader/array_codec.h"
 
 namespace ddgnn {
 
 namespace {
 
-int64_t pad8(int64_t n) {
-  return (n + 7) / 8 * 8;
-}
+constexpr int64_t kHeaderBytes = 17;
 
-int32_t extra_width_of(const std::vector<ColumnInfo>& extra) {
+int32_t width_of(const std::vector<ColumnInfo>& columns) {
   int32_t w = 0;
-  for (const auto& c : extra) w += c.n_cols;
+  for (const auto& c : columns) w += c.n_cols;
   return w;
 }
 
-// Widths (doubles per atom) of a block's extra columns, from their sizes.
-std::vector<int32_t> extra_widths(const GraphBlock& block) {
-  int64_t total_atoms = 0;
-  for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
-  std::vector<int32_t> widths;
-  for (const auto& e : block.extra)
-    widths.push_back(total_atoms > 0 ? int32_t(int64_t(e.size()) / total_atoms) : 0);
-  return widths;
+// Widths (doubles per row) of a block's columns, from their sizes over `rows`.
+std::vector<int64_t> widths(const std::vector<std::vector<double>>& columns, int64_t rows) {
+  std::vector<int64_t> out;
+  for (const auto& c : columns) out.push_back(rows > 0 ? int64_t(c.size()) / rows : 0);
+  return out;
 }
 
-// Widths (doubles per graph) of a block's per-structure columns.
-std::vector<int32_t> graph_widths(const GraphBlock& block) {
-  const int64_t n = int64_t(block.n_graphs());
-  std::vector<int32_t> widths;
-  for (const auto& e : block.graph_extra)
-    widths.push_back(n > 0 ? int32_t(int64_t(e.size()) / n) : 0);
-  return widths;
+void put_i32(std::vector<uint8_t>& out, int32_t v) {
+  const auto u = uint32_t(v);
+  for (int b = 0; b < 4; ++b) out.push_back(uint8_t(u >> (8 * b)));
 }
 
-int32_t sum(const std::vector<int32_t>& widths) {
-  int32_t w = 0;
-  for (int32_t x : widths) w += x;
-  return w;
+int32_t get_i32(const uint8_t* p) {
+  uint32_t u = 0;
+  for (int b = 0; b < 4; ++b) u |= uint32_t(p[b]) << (8 * b);
+  return int32_t(u);
+}
+
+struct Header {
+  int32_t n_atoms = 0, config_type = 0, extra_width = 0, graph_width = 0;
+  uint8_t flags = 0;
+};
+
+Header read_header(const uint8_t* p) {
+  Header h;
+  h.n_atoms = get_i32(p);
+  h.config_type = get_i32(p + 4);
+  h.flags = p[8];
+  h.extra_width = get_i32(p + 9);
+  h.graph_width = get_i32(p + 13);
+  return h;
 }
 
 }  // namespace
 
-int64_t packed_size(int64_t n_atoms, bool has_forces, int32_t extra_width, int32_t graph_width) {
-  return int64_t(sizeof(PackedHeader)) + pad8(n_atoms) +
-         8 * n_atoms * (3 + (has_forces ? 3 : 0) + extra_width) + 8 * int64_t(graph_width);
+int64_t raw_record_bytes(int64_t n_atoms, bool has_forces, int64_t extra_width,
+                         int64_t graph_width) {
+  return 176 + (n_atoms + 7) / 8 * 8 + 8 * n_atoms * (3 + (has_forces ? 3 : 0) + extra_width) +
+         8 * graph_width;
 }
 
-std::vector<int64_t> packed_offsets(const GraphBlock& block) {
+std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out) {
   const bool forces = !block.forces.empty();
-  const int32_t width = sum(extra_widths(block)), gwidth = sum(graph_widths(block));
-  std::vector<int64_t> off(block.n_graphs() + 1, 0);
-  for (size_t i = 0; i < block.n_graphs(); ++i)
-    off[i + 1] = off[i] + packed_size(block.n_atoms[i], forces, width, gwidth);
-  return off;
-}
-
-void pack_block(const GraphBlock& block, const std::vector<int64_t>& offsets, uint8_t* out) {
-  const bool forces = !block.forces.empty();
-  const std::vector<int32_t> widths = extra_widths(block), gwidths = graph_widths(block);
-  const int32_t width = sum(widths), gwidth = sum(gwidths);
+  int64_t total_atoms = 0;
+  for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
+  const std::vector<int64_t> w = widths(block.extra, total_atoms);
+  const std::vector<int64_t> gw = widths(block.graph_extra, int64_t(block.n_graphs()));
+  int64_t width = 0, gwidth = 0;
+  for (int64_t x : w) width += x;
+  for (int64_t x : gw) gwidth += x;
+  const size_t start = out.size();
+  std::vector<int64_t> offsets(block.n_graphs() + 1, 0);
   for (size_t i = 0; i < block.n_graphs(); ++i) {
-    uint8_t* rec = out + offsets[i];
     const int64_t n = block.n_atoms[i], a0 = block.atom_start[i];
-    PackedHeader h;
-    h.n_atoms = int32_t(n);
-    h.config_type = block.config_type.empty() ? 0 : block.config_type[i];
-    h.has_forces = forces ? 1 : 0;
-    for (int k = 0; k < 3; ++k) h.pbc[k] = block.pbc[3 * i + k];
-    h.extra_width = width;
-    h.graph_width = gwidth;
-    h.energy = block.energy[i];
-    std::memcpy(h.cell, &block.cell[9 * i], sizeof h.cell);
-    if (!block.stress.empty()) std::memcpy(h.stress, &block.stress[9 * i], sizeof h.stress);
-    std::memcpy(rec, &h, sizeof h);
-    uint8_t* p = rec + sizeof h;
-    std::memset(p, 0, size_t(pad8(n)));
-    std::memcpy(p, &block.z[size_t(a0)], size_t(n));
-    p += pad8(n);
-    std::memcpy(p, &block.pos[size_t(3 * a0)], size_t(24 * n));
-    p += 24 * n;
-    if (forces) {
-      std::memcpy(p, &block.forces[size_t(3 * a0)], size_t(24 * n));
-      p += 24 * n;
+    put_i32(out, int32_t(n));
+    put_i32(out, block.config_type.empty() ? 0 : block.config_type[i]);
+    out.push_back(uint8_t((forces ? 1 : 0) | (block.pbc[3 * i] ? 2 : 0) |
+                          (block.pbc[3 * i + 1] ? 4 : 0) | (block.pbc[3 * i + 2] ? 8 : 0)));
+    put_i32(out, int32_t(width));
+    put_i32(out, int32_t(gwidth));
+    out.insert(out.end(), block.z.begin() + a0, block.z.begin() + a0 + n);
+    encode_array(&block.energy[i], 1, out);
+    encode_array(&block.cell[9 * i], 9, out);
+    if (block.stress.empty()) {
+      const double none[9] = {};  // as the reader's zero stress of a block without one
+      encode_array(none, 9, out);
+    } else {
+      encode_array(&block.stress[9 * i], 9, out);
     }
-    for (size_t c = 0; c < block.extra.size(); ++c) {
-      const int64_t w = widths[c];
-      std::memcpy(p, &block.extra[c][size_t(w * a0)], size_t(8 * w * n));
-      p += 8 * w * n;
-    }
-    for (size_t c = 0; c < block.graph_extra.size(); ++c) {
-      const int64_t w = gwidths[c];
-      std::memcpy(p, &block.graph_extra[c][size_t(w) * i], size_t(8 * w));
-      p += 8 * w;
-    }
+    encode_array(&block.pos[size_t(3 * a0)], 3 * n, out);
+    if (forces) encode_array(&block.forces[size_t(3 * a0)], 3 * n, out);
+    for (size_t c = 0; c < block.extra.size(); ++c)
+      encode_array(&block.extra[c][size_t(w[c] * a0)], w[c] * n, out);
+    for (size_t c = 0; c < block.graph_extra.size(); ++c)
+      encode_array(&block.graph_extra[c][size_t(gw[c]) * i], gw[c], out);
+    offsets[i + 1] = int64_t(out.size() - start);
   }
+  return offsets;
+}
+
+RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
+  RecordSizes out;
+  const int64_t total =
+      max_graphs > 0 ? std::min(max_graphs, dataset.n_graphs()) : dataset.n_graphs();
+  out.arrays.resize(5);
+  const char* names[] = {"energy", "cell", "stress", "pos", "forces"};
+  for (int k = 0; k < 5; ++k) out.arrays[size_t(k)].name = names[k];
+  for (const auto& c : dataset.extra_columns()) out.arrays.push_back({c.name});
+  for (const auto& c : dataset.graph_columns()) out.arrays.push_back({c.name});
+  int64_t width = 0, gwidth = 0;
+  for (const auto& c : dataset.extra_columns()) width += c.n_cols;
+  for (const auto& c : dataset.graph_columns()) gwidth += c.n_cols;
+  std::vector<uint8_t> scratch;
+  for (int64_t first = 0; first < total; first += 10000) {
+    const GraphBlock b = dataset.read(first, std::min<int64_t>(10000, total - first));
+    scratch.clear();
+    const std::vector<int64_t> off = pack_records(b, scratch);
+    out.encoded += off.back();
+    for (size_t g = 0; g < b.n_graphs(); ++g) {
+      const int64_t n = b.n_atoms[g], a0 = b.atom_start[g];
+      out.raw += raw_record_bytes(n, !b.forces.empty(), width, gwidth);
+      const auto tally = [&](size_t k, const double* v, int64_t count) {
+        scratch.clear();
+        const ArrayEncoding e = encode_array(v, count, scratch);
+        out.arrays[k].raw += 8 * count;
+        out.arrays[k].encoded += int64_t(scratch.size());
+        out.arrays[k].chosen[int(e)] += 1;
+      };
+      tally(0, &b.energy[g], 1);
+      tally(1, &b.cell[9 * g], 9);
+      tally(2, &b.stress[9 * g], 9);
+      tally(3, &b.pos[size_t(3 * a0)], 3 * n);
+      if (!b.forces.empty()) tally(4, &b.forces[size_t(3 * a0)], 3 * n);
+      size_t k = 5;
+      for (size_t c = 0; c < b.extra.size(); ++c, ++k) {
+        const int64_t w = dataset.extra_columns()[c].n_cols;
+        tally(k, &b.extra[c][size_t(w * a0)], w * n);
+      }
+      for (size_t c = 0; c < b.graph_extra.size(); ++c, ++k) {
+        const int64_t w = dataset.graph_columns()[c].n_cols;
+        tally(k, &b.graph_extra[c][size_t(w) * g], w);
+      }
+    }
+    out.graphs += int64_t(b.n_graphs());
+  }
+  if (!dataset.has_forces()) out.arrays.erase(out.arrays.begin() + 4);
+  return out;
 }
 
 GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n,
@@ -107,72 +154,80 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
                           const std::vector<ColumnInfo>& graph_extra) {
   GraphBlock b;
   b.first = -1;
-  const int32_t width = extra_width_of(extra), gwidth = extra_width_of(graph_extra);
+  const int32_t width = width_of(extra), gwidth = width_of(graph_extra);
+  const auto where = [n](int64_t i) {
+    return "record " + std::to_string(i + 1) + " of " + std::to_string(n) + ": ";
+  };
+  // The atoms of every record first (to size the block: a count the record cannot hold is
+  // refused here, before any allocation), the rest of each header in order below.
   int64_t total_atoms = 0;
-  std::vector<PackedHeader> headers(static_cast<size_t>(n));
-  bool forces = false;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t size = offsets[i + 1] - offsets[i];
-    const std::string where = "record " + std::to_string(i + 1) + " of " + std::to_string(n) + ": ";
-    if (size < int64_t(sizeof(PackedHeader)))
-      throw DataError(where + std::to_string(size) + " bytes, shorter than a header",
+    const int32_t atoms = size >= kHeaderBytes ? get_i32(data + offsets[i]) : 0;
+    if (size < kHeaderBytes || atoms < 0 || atoms > size)
+      throw DataError(where(i) + std::to_string(size) + " bytes, not a record of " +
+                          std::to_string(atoms) + " atoms",
                       "the sender and receiver disagree on the store's layout");
-    std::memcpy(&headers[size_t(i)], data + offsets[i], sizeof(PackedHeader));
-    const PackedHeader& h = headers[size_t(i)];
-    if (i == 0) forces = h.has_forces != 0;
-    if (h.n_atoms < 0 || h.extra_width != width || h.graph_width != gwidth ||
-        (h.has_forces != 0) != forces || packed_size(h.n_atoms, forces, width, gwidth) != size)
-      throw DataError(where + "header (" + std::to_string(h.n_atoms) + " atoms) does not match " +
-                          std::to_string(size) + " bytes",
-                      "the record is corrupted or from another dataset");
-    total_atoms += h.n_atoms;
+    total_atoms += atoms;
   }
-  b.atom_start.resize(static_cast<size_t>(n));
-  b.n_atoms.resize(static_cast<size_t>(n));
-  b.energy.resize(static_cast<size_t>(n));
-  b.cell.resize(size_t(9 * n));
-  b.pbc.resize(size_t(3 * n));
-  b.stress.resize(size_t(9 * n));
-  b.config_type.resize(static_cast<size_t>(n));
-  b.z.resize(static_cast<size_t>(total_atoms));
-  b.pos.resize(size_t(3 * total_atoms));
-  if (forces) b.forces.resize(size_t(3 * total_atoms));
+  const bool forces = n > 0 && (read_header(data + offsets[0]).flags & 1) != 0;
+  const auto sz = [](int64_t k) { return static_cast<size_t>(k); };
+  b.atom_start.resize(sz(n));
+  b.n_atoms.resize(sz(n));
+  b.energy.resize(sz(n));
+  b.cell.resize(sz(9 * n));
+  b.pbc.resize(sz(3 * n));
+  b.stress.resize(sz(9 * n));
+  b.config_type.resize(sz(n));
+  b.z.resize(sz(total_atoms));
+  b.pos.resize(sz(3 * total_atoms));
+  if (forces) b.forces.resize(sz(3 * total_atoms));
   b.extra.resize(extra.size());
-  for (size_t c = 0; c < extra.size(); ++c)
-    b.extra[c].resize(size_t(extra[c].n_cols * total_atoms));
+  for (size_t c = 0; c < extra.size(); ++c) b.extra[c].resize(sz(extra[c].n_cols * total_atoms));
   b.graph_extra.resize(graph_extra.size());
   for (size_t c = 0; c < graph_extra.size(); ++c)
-    b.graph_extra[c].resize(size_t(graph_extra[c].n_cols * n));
+    b.graph_extra[c].resize(sz(graph_extra[c].n_cols * n));
   int64_t a0 = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const PackedHeader& h = headers[size_t(i)];
+    const uint8_t* p = data + offsets[i];
+    const uint8_t* end = data + offsets[i + 1];
+    const Header h = read_header(p);
+    if (h.extra_width != width || h.graph_width != gwidth || ((h.flags & 1) != 0) != forces ||
+        (h.flags & ~15) != 0)
+      throw DataError(where(i) + "header (" + std::to_string(h.n_atoms) + " atoms, columns " +
+                          std::to_string(h.extra_width) + " + " + std::to_string(h.graph_width) +
+                          ", flags " + std::to_string(h.flags) + ") is not one of this dataset",
+                      "the record is corrupted or from another dataset");
     const int64_t na = h.n_atoms;
-    b.atom_start[size_t(i)] = a0;
-    b.n_atoms[size_t(i)] = h.n_atoms;
-    b.energy[size_t(i)] = h.energy;
-    b.config_type[size_t(i)] = h.config_type;
-    std::memcpy(&b.cell[size_t(9 * i)], h.cell, sizeof h.cell);
-    std::memcpy(&b.stress[size_t(9 * i)], h.stress, sizeof h.stress);
-    for (int k = 0; k < 3; ++k) b.pbc[size_t(3 * i + k)] = h.pbc[k];
-    const uint8_t* p = data + offsets[i] + sizeof(PackedHeader);
-    std::memcpy(&b.z[size_t(a0)], p, size_t(na));
-    p += pad8(na);
-    std::memcpy(&b.pos[size_t(3 * a0)], p, size_t(24 * na));
-    p += 24 * na;
-    if (forces) {
-      std::memcpy(&b.forces[size_t(3 * a0)], p, size_t(24 * na));
-      p += 24 * na;
-    }
-    for (size_t c = 0; c < extra.size(); ++c) {
-      const int64_t w = extra[c].n_cols;
-      std::memcpy(&b.extra[c][size_t(w * a0)], p, size_t(8 * w * na));
-      p += 8 * w * na;
-    }
-    for (size_t c = 0; c < graph_extra.size(); ++c) {
-      const int64_t w = graph_extra[c].n_cols;
-      std::memcpy(&b.graph_extra[c][size_t(w * i)], p, size_t(8 * w));
-      p += 8 * w;
-    }
+    b.atom_start[sz(i)] = a0;
+    b.n_atoms[sz(i)] = h.n_atoms;
+    b.config_type[sz(i)] = h.config_type;
+    for (int k = 0; k < 3; ++k) b.pbc[sz(3 * i + k)] = (h.flags >> (k + 1)) & 1;
+    p += kHeaderBytes;
+    if (end - p < na)
+      throw DataError(where(i) + "its " + std::to_string(na) + " atomic numbers run past its end",
+                      "the record is corrupted or from another dataset");
+    std::memcpy(&b.z[sz(a0)], p, sz(na));
+    p += na;
+    const auto decode = [&](double* dst, int64_t count) {
+      try {
+        p += decode_array(p, end - p, count, dst);
+      } catch (const DataError& e) {
+        throw DataError(where(i) + e.what(), e.hint());
+      }
+    };
+    decode(&b.energy[sz(i)], 1);
+    decode(&b.cell[sz(9 * i)], 9);
+    decode(&b.stress[sz(9 * i)], 9);
+    decode(&b.pos[sz(3 * a0)], 3 * na);
+    if (forces) decode(&b.forces[sz(3 * a0)], 3 * na);
+    for (size_t c = 0; c < extra.size(); ++c)
+      decode(&b.extra[c][sz(extra[c].n_cols * a0)], extra[c].n_cols * na);
+    for (size_t c = 0; c < graph_extra.size(); ++c)
+      decode(&b.graph_extra[c][sz(graph_extra[c].n_cols * i)], graph_extra[c].n_cols);
+    if (p != end)
+      throw DataError(where(i) + std::to_string(end - p) + " bytes left after its last array",
+                      "the record is corrupted or from another dataset");
     a0 += na;
   }
   return b;

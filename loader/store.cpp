@@ -2,6 +2,7 @@
 #include "loader/store.h"
 
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "comm/mpi.h"
@@ -26,12 +27,14 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
     failed = std::current_exception();
   }
   throw_if_any_failed(group, failed);
-  const std::vector<int64_t> offsets = packed_offsets(block);
-  std::vector<int64_t> sizes(block.n_graphs());
+  std::vector<uint8_t> records;
+  const std::vector<int64_t> offsets = pack_records(block, records);
+  block = GraphBlock();  // the records hold it now (half its bytes or less)
+  std::vector<int64_t> sizes(offsets.size() - 1);
   for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = offsets[i + 1] - offsets[i];
   StoreLoad out;
   out.store = std::make_unique<ByteStore>(group, dataset.n_graphs(), sizes, options);
-  pack_block(block, offsets, out.store->data());
+  if (!records.empty()) std::memcpy(out.store->data(), records.data(), records.size());
   out.store->ready();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
@@ -56,10 +59,8 @@ class FileFetcher : public Fetcher {
       while (k + len < n && ids[k + len] == ids[k] + len && ids[k + len] < m_dataset.n_graphs())
         ++len;
       const GraphBlock block = m_dataset.read(ids[k], len);
-      const std::vector<int64_t> off = packed_offsets(block);
       const size_t at = out.bytes.size();
-      out.bytes.resize(at + static_cast<size_t>(off.back()));
-      pack_block(block, off, out.bytes.data() + at);
+      const std::vector<int64_t> off = pack_records(block, out.bytes);
       for (int64_t j = 0; j < len; ++j)
         out.offsets.push_back(int64_t(at) + off[static_cast<size_t>(j + 1)]);
       k += len;

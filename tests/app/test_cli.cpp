@@ -57,9 +57,20 @@ TEST(Cli, ConvertThenInfo) {
   EXPECT_EQ(j["periodic_graphs"], 2);
   // fcc Cu at 5 Å has 42 neighbours; the molecule's atoms have 2; sampled: all 3 graphs.
   EXPECT_NEAR(j["neighbours"]["mean"].get<double>(), (8 * 42 + 3 * 2) / 11.0, 1e-9);
+  // The records of the store: the text-born arrays decimal, the molecule's zero cell constant.
+  const auto& rec = j["records"];
+  EXPECT_EQ(rec["graphs_measured"], 3);
+  EXPECT_LT(rec["bytes_per_graph_encoded"].get<double>(),
+            0.6 * rec["bytes_per_graph_raw"].get<double>());
+  ASSERT_EQ(rec["arrays"].size(), 5u);
+  EXPECT_EQ(rec["arrays"][3]["name"], "pos");
+  EXPECT_EQ(rec["arrays"][3]["encodings"]["decimal"], 3);
+  EXPECT_EQ(rec["arrays"][1]["name"], "cell");
+  EXPECT_GE(rec["arrays"][1]["encodings"]["constant"].get<int>(), 1);
   Result report = run("info " + dir.file("d.h5"));
   EXPECT_EQ(report.code, 0);
   EXPECT_NE(report.out.find("reference energy"), std::string::npos);
+  EXPECT_NE(report.out.find("B a graph in the store"), std::string::npos) << report.out;
 }
 
 TEST(Cli, AppendAndRefuseToOverwrite) {

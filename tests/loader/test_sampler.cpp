@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -154,9 +155,8 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   testing::write_lj_dataset(dir.file("d.h5"), lo);
   const Dataset ds(dir.file("d.h5"));
   const GraphBlock b = ds.read(2, 6);
-  const std::vector<int64_t> off = packed_offsets(b);
-  std::vector<uint8_t> bytes(static_cast<size_t>(off.back()));
-  pack_block(b, off, bytes.data());
+  std::vector<uint8_t> bytes;
+  const std::vector<int64_t> off = pack_records(b, bytes);
   const GraphBlock u =
       unpack_records(bytes.data(), off.data(), 6, ds.extra_columns(), ds.graph_columns());
   EXPECT_EQ(u.n_atoms, b.n_atoms);
@@ -181,6 +181,48 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("record 3 of 6"), std::string::npos) << e.what();
   }
+  const auto refused = [&](const std::vector<uint8_t>& b, const std::vector<ColumnInfo>& extra,
+                           const std::string& needle) {
+    try {
+      unpack_records(b.data(), off.data(), 6, extra, ds.graph_columns());
+      ADD_FAILURE() << "no error: " << needle;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // Records of a dataset with other columns.
+  refused(bytes, {}, "record 1 of 6: header (");
+  // A damaged encoding byte: record 2's energy (after its 17-byte header and atomic numbers).
+  std::vector<uint8_t> damaged = bytes;
+  damaged[size_t(off[1] + 17 + b.n_atoms[1])] = 9;
+  refused(damaged, ds.extra_columns(), "record 2 of 6: encoded array: unknown encoding 9");
+}
+
+TEST(Packed, RecordsOfTextBornValuesAreUnderHalfTheirFloat64sAndComeBackBitForBit) {
+  // Positions and forces as an extxyz file gives them: a few decimals.
+  GraphBlock b;
+  b.first = 0;
+  b.n_atoms = {3, 2};
+  b.atom_start = {0, 3};
+  b.energy = {-12.34567, -8.5};
+  b.cell.assign(18, 0.0);
+  b.pbc.assign(6, 0);
+  b.stress.assign(18, std::nan(""));
+  b.config_type = {0, 0};
+  b.z = {8, 1, 1, 6, 6};
+  b.pos = {0.0,      0.0, 0.11730, 0.0, 0.75720, -0.46920, 0.0,    -0.75720,
+           -0.46920, 0.0, 0.0,     0.0, 0.0,     0.0,      1.20300};
+  b.forces = {0.012345, -0.000120, 0.5,    -0.25,     1.0e-6,  -3.141593, 0.1,    0.2,
+              0.3,      -0.4,      0.5625, -0.000001, 2.71828, 0.0,       -0.0625};
+  std::vector<uint8_t> bytes;
+  const std::vector<int64_t> off = pack_records(b, bytes);
+  EXPECT_LT(off[1], raw_record_bytes(3, true, 0, 0) / 2);
+  const GraphBlock u = unpack_records(bytes.data(), off.data(), 2, {}, {});
+  EXPECT_EQ(u.pos, b.pos);
+  EXPECT_EQ(u.forces, b.forces);
+  EXPECT_EQ(u.energy, b.energy);
+  EXPECT_EQ(u.z, b.z);
+  for (double s : u.stress) EXPECT_TRUE(std::isnan(s));  // "no stress" stays NaN
 }
 
 }  // namespace

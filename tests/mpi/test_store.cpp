@@ -53,11 +53,7 @@ class StoreTest : public ::testing::Test {
   static std::vector<uint8_t> reference(const std::vector<int64_t>& ids) {
     std::vector<uint8_t> out;
     for (int64_t id : ids) {
-      const GraphBlock b = s_dataset->read(id, 1);
-      const std::vector<int64_t> off = packed_offsets(b);
-      std::vector<uint8_t> rec(size_t(off.back()));
-      pack_block(b, off, rec.data());
-      out.insert(out.end(), rec.begin(), rec.end());
+      pack_records(s_dataset->read(id, 1), out);
     }
     return out;
   }
