@@ -313,42 +313,35 @@ struct EnergyMeter::Impl {
     return "";
   }
 
-  std::string open_nvml() {
-    std::string why;
-    nvml.open(why);
-    if (nvml.devices.empty()) return why;
-    for (size_t k = 0; k < nvml.devices.size(); ++k) {
+  // One counter per GPU of a library: `prefix`:k, in `scale` joules a unit.
+  void add_gpus(Counter::Kind kind, const std::string& prefix, size_t n, double scale,
+                const std::string& library) {
+    for (size_t k = 0; k < n; ++k) {
       Counter c;
-      c.name = "nvml:" + std::to_string(k);
+      c.name = prefix + ":" + std::to_string(k);
       c.domain = "gpu";
-      c.kind = Counter::kNvml;
+      c.kind = kind;
       c.gpu = int(k);
-      c.scale = 1e-3;  // mJ
+      c.scale = scale;
       c.last = raw(c, nullptr).value_or(std::nan(""));
       counters.push_back(c);
     }
-    description +=
-        (description.empty() ? "" : ", ") + std::string("NVML (") + gpus(nvml.devices.size()) + ")";
-    return "";
+    description += (description.empty() ? "" : ", ") + library + " (" + gpus(n) + ")";
+  }
+
+  std::string open_nvml() {
+    std::string why;
+    nvml.open(why);
+    if (!nvml.devices.empty()) add_gpus(Counter::kNvml, "nvml", nvml.devices.size(), 1e-3, "NVML");
+    return nvml.devices.empty() ? why : "";
   }
 
   std::string open_rocm() {
     std::string why;
     rocm.open(why);
-    if (rocm.devices.empty()) return why;
-    for (size_t k = 0; k < rocm.devices.size(); ++k) {
-      Counter c;
-      c.name = "rocm_smi:" + std::to_string(k);
-      c.domain = "gpu";
-      c.kind = Counter::kRocm;
-      c.gpu = int(k);
-      c.scale = 1e-6;  // µJ
-      c.last = raw(c, nullptr).value_or(std::nan(""));
-      counters.push_back(c);
-    }
-    description += (description.empty() ? "" : ", ") + std::string("ROCm SMI (") +
-                   gpus(rocm.devices.size()) + ")";
-    return "";
+    if (!rocm.devices.empty())
+      add_gpus(Counter::kRocm, "rocm_smi", rocm.devices.size(), 1e-6, "ROCm SMI");
+    return rocm.devices.empty() ? why : "";
   }
 
   static std::string gpus(size_t n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
