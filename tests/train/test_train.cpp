@@ -259,11 +259,8 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   }
   const auto csv = lines(read_text(dir.file("r") + "/metrics.csv"));
   ASSERT_EQ(csv.size(), 2u);
-  std::vector<std::string> head, row;
-  for (auto [text, out] : {std::pair{&csv[0], &head}, std::pair{&csv[1], &row}}) {
-    std::stringstream ss(*text);
-    for (std::string f; std::getline(ss, f, ',');) out->push_back(f);
-  }
+  const std::vector<std::string> head = testing::split_csv(csv[0]),
+                                 row = testing::split_csv(csv[1]);
   ASSERT_EQ(head.size(), row.size());
   const auto column = [&](const std::string& name) {
     const auto it = std::find(head.begin(), head.end(), name);
