@@ -51,4 +51,15 @@ std::string escape_invalid_utf8(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', start)) {
+    out.push_back(line.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (!line.empty()) out.push_back(line.substr(start));
+  return out;
+}
+
 }  // namespace ddgnn

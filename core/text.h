@@ -1,5 +1,6 @@
 // Text helpers for messages and for names that come from outside (file names, config types):
-// names joined into one line, and the UTF-8 check that every name stored as text must pass.
+// names joined into one line, the fields of a line of ddgnn's CSV files, and the UTF-8 check
+// that every name stored as text must pass.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,10 @@ inline std::string join_names(const std::vector<std::string>& names,
   for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
   return out;
 }
+
+// The comma-separated fields of one line of a CSV file ddgnn writes (no quoting: its CSV files
+// have none), an empty last field included ("a,b," is three fields).
+std::vector<std::string> split_csv_line(const std::string& line);
 
 // Byte offset of the first byte of `s` that is not valid UTF-8 (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF), or npos.

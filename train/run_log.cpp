@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/text.h"
 
 namespace ddgnn {
 
@@ -31,13 +32,6 @@ std::string csv_cell(const nlohmann::json& v) {
   }
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
-}
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  for (std::string cell; std::getline(ss, cell, ',');) out.push_back(cell);
-  return out;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -77,8 +71,7 @@ MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns
     std::istringstream rows(rest);
     for (std::string line; std::getline(rows, line);) {
       if (line.empty()) continue;
-      auto cells = split_csv_line(line);
-      if (!line.empty() && line.back() == ',') cells.emplace_back();  // an empty last cell
+      const auto cells = split_csv_line(line);
       // A row cut short (a full disk, a kill in mid-write): dropped; the checkpoint's row of
       // the resumed epoch comes back below.
       if (cells.size() != old_columns.size()) continue;

@@ -11,21 +11,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace ddgnn {
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::string field;
-  std::stringstream ss(line);
-  while (std::getline(ss, field, ',')) out.push_back(field);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
 
 // y = a + b x by least squares; false (a = mean y) when x spreads less than `min_spread`.
 bool line_fit(const std::vector<double>& x, const std::vector<double>& y, double min_spread,
@@ -69,7 +61,7 @@ MeasuredRun read_measured_run(const std::string& run_dir) {
                       "give the run directory of a `ddgnn train` run");
   std::string line;
   std::getline(in, line);
-  const std::vector<std::string> header = split(line);
+  const std::vector<std::string> header = split_csv_line(line);
   std::map<std::string, size_t> col;
   for (size_t k = 0; k < header.size(); ++k) col[header[k]] = k;
   for (const char* need : {"epoch_s", "energy_j", "forward_s", "backward_s", "fetch_s"})
@@ -81,7 +73,7 @@ MeasuredRun read_measured_run(const std::string& run_dir) {
   while (std::getline(in, line)) {
     ++row;
     if (line.empty()) continue;
-    const std::vector<std::string> f = split(line);
+    const std::vector<std::string> f = split_csv_line(line);
     const auto num = [&](const char* name) {
       const auto it = col.find(name);
       if (it == col.end() || it->second >= f.size() || f[it->second].empty()) return kNaN;

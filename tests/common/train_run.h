@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../common/temp_dir.h"
+#include "core/text.h"
 #include "model/precision.h"
 #include "train/checkpoint.h"
 #include "train/model_setup.h"
@@ -133,26 +134,17 @@ inline std::vector<at::Tensor> checkpoint_parameters(const std::string& path) {
   return out;
 }
 
-// The comma-separated fields of one line of a CSV file (no quoting: ddgnn's CSV files have none).
-inline std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
-  if (!line.empty() && line.back() == ',') out.emplace_back();  // a last field that is empty
-  return out;
-}
-
 // Every row's value of a metrics.csv column as written, epoch by epoch (a test failure, and no
 // values, when there is no such column).
 inline std::vector<std::string> metric_column(const std::string& csv, const std::string& name) {
   const std::vector<std::string> rows = lines(read_text(csv));
-  const std::vector<std::string> header = split_csv(rows.at(0));
+  const std::vector<std::string> header = split_csv_line(rows.at(0));
   const auto col = std::find(header.begin(), header.end(), name);
   EXPECT_NE(col, header.end()) << "no column " << name << " in " << rows[0];
   std::vector<std::string> out;
   if (col == header.end()) return out;
   for (size_t r = 1; r < rows.size(); ++r)
-    out.push_back(split_csv(rows[r]).at(size_t(col - header.begin())));
+    out.push_back(split_csv_line(rows[r]).at(size_t(col - header.begin())));
   return out;
 }
 
@@ -173,7 +165,7 @@ inline double last_metric(const std::string& csv, const std::string& name) {
 // metrics.csv without the timing columns (they differ between runs).
 inline std::vector<std::string> metric_values(const std::string& csv) {
   const auto rows = lines(read_text(csv));
-  const std::vector<std::string> header = split_csv(rows.at(0));
+  const std::vector<std::string> header = split_csv_line(rows.at(0));
   std::vector<std::string> out;
   for (size_t r = 1; r < rows.size(); ++r) {
     std::stringstream ss(rows[r]);

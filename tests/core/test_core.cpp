@@ -52,6 +52,15 @@ TEST(ErrorLine, FileSystemAndMemoryErrorsAreNotCalledBugs) {
 }
 
 // Every byte that is not part of valid UTF-8 is found and escaped, and valid text is kept.
+TEST(Text, CsvFieldsKeepAnEmptyLastField) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split_csv_line("a,b,c"), (V{"a", "b", "c"}));
+  EXPECT_EQ(split_csv_line("1,,3,"), (V{"1", "", "3", ""}));  // metrics.csv's empty energy
+  EXPECT_EQ(split_csv_line(","), (V{"", ""}));
+  EXPECT_EQ(split_csv_line("x"), (V{"x"}));
+  EXPECT_TRUE(split_csv_line("").empty());
+}
+
 TEST(Text, Utf8IsCheckedAndOddBytesEscaped) {
   EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
   EXPECT_EQ(invalid_utf8_at("caf\xe9"), 3u);           // Latin-1

@@ -259,8 +259,7 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   }
   const auto csv = lines(read_text(dir.file("r") + "/metrics.csv"));
   ASSERT_EQ(csv.size(), 2u);
-  const std::vector<std::string> head = testing::split_csv(csv[0]),
-                                 row = testing::split_csv(csv[1]);
+  const std::vector<std::string> head = split_csv_line(csv[0]), row = split_csv_line(csv[1]);
   ASSERT_EQ(head.size(), row.size());
   const auto column = [&](const std::string& name) {
     const auto it = std::find(head.begin(), head.end(), name);
