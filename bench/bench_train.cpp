@@ -527,8 +527,7 @@ int bench_main(int argc, char** argv) {
     usage_error("step=graphs needs a CUDA device (the fifth argument)");
   // The machine's energy counters (core/energy_meter.h; DDGNN_ENERGY_ROOT points them at a
   // test's tree): each row's joules and mean power, or the notice that there are none.
-  const char* energy_root = std::getenv("DDGNN_ENERGY_ROOT");
-  ddgnn::EnergyMeter meter(ddgnn::EnergySource::kAuto, energy_root ? energy_root : "");
+  ddgnn::EnergyMeter meter(ddgnn::EnergySource::kAuto);
   if (meter.active())
     std::printf("energy measured by %s: each row's joules below it\n", meter.description().c_str());
   else

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -79,10 +78,7 @@ int64_t run_loader_bench(const LoaderBenchOptions& options) {
   // The machine's energy over the whole grid: one meter a node (its first rank), summed.
   const Communicator node = Communicator::split_node(MPI_COMM_WORLD, world_rank);
   std::unique_ptr<EnergyMeter> meter;
-  if (node.rank() == 0) {
-    const char* root = std::getenv("DDGNN_ENERGY_ROOT");
-    meter = std::make_unique<EnergyMeter>(EnergySource::kAuto, root ? root : "");
-  }
+  if (node.rank() == 0) meter = std::make_unique<EnergyMeter>(EnergySource::kAuto);
   if (world_rank == 0 && meter && !meter->active()) std::printf("%s\n", meter->notice().c_str());
   const auto grid_start = std::chrono::steady_clock::now();
   std::FILE* csv = nullptr;

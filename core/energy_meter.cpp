@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -347,9 +348,11 @@ struct EnergyMeter::Impl {
   static std::string gpus(size_t n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
 };
 
-EnergyMeter::EnergyMeter(EnergySource source, const std::string& root, double poll_s)
+EnergyMeter::EnergyMeter(EnergySource source, std::optional<std::string> given_root, double poll_s)
     : m_impl(std::make_unique<Impl>()) {
   Impl& m = *m_impl;
+  const char* env = std::getenv("DDGNN_ENERGY_ROOT");
+  const std::string root = given_root ? *given_root : env ? env : "";
   std::vector<std::string> why;
   const auto note = [&](const std::string& w) {
     if (!w.empty()) why.push_back(w);
@@ -435,13 +438,16 @@ std::map<std::string, double> EnergyMeter::total() {
   return out;
 }
 
-double EnergyMeter::joules() {
-  const auto by_domain = total();
+double energy_total(const std::map<std::string, double>& by_domain) {
   double parts = 0;
   for (const auto& [domain, j] : by_domain)
     if (domain != "node") parts += j;
   const auto node = by_domain.find("node");
   return node != by_domain.end() ? node->second : parts;
+}
+
+double EnergyMeter::joules() {
+  return energy_total(total());
 }
 
 std::vector<std::string> EnergyMeter::take_warnings() {

@@ -25,12 +25,17 @@ const char* to_string(EnergySource source);
 // The domains a source may report, in this order: the whole node, the CPUs, the memory, the GPUs.
 const std::vector<std::string>& energy_domains();
 
+// Joules by domain as one number: the node's where it is known (it includes the parts), else
+// the sum of the parts.
+double energy_total(const std::map<std::string, double>& by_domain);
+
 class EnergyMeter {
  public:
   // The counters of `source` below `root` ("" = the machine's own; a test points the meter at a
-  // tree it wrote). `poll_s` > 0 starts a thread that reads them that often; 0 reads only in
-  // poll() and total().
-  EnergyMeter(EnergySource source, const std::string& root = "", double poll_s = 5.0);
+  // tree it wrote); without one, below the environment's DDGNN_ENERGY_ROOT where it is set.
+  // `poll_s` > 0 starts a thread that reads them that often; 0 reads only in poll() and total().
+  explicit EnergyMeter(EnergySource source, std::optional<std::string> root = std::nullopt,
+                       double poll_s = 5.0);
   ~EnergyMeter();
   EnergyMeter(const EnergyMeter&) = delete;
   EnergyMeter& operator=(const EnergyMeter&) = delete;
@@ -48,8 +53,7 @@ class EnergyMeter {
   // Joules counted since the meter started, by domain (only the domains some counter reports;
   // a counter that went missing keeps what it had counted). Reads the counters first.
   std::map<std::string, double> total();
-  // The same as one number: the node's counter where there is one (it includes the parts),
-  // else the sum of the parts.
+  // The same as one number (energy_total).
   double joules();
   // What happened since the last call that a run should hear once ("counter ... is no longer
   // readable: its domain counts no more").

@@ -1,8 +1,8 @@
 // The energy of a training job (train/job_energy.h).
 #include "train/job_energy.h"
 
-#include <cmath>
-#include <cstdlib>
+#include <map>
+#include <string>
 
 #include "comm/communicator.h"
 #include "comm/mpi.h"
@@ -15,17 +15,15 @@ JobEnergy::JobEnergy(EnergySource source, MPI_Comm comm) : m_comm(comm) {
   const int leader = node.rank() == 0 ? 1 : 0;
   int active = 0;
   if (leader && source != EnergySource::kNone) {
-    const char* root = std::getenv("DDGNN_ENERGY_ROOT");
-    m_meter = std::make_unique<EnergyMeter>(source, root ? root : "");
+    m_meter = std::make_unique<EnergyMeter>(source);
     active = m_meter->active() ? 1 : 0;
   }
-  int counts[2] = {leader, active};
+  int counts[2] = {leader, active};  // nodes, nodes measuring
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, comm));
-  m_nodes = counts[0];
   if (comm_rank(comm) == 0 && m_meter) {
     if (m_meter->active())
       m_line = "energy measured by " + m_meter->description() + " on " + std::to_string(counts[1]) +
-               " of " + std::to_string(m_nodes) + " node(s); metrics.csv has energy_j per epoch";
+               " of " + std::to_string(counts[0]) + " node(s); metrics.csv has energy_j per epoch";
     else
       m_line = m_meter->notice();
   }
@@ -52,21 +50,15 @@ void JobEnergy::add_epoch(nlohmann::json& row, int64_t graphs) {
   }
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_DOUBLE, MPI_SUM, m_comm));
   if (comm_rank(m_comm) != 0) return;
-  double parts = 0, node = std::nan("");
-  bool any = false;
+  std::map<std::string, double> epoch;  // this epoch's joules of the domains measured
   for (size_t k = 0; k < domains.size(); ++k) {
     if (v[4 + k] == 0) continue;
-    const double joules = v[k] - m_last[k];
+    epoch[domains[k]] = v[k] - m_last[k];
     m_last[k] = v[k];
-    row["energy_" + domains[k] + "_j"] = joules;
-    any = true;
-    if (domains[k] == "node")
-      node = joules;
-    else
-      parts += joules;
+    row["energy_" + domains[k] + "_j"] = epoch[domains[k]];
   }
-  if (!any) return;
-  const double energy = std::isnan(node) ? parts : node;
+  if (epoch.empty()) return;
+  const double energy = energy_total(epoch);
   row["energy_j"] = energy;
   if (graphs > 0) row["energy_j_per_graph"] = energy / double(graphs);
 }

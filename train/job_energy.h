@@ -17,12 +17,12 @@ namespace ddgnn {
 
 class JobEnergy {
  public:
-  // Collective over `comm`. The counters of `source` below the environment's DDGNN_ENERGY_ROOT
-  // (a tree a test writes) or the machine's own.
+  // Collective over `comm`. The counters of `source` (core/energy_meter.h: the machine's own, or
+  // below the environment's DDGNN_ENERGY_ROOT, a tree a test writes).
   JobEnergy(EnergySource source, MPI_Comm comm);
   ~JobEnergy();
   // Rank 0's line for the start of the run: what is measured ("energy measured by RAPL (1
-  // packages) on each of 2 node(s)"), or the meter's notice, or "" with Output.energy_meter none.
+  // package) on 2 of 2 node(s)"), or the meter's notice, or "" with Output.energy_meter none.
   std::string start_line() const;
   // Collective: every node's joules since the last call, summed; rank 0 puts energy_j (the
   // nodes' own counters where there are some, else cpu + memory + gpu), energy_j_per_graph (over
@@ -34,7 +34,6 @@ class JobEnergy {
  private:
   std::unique_ptr<EnergyMeter> m_meter;  // this node's first rank only
   MPI_Comm m_comm;
-  int m_nodes = 1;
   std::string m_line;
   std::array<double, 4> m_last{};  // the job's totals at the last call, per energy_domains()
 };
