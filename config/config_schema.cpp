@@ -263,7 +263,8 @@ std::vector<KeySpec> build_schema() {
           .not_implemented({})
           .output_only()
           .with_hint("write EarlyStopping to stop early"));
-  add(key(train + "patience", T::kInt, "epochs without improvement before early stopping")
+  add(key(train + "patience", T::kInt,
+          "evaluations (epochs, or eval_every_steps) without improvement before early stopping")
           .def(10)
           .ge(1));
   add(key(train + "Checkpoint", T::kFlag,
@@ -333,9 +334,18 @@ std::vector<KeySpec> build_schema() {
           .lt(1)
           .ddgnn_only());
   add(key(train + "time_limit_s", T::kNumber,
-          "stop after the epoch during which this much wall time has passed, with a checkpoint "
-          "(0 = no limit), s")
+          "stop at the first step after this much wall time (from start, a resumed run's earlier "
+          "time included) with a checkpoint that resumes at that step; the steps since the last "
+          "evaluation are not evaluated (0 = no limit), s")
           .def(0.0)
+          .ge(0)
+          .ddgnn_only());
+  add(key(train + "eval_every_steps", T::kInt,
+          "optimizer steps between evaluations, inside epochs too: the validation and test "
+          "splits, the metrics row and log line, the best checkpoint, the learning-rate "
+          "schedule, early stopping (patience counts evaluations) and the divergence check; the "
+          "run's last step is evaluated too (0 = at the end of each epoch)")
+          .def(0)
           .ge(0)
           .ddgnn_only());
   add(key(train + "eval_batch_size", T::kInt,
@@ -365,7 +375,8 @@ std::vector<KeySpec> build_schema() {
   add(section(train + "Scheduler", "Learning-rate schedule (HydraGNN's fixed ReduceLROnPlateau).")
           .ddgnn_only());
   add(key(train + "Scheduler.type", T::kEnum,
-          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every epoch; "
+          "ReduceLROnPlateau: on the validation loss; ExponentialLR: lr × gamma every evaluation "
+          "(epoch); "
           "TimeExponential: lr falls geometrically from learning_rate to min_lr over "
           "time_limit_s, set after every epoch from the elapsed time (a run that is slowed "
           "down still anneals fully; not bit-reproducible, since it follows the clock)")
@@ -377,11 +388,14 @@ std::vector<KeySpec> build_schema() {
           .gt(0)
           .lt(1)
           .ddgnn_only());
-  add(key(train + "Scheduler.patience", T::kInt, "epochs without improvement before reducing")
+  add(key(train + "Scheduler.patience", T::kInt,
+          "evaluations (epochs, or eval_every_steps) without improvement before reducing")
           .def(5)
           .ge(0)
           .ddgnn_only());
-  add(key(train + "Scheduler.gamma", T::kNumber, "ExponentialLR: learning rate × gamma per epoch")
+  add(key(train + "Scheduler.gamma", T::kNumber,
+          "ExponentialLR: learning rate × gamma per evaluation (each epoch, or each "
+          "eval_every_steps)")
           .def(0.99)
           .gt(0)
           .le(1)

@@ -39,6 +39,11 @@ void add_run_keys(std::vector<KeySpec>& s) {
           .def(2)
           .ge(0)
           .ddgnn_only());
+  add(key("Loader.compact_records", T::kBool,
+          "the store holds, and the backends move, each record's arrays in their exact compact "
+          "encodings (false: as float64, about twice the bytes; to measure what decoding costs)")
+          .def(true)
+          .ddgnn_only());
   add(key("Loader.memory_budget_gb", T::kNumber, "memory the loader may use per node, GB")
           .def(16.0)
           .gt(0)
@@ -179,7 +184,13 @@ void add_run_keys(std::vector<KeySpec>& s) {
           .def(1)
           .ge(1)
           .ddgnn_only());
-  add(key("Output.keep_checkpoints", T::kInt, "most recent checkpoints kept")
+  add(key("Output.checkpoint_every_steps", T::kInt,
+          "optimizer steps between checkpoints inside epochs, each resuming at its step "
+          "(epoch_NNNNN_step_SSSSSSS.pt; 0 = only at the ends of epochs)")
+          .def(0)
+          .ge(0)
+          .ddgnn_only());
+  add(key("Output.keep_checkpoints", T::kInt, "most recent checkpoints kept (epoch and step)")
           .def(2)
           .ge(1)
           .ddgnn_only());

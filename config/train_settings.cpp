@@ -437,6 +437,7 @@ TrainSettings train_settings(const Config& c) {
   s.early_stopping = c.get<bool>(kTrain + "EarlyStopping");
   s.patience = c.get<int>(kTrain + "patience");
   s.time_limit_s = c.get<double>(kTrain + "time_limit_s");
+  s.eval_every_steps = c.get<int64_t>(kTrain + "eval_every_steps");
   s.checkpoint = c.get<bool>(kTrain + "Checkpoint");
   s.checkpoint_warmup = c.get<int64_t>(kTrain + "checkpoint_warmup");
   const nlohmann::json& cont = c.at(kTrain + "continue");
@@ -447,6 +448,7 @@ TrainSettings train_settings(const Config& c) {
   s.drop_remainder = c.get<bool>("Loader.drop_remainder");
   s.atom_budget = c.get<int64_t>("Loader.atom_budget");
   s.prefetch_depth = c.get<int64_t>("Loader.prefetch_depth");
+  s.compact_records = c.get<bool>("Loader.compact_records");
   s.static_shapes = c.get<bool>("Loader.static_shapes");
   s.static_buckets = c.get<int64_t>("Loader.static_buckets");
   const std::string backend = c.get<std::string>("Loader.backend");
@@ -496,6 +498,7 @@ TrainSettings train_settings(const Config& c) {
   s.trace_steps = c.get<int64_t>("Output.trace_steps");
   s.read_every_steps = c.get<int64_t>("Output.read_every_steps");
   s.checkpoint_every = c.get<int64_t>("Output.checkpoint_every_epochs");
+  s.checkpoint_every_steps = c.get<int64_t>("Output.checkpoint_every_steps");
   s.keep_checkpoints = c.get<int64_t>("Output.keep_checkpoints");
   const std::string log_level = c.get<std::string>("Output.log_level");
   if (c.sources.count("Output.log_level") && c.sources.at("Output.log_level") != "default")

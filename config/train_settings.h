@@ -104,9 +104,11 @@ struct TrainSettings {
   bool early_stopping = false;
   int patience = 10;
   double time_limit_s = 0.0;
+  int64_t eval_every_steps = 0;  // 0: evaluate at the end of each epoch
 
   bool checkpoint = true;
   int64_t checkpoint_warmup = 0, checkpoint_every = 1, keep_checkpoints = 2;
+  int64_t checkpoint_every_steps = 0;  // 0: checkpoints at the ends of epochs only
   bool resume = false;
   std::string startfrom = "existing_model";
 
@@ -123,6 +125,7 @@ struct TrainSettings {
 
   bool shuffle = true, drop_remainder = false;
   int64_t atom_budget = 0, prefetch_depth = 2;
+  bool compact_records = true;  // Loader.compact_records
   // Loader.static_shapes: training batches padded into static_buckets fixed shapes.
   bool static_shapes = false;
   int64_t static_buckets = 3;

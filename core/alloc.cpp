@@ -27,4 +27,10 @@ bool tune_allocator() {
 #endif
 }
 
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace ddgnn

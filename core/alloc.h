@@ -13,4 +13,9 @@ namespace ddgnn {
 // refused a setting.
 bool tune_allocator();
 
+// Hands the heap's free memory back to the kernel now (malloc_trim): after start-up's one-off
+// passes over the data (loading the store, the split, statistics), whose freed blocks the settings
+// above would otherwise keep resident for the whole run. A no-op without glibc.
+void release_free_memory();
+
 }  // namespace ddgnn

@@ -135,17 +135,19 @@ const char* to_string(ArrayEncoding encoding) {
   return "?";
 }
 
-ArrayEncoding encode_array(const double* v, int64_t n, std::vector<uint8_t>& out) {
-  if (n > 0 && std::all_of(v, v + n, [&](double x) { return bits_of(x) == bits_of(v[0]); })) {
+ArrayEncoding encode_array(const double* v, int64_t n, std::vector<uint8_t>& out, bool compact) {
+  if (compact && n > 0 &&
+      std::all_of(v, v + n, [&](double x) { return bits_of(x) == bits_of(v[0]); })) {
     out.push_back(uint8_t(ArrayEncoding::kConstant));
     put_u64(out, bits_of(v[0]));
     return ArrayEncoding::kConstant;
   }
   int exponent = 0, bits = 0;
   int64_t base = 0;
-  const bool decimal = find_decimal(v, n, exponent, base, bits);
-  const bool float32 = std::all_of(
-      v, v + n, [](double x) { return bits_of(double(static_cast<float>(x))) == bits_of(x); });
+  const bool decimal = compact && find_decimal(v, n, exponent, base, bits);
+  const bool float32 = compact && std::all_of(v, v + n, [](double x) {
+                         return bits_of(double(static_cast<float>(x))) == bits_of(x);
+                       });
   const int64_t decimal_size = decimal ? kDecimalHeader + packed_bytes(n, bits) : INT64_MAX;
   const int64_t float_size = float32 ? 1 + 4 * n : INT64_MAX;
   if (decimal && decimal_size <= float_size && decimal_size < 1 + 8 * n) {

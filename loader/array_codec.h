@@ -27,8 +27,10 @@ namespace ddgnn {
 enum class ArrayEncoding : uint8_t { kConstant = 0, kDecimal = 1, kFloat32 = 2, kRaw = 3 };
 const char* to_string(ArrayEncoding encoding);
 
-// Appends the cheapest exact encoding of values[0, n) to `out`; returns the encoding chosen.
-ArrayEncoding encode_array(const double* values, int64_t n, std::vector<uint8_t>& out);
+// Appends the cheapest exact encoding of values[0, n) to `out` (`compact` false: raw); returns
+// the encoding chosen.
+ArrayEncoding encode_array(const double* values, int64_t n, std::vector<uint8_t>& out,
+                           bool compact = true);
 
 // Bytes the encoding of n values starting at `data` takes, reading no more than `available`
 // bytes; DataError (what is wrong, at which byte) when the bytes are not a valid encoding of n

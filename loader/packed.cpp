@@ -61,7 +61,11 @@ int64_t raw_record_bytes(int64_t n_atoms, bool has_forces, int64_t extra_width,
          8 * graph_width;
 }
 
-std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out) {
+std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out,
+                                  bool compact) {
+  const auto encode_array = [compact](const double* v, int64_t n, std::vector<uint8_t>& o) {
+    return ddgnn::encode_array(v, n, o, compact);
+  };
   const bool forces = !block.forces.empty();
   int64_t total_atoms = 0;
   for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
@@ -151,7 +155,7 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
 
 GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n,
                           const std::vector<ColumnInfo>& extra,
-                          const std::vector<ColumnInfo>& graph_extra) {
+                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays) {
   GraphBlock b;
   b.first = -1;
   const int32_t width = width_of(extra), gwidth = width_of(graph_extra);
@@ -180,10 +184,12 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
   b.stress.resize(sz(9 * n));
   b.config_type.resize(sz(n));
   b.z.resize(sz(total_atoms));
-  b.pos.resize(sz(3 * total_atoms));
-  if (forces) b.forces.resize(sz(3 * total_atoms));
-  b.extra.resize(extra.size());
-  for (size_t c = 0; c < extra.size(); ++c) b.extra[c].resize(sz(extra[c].n_cols * total_atoms));
+  if (atom_arrays) {
+    b.pos.resize(sz(3 * total_atoms));
+    if (forces) b.forces.resize(sz(3 * total_atoms));
+    b.extra.resize(extra.size());
+    for (size_t c = 0; c < extra.size(); ++c) b.extra[c].resize(sz(extra[c].n_cols * total_atoms));
+  }
   b.graph_extra.resize(graph_extra.size());
   for (size_t c = 0; c < graph_extra.size(); ++c)
     b.graph_extra[c].resize(sz(graph_extra[c].n_cols * n));
@@ -219,10 +225,19 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
     decode(&b.energy[sz(i)], 1);
     decode(&b.cell[sz(9 * i)], 9);
     decode(&b.stress[sz(9 * i)], 9);
-    decode(&b.pos[sz(3 * a0)], 3 * na);
-    if (forces) decode(&b.forces[sz(3 * a0)], 3 * na);
+    // Without the per-atom arrays each is checked and stepped over.
+    const auto atoms = [&](std::vector<double>* v, int64_t width) {
+      if (atom_arrays) return decode(&(*v)[sz(width * a0)], width * na);
+      try {
+        p += encoded_array_size(p, end - p, width * na);
+      } catch (const DataError& e) {
+        throw DataError(where(i) + e.what(), e.hint());
+      }
+    };
+    atoms(&b.pos, 3);
+    if (forces) atoms(&b.forces, 3);
     for (size_t c = 0; c < extra.size(); ++c)
-      decode(&b.extra[c][sz(extra[c].n_cols * a0)], extra[c].n_cols * na);
+      atoms(atom_arrays ? &b.extra[c] : nullptr, extra[c].n_cols);
     for (size_t c = 0; c < graph_extra.size(); ++c)
       decode(&b.graph_extra[c][sz(graph_extra[c].n_cols * i)], graph_extra[c].n_cols);
     if (p != end)

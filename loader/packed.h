@@ -22,8 +22,10 @@
 namespace ddgnn {
 
 // Appends the record of every graph of `block` to `out`, back to back; returns their offsets
-// relative to where the first one starts: [n_graphs + 1], starting at 0.
-std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out);
+// relative to where the first one starts: [n_graphs + 1], starting at 0. `compact` false: every
+// array raw (float64), the records the decoder reads alike.
+std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out,
+                                  bool compact = true);
 
 // Bytes the graph would take as float64 arrays behind a 176-byte header (the layout before the
 // encodings): what a record saves is measured against it.
@@ -48,9 +50,10 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs);
 // offsets[i]), in that order; `first` is set to -1 (the graphs need not be contiguous). `extra`
 // and `graph_extra` give the widths of the per-atom and per-structure columns. A record whose
 // bytes are not one record of this dataset is a DataError naming its position ("record 3 of 8:
-// ...").
+// ...). `atom_arrays` false leaves the per-atom arrays (pos, forces, extra) empty, each only
+// checked and stepped over: statistics of the rest read a record at a fraction of the cost.
 GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n,
                           const std::vector<ColumnInfo>& extra,
-                          const std::vector<ColumnInfo>& graph_extra);
+                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays = true);
 
 }  // namespace ddgnn

@@ -58,6 +58,68 @@ Split finish(Split s, int64_t n_graphs, const SplitOptions& o, int64_t n_composi
 
 }  // namespace
 
+namespace {
+
+// Graphs of `part` among a word's 32.
+uint64_t matches(uint64_t word, int part) {
+  const uint64_t x = word ^ (uint64_t(part) * 0x5555555555555555ULL);
+  return ~(x | (x >> 1)) & 0x5555555555555555ULL;
+}
+
+}  // namespace
+
+SplitMap::SplitMap(const Split& split, int64_t n_graphs) : m_n(n_graphs) {
+  const size_t words = size_t((n_graphs + 31) / 32);
+  m_words.assign(words, ~uint64_t(0));  // kNone everywhere
+  const std::vector<int64_t>* lists[3] = {&split.train, &split.validate, &split.test};
+  for (int part = 0; part < 3; ++part)
+    for (const int64_t id : *lists[part]) {
+      if (id < 0 || id >= n_graphs || part_of(id) != kNone)
+        throw Error("SplitMap: graph " + std::to_string(id) + " of " + std::to_string(n_graphs) +
+                    " is out of range or in two parts");
+      uint64_t& w = m_words[size_t(id >> 5)];
+      const int shift = int(2 * (id & 31));
+      w = (w & ~(uint64_t(3) << shift)) | (uint64_t(part) << shift);
+    }
+  std::array<int64_t, 3> count{};
+  m_before.reserve(words / kBlockWords + 1);
+  for (size_t w = 0; w < words; ++w) {
+    if (w % kBlockWords == 0) m_before.push_back(count);
+    for (int part = 0; part < 3; ++part)
+      count[size_t(part)] += __builtin_popcountll(matches(m_words[w], part));
+  }
+  m_size = count;
+}
+
+int64_t SplitMap::id(int part, int64_t position) const {
+  if (part < 0 || part > 2 || position < 0 || position >= m_size[size_t(part)])
+    throw Error("SplitMap: position " + std::to_string(position) + " of part " +
+                std::to_string(part) + " (of " +
+                std::to_string(part >= 0 && part <= 2 ? m_size[size_t(part)] : 0) + ")");
+  // The last block that starts at or before the position, then word by word.
+  const auto it = std::upper_bound(
+      m_before.begin(), m_before.end(), position,
+      [part](int64_t pos, const std::array<int64_t, 3>& b) { return pos < b[size_t(part)]; });
+  const size_t block = size_t(it - m_before.begin()) - 1;
+  int64_t left = position - m_before[block][size_t(part)];
+  for (size_t w = block * kBlockWords; w < m_words.size(); ++w) {
+    uint64_t m = matches(m_words[w], part);
+    const int64_t here = __builtin_popcountll(m);
+    if (left >= here) {
+      left -= here;
+      continue;
+    }
+    for (; left > 0; --left) m &= m - 1;  // drop the lowest matches
+    return int64_t(w) * 32 + __builtin_ctzll(m) / 2;
+  }
+  throw Error("SplitMap: internal: position not found");
+}
+
+int64_t SplitMap::bytes() const {
+  return int64_t(m_words.size() * sizeof(uint64_t) +
+                 m_before.size() * sizeof(std::array<int64_t, 3>));
+}
+
 std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;

@@ -16,6 +16,7 @@
 // copied into the parts it lacks (a copy in two parts would test on training graphs).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,32 @@ struct Split {
   std::array<int64_t, 3> units{};              // units (frames, blocks, groups) in each part
   int64_t n_units = 0;
   int64_t train_dropped = 0;  // training graphs left out by train_fraction
+};
+
+// Which part of a split each graph of a file is in (train 0, validate 1, test 2, none 3: left
+// out by train_fraction), 2 bits a graph, with each part's count before every block of 512
+// graphs: a part's k-th graph (ascending ids, as Split's lists) in O(log N + 512) steps, in 0.3
+// bytes a graph instead of the lists' 8 (154 M graphs: 46 MB on every rank, not 1.2 GB).
+class SplitMap {
+ public:
+  static constexpr int kNone = 3;
+  SplitMap() = default;
+  // The parts of `split`'s lists, of a file of n_graphs; a graph in no list is kNone.
+  SplitMap(const Split& split, int64_t n_graphs);
+  int64_t n_graphs() const { return m_n; }
+  int64_t size(int part) const { return m_size[size_t(part)]; }
+  int part_of(int64_t id) const { return int((m_words[size_t(id >> 5)] >> (2 * (id & 31))) & 3); }
+  // The graph at `position` (0 .. size(part) - 1) of `part`; Error when out of range.
+  int64_t id(int part, int64_t position) const;
+  // The bytes it holds.
+  int64_t bytes() const;
+
+ private:
+  static constexpr int kBlockWords = 16;  // 512 graphs
+  int64_t m_n = 0;
+  std::array<int64_t, 3> m_size{};
+  std::vector<uint64_t> m_words;                 // 32 graphs a word; past n_graphs: kNone
+  std::vector<std::array<int64_t, 3>> m_before;  // each part's graphs before each block
 };
 
 struct SplitOptions {

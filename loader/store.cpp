@@ -1,40 +1,61 @@
 // Loading a dataset partition into the byte store, and fetching graphs from it.
 #include "loader/store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
 
 #include "comm/mpi.h"
+#include "core/alloc.h"
 #include "core/error.h"
 #include "loader/packed.h"
 
 namespace ddgnn {
 
-StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options) {
+namespace {
+
+constexpr int64_t kLoadChunkGraphs = 65536;  // read and packed at a time
+
+}  // namespace
+
+StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options,
+                     bool compact) {
   const auto t0 = std::chrono::steady_clock::now();
   int rank = 0, size = 1;
   MPI_Comm_rank(group, &rank);
   MPI_Comm_size(group, &size);
   const Partition part{dataset.n_graphs(), size};
   // A rank that cannot read its part (a checksum mismatch, say) reports it, and every other
-  // rank stops with it instead of waiting in the allocation below.
-  GraphBlock block;
+  // rank stops with it instead of waiting in the allocation below. The part is read and packed
+  // in chunks, so that no more than one chunk of it is ever held as float64 arrays.
+  std::vector<std::vector<uint8_t>> chunks;
+  std::vector<int64_t> sizes;
   std::exception_ptr failed;
   try {
-    if (part.count(rank) > 0) block = dataset.read(part.first(rank), part.count(rank));
+    const int64_t first = part.first(rank), count = part.count(rank);
+    sizes.reserve(size_t(count));
+    for (int64_t c0 = 0; c0 < count; c0 += kLoadChunkGraphs) {
+      const GraphBlock block = dataset.read(first + c0, std::min(kLoadChunkGraphs, count - c0));
+      std::vector<uint8_t>& records = chunks.emplace_back();
+      const std::vector<int64_t> offsets = pack_records(block, records, compact);
+      for (size_t i = 0; i + 1 < offsets.size(); ++i) sizes.push_back(offsets[i + 1] - offsets[i]);
+    }
   } catch (...) {
     failed = std::current_exception();
   }
   throw_if_any_failed(group, failed);
-  std::vector<uint8_t> records;
-  const std::vector<int64_t> offsets = pack_records(block, records);
-  block = GraphBlock();  // the records hold it now (half its bytes or less)
-  std::vector<int64_t> sizes(offsets.size() - 1);
-  for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = offsets[i + 1] - offsets[i];
   StoreLoad out;
   out.store = std::make_unique<ByteStore>(group, dataset.n_graphs(), sizes, options);
-  if (!records.empty()) std::memcpy(out.store->data(), records.data(), records.size());
+  // Chunk by chunk into the window, each freed once copied: the window's pages become resident
+  // as the chunks go, so the part is held about once, not twice.
+  size_t at = 0;
+  for (auto& c : chunks) {
+    if (!c.empty()) std::memcpy(out.store->data() + at, c.data(), c.size());
+    at += c.size();
+    std::vector<uint8_t>().swap(c);
+    release_free_memory();  // the chunk's pages go as the window's come
+  }
   out.store->ready();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
@@ -44,7 +65,7 @@ namespace {
 
 class FileFetcher : public Fetcher {
  public:
-  explicit FileFetcher(const Dataset& dataset) : m_dataset(dataset) {}
+  FileFetcher(const Dataset& dataset, bool compact) : m_dataset(dataset), m_compact(compact) {}
   Backend backend() const override { return Backend::kFile; }
   bool collective() const override { return false; }
   void fetch(const int64_t* ids, int64_t n, Fetched& out) override {
@@ -60,7 +81,7 @@ class FileFetcher : public Fetcher {
         ++len;
       const GraphBlock block = m_dataset.read(ids[k], len);
       const size_t at = out.bytes.size();
-      const std::vector<int64_t> off = pack_records(block, out.bytes);
+      const std::vector<int64_t> off = pack_records(block, out.bytes, m_compact);
       for (int64_t j = 0; j < len; ++j)
         out.offsets.push_back(int64_t(at) + off[static_cast<size_t>(j + 1)]);
       k += len;
@@ -69,13 +90,14 @@ class FileFetcher : public Fetcher {
 
  private:
   const Dataset& m_dataset;
+  bool m_compact;
 };
 
 }  // namespace
 
 std::unique_ptr<Fetcher> make_fetcher(Backend backend, const Dataset& dataset, ByteStore* store,
-                                      const FetcherOptions& options) {
-  if (backend == Backend::kFile) return std::make_unique<FileFetcher>(dataset);
+                                      const FetcherOptions& options, bool compact) {
+  if (backend == Backend::kFile) return std::make_unique<FileFetcher>(dataset, compact);
   if (!store)
     throw Error("loader: backend " + to_string(backend) + " needs the dataset in a store",
                 "load it with load_store first");

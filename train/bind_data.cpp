@@ -262,7 +262,7 @@ BranchReport check_branches(const TrainSettings& s, const TrainData& data) {
   std::vector<long double> count(size_t(3 * (n + 1)), 0.0L);
   std::string example;
   for (int split : {kTrain, kValidate, kTest})
-    data.visit_local(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+    data.visit_local_light(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
       const auto& col = block.graph_extra[size_t(s.branch_column)];
       for (int64_t id : ids) {
         const double v = col[size_t(id)];
@@ -337,7 +337,7 @@ void bind_to_dataset(ModelSetup& setup, const Dataset& ds) {
 std::string bind_stress(TrainSettings& s, const TrainData& data) {
   // Graphs with a stress and a bulk cell; the sum and sum of squares of their volumes.
   long double v[3] = {0, 0, 0};
-  data.visit_local(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+  data.visit_local_light(kTrain, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
       if (!block.has_stress(size_t(id))) continue;
       const long double vol = block.volume(size_t(id));

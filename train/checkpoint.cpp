@@ -19,12 +19,14 @@
 #include <filesystem>
 #include <mutex>
 #include <regex>
+#include <tuple>
 
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "model/optim.h"
 #include "model/precision.h"
+#include "train/spikes.h"
 
 namespace ddgnn {
 
@@ -274,7 +276,9 @@ void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer&
 void save_run_checkpoint(const std::string& path, const TrainedObjects& o, const RunState& state,
                          nlohmann::json r, bool with_optimizer) {
   r["epoch"] = state.epoch;
+  r["epoch_steps"] = state.epoch_steps;
   r["step"] = state.step;
+  if (o.guard) r["spike_guard"] = o.guard->state();
   if (o.plateau) r["scheduler"] = o.plateau->state();
   if (o.early) r["early_stopping"] = o.early->state();
   r["best_validate_loss"] = std::isfinite(state.best_validate_loss)
@@ -320,6 +324,8 @@ RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r
   state.step = r.value("step", int64_t(0));
   state.elapsed_s = r.value("elapsed_s", 0.0);
   state.epoch = r.at("epoch").get<int64_t>();
+  state.epoch_steps = r.value("epoch_steps", int64_t(0));
+  if (o.guard && r.contains("spike_guard")) o.guard->load_state(r["spike_guard"]);
   set_generator_state(r.at("rng"));
   return state;
 }
@@ -327,18 +333,33 @@ RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& r
 // ---- the run's checkpoint files ----
 
 std::vector<std::string> epoch_checkpoints(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) return {};
+  static const std::regex pattern(R"(epoch_(\d{5,})(_step_(\d{7,}))?\.pt)");
+  // Ordered by (epochs done, steps of the next): epoch_00013_step_... lies inside epoch 13.
+  std::vector<std::tuple<int64_t, int64_t, std::string>> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, pattern)) continue;
+    const int64_t epoch = std::stoll(m[1].str());
+    if (m[3].matched)
+      found.emplace_back(epoch - 1, std::stoll(m[3].str()), e.path().string());
+    else
+      found.emplace_back(epoch, 0, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
   std::vector<std::string> out;
-  if (!std::filesystem::is_directory(dir)) return out;
-  static const std::regex pattern(R"(epoch_\d{5}\.pt)");
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (std::regex_match(e.path().filename().string(), pattern)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
+  for (auto& f : found) out.push_back(std::move(std::get<2>(f)));
   return out;
 }
 
-std::string checkpoint_name(int64_t epoch) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "epoch_%05lld.pt", (long long)epoch);
+std::string checkpoint_name(int64_t epoch, int64_t steps) {
+  char buf[64];
+  if (steps > 0)
+    std::snprintf(buf, sizeof buf, "epoch_%05lld_step_%07lld.pt", (long long)epoch,
+                  (long long)steps);
+  else
+    std::snprintf(buf, sizeof buf, "epoch_%05lld.pt", (long long)epoch);
   return buf;
 }
 
@@ -349,11 +370,11 @@ Error interrupted_error(const std::string& by, int64_t epoch, int64_t steps_done
               std::to_string(steps_done) +
               " step(s): the weights and optimizer of that step are in " + checkpoint_dir +
               "/interrupted.pt" +
-              (last.empty() ? std::string("; no whole epoch was checkpointed")
-                            : "; the last whole epoch in " + last.back()),
-          "resume from the last whole epoch with --set Training.continue=1, or from the "
-          "interrupted step with --set Training.continue=1 --set Training.startfrom="
-          "interrupted.pt");
+              (last.empty() ? std::string("; no earlier checkpoint was written")
+                            : "; the latest checkpoint before it is " + last.back()),
+          "resume at the interrupted step (the run goes on as if never stopped) with --set "
+          "Training.continue=1 --set Training.startfrom=interrupted.pt, or from the latest "
+          "checkpoint with --set Training.continue=1");
   e.set_reported_by(0);  // every rank stops at the same step
   return e;
 }

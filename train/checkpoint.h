@@ -24,6 +24,8 @@ class Optimizer;
 
 namespace ddgnn {
 
+class SpikeGuard;
+
 constexpr const char* kCheckpointFormat = "ddgnn-checkpoint";
 constexpr int kCheckpointVersion = 2;
 
@@ -53,8 +55,9 @@ void load_checkpoint_optimizer(const std::string& path, torch::optim::Optimizer&
 
 // What a training run carries across epochs, in every checkpoint's record, restored on resume.
 struct RunState {
-  int64_t epoch = 0;  // the last finished epoch
-  int64_t step = 0;   // optimizer steps so far
+  int64_t epoch = 0;        // the last finished epoch
+  int64_t epoch_steps = 0;  // steps of epoch + 1 done (a checkpoint inside an epoch)
+  int64_t step = 0;         // optimizer steps so far
   double best_validate_loss = INFINITY;
   int64_t best_epoch = 0;
   double lowest_train_loss = INFINITY;  // of an epoch, for Training.divergence_factor
@@ -73,6 +76,7 @@ struct TrainedObjects {
   WeightAverage* average = nullptr;
   ReduceLROnPlateau* plateau = nullptr;
   EarlyStopping* early = nullptr;
+  SpikeGuard* guard = nullptr;  // Training.spike_factor: its history
 };
 
 // A run checkpoint: `record` (what the run is: model, config, split) with the state, the
@@ -85,13 +89,17 @@ void save_run_checkpoint(const std::string& path, const TrainedObjects& objects,
 RunState restore_run_checkpoint(const std::string& path, const nlohmann::json& record,
                                 const TrainedObjects& objects);
 
-// The epoch checkpoints (epoch_NNNNN.pt) of a checkpoints folder, oldest first.
+// The run's rolling checkpoints of a checkpoints folder, oldest first: those of whole epochs
+// (epoch_NNNNN.pt) and those inside an epoch (epoch_NNNNN_step_SSSSSSS.pt: S steps of epoch N
+// done, after epoch_<N-1>.pt and before epoch_NNNNN.pt).
 std::vector<std::string> epoch_checkpoints(const std::string& dir);
-// "epoch_00012.pt".
-std::string checkpoint_name(int64_t epoch);
+// "epoch_00012.pt" (epoch 12 done); with steps > 0, "epoch_00013_step_0000345.pt" for 345 steps of
+// epoch 13 (`epoch` the epoch in progress).
+std::string checkpoint_name(int64_t epoch, int64_t steps = 0);
 // The error that ends a run a signal stopped (`by`: "SIGTERM", ...) after `steps_done` steps of
-// `epoch`, its weights in <checkpoint_dir>/interrupted.pt: where they and the last whole epoch
-// are, and how to resume from either. Every rank throws it; rank 0 reports it for the job.
+// `epoch`, its weights in <checkpoint_dir>/interrupted.pt: where they and the latest rolling
+// checkpoint are, and how to resume from either. Every rank throws it; rank 0 reports it for the
+// job.
 Error interrupted_error(const std::string& by, int64_t epoch, int64_t steps_done,
                         const std::string& checkpoint_dir);
 // A resumed run must read the data and split its checkpoint (`path`) was trained on: `then` and

@@ -2,6 +2,8 @@
 // prefetch.
 #include "train/loader.h"
 
+#include <stdexcept>
+
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
@@ -19,7 +21,7 @@ Loader::Loader(const TrainSettings& s, MPI_Comm world)
   // graph, on every rank.
   long double counts[4] = {0, 0, 0, 0};  // periodic graphs, atoms of train / validate / test
   for (int k : {kTrain, kValidate, kTest})
-    m_data->visit_local(k, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    m_data->visit_local_light(k, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
       for (int64_t g : ids) {
         counts[0] +=
             (b.pbc[size_t(3 * g)] | b.pbc[size_t(3 * g + 1)] | b.pbc[size_t(3 * g + 2)]) ? 1 : 0;
@@ -86,15 +88,20 @@ StepBatch Loader::build(int split, const std::vector<int64_t>& positions, const 
   b.fetch_s = std::chrono::duration<double>(b.t_fetched - b.t_fetch).count();
   // The step's graphs and atoms over the ranks, and whether any rank was asked to stop (a signal
   // reaches the ranks at different moments; this sum makes them stop at the same step).
-  int64_t counts[3] = {int64_t(block.n_graphs()), 0, stop_signal() != 0 ? 1 : 0};
+  // So does the deadline of Training.time_limit_s, read on each rank's clock.
+  const bool late = training && m_deadline && m_steps_built > 0 &&
+                    std::chrono::steady_clock::now() >= *m_deadline;
+  int64_t counts[4] = {int64_t(block.n_graphs()), 0, stop_signal() != 0 ? 1 : 0, late ? 1 : 0};
   for (int32_t n : block.n_atoms) counts[1] += n;
   if (training) {
     Waiting waiting("sum of the step's graphs and atoms");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT64_T, MPI_SUM, m_count_comm.get()));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 4, MPI_INT64_T, MPI_SUM, m_count_comm.get()));
+    ++m_steps_built;
   }
   b.graphs_all = counts[0];
   b.atoms_all = counts[1];
   b.stop = counts[2] > 0;
+  b.out_of_time = counts[3] > 0;
   b.empty = block.n_graphs() == 0;
   if (!b.empty) {
     std::vector<int64_t> ids(block.n_graphs());
@@ -112,7 +119,7 @@ StepBatch Loader::build(int split, const std::vector<int64_t>& positions, const 
   return b;
 }
 
-Batches Loader::train_epoch(int64_t epoch, const ModelSetup& setup) {
+int64_t Loader::begin_epoch(int64_t epoch) {
   SamplerOptions so;
   so.n_samples = m_data->size(kTrain);
   so.batch_size = m_s.batch_size;
@@ -122,19 +129,25 @@ Batches Loader::train_epoch(int64_t epoch, const ModelSetup& setup) {
   so.shuffle = m_s.shuffle;
   so.drop_remainder = m_s.drop_remainder;
   // batch_size graphs per rank, or atom-budget steps balanced over the ranks by atoms.
-  std::vector<std::vector<int64_t>> batches =
-      m_s.atom_budget > 0 ? sampler_epoch_balanced(so, m_train_atoms, m_s.atom_budget, epoch)
-                          : sampler_epoch(so, epoch);
+  m_epoch_batches = m_s.atom_budget > 0
+                        ? sampler_epoch_balanced(so, m_train_atoms, m_s.atom_budget, epoch)
+                        : sampler_epoch(so, epoch);
   if (m_switcher) m_switcher->start_epoch(epoch);
-  const size_t n = batches.size();
+  return int64_t(m_epoch_batches.size());
+}
+
+Batches Loader::train_steps(int64_t first, int64_t last, const ModelSetup& setup) {
+  if (first < 0 || last < first || last > int64_t(m_epoch_batches.size()))
+    throw std::logic_error("Loader::train_steps: steps outside the epoch");
   return Batches(
-      n, m_s.prefetch_depth,
-      [this, batches = std::move(batches), &setup](size_t i) {
-        return build(kTrain, batches[i], setup, /*training=*/true);
+      size_t(last - first), m_s.prefetch_depth,
+      [this, first, &setup](size_t i) {
+        return build(kTrain, m_epoch_batches[size_t(first) + i], setup, /*training=*/true);
       },
       /*detach_on_unwind=*/m_world > 1,
-      // A stop request ends the epoch at that step on every rank: nothing is built after it.
-      [](const StepBatch& b) { return b.stop; });
+      // A stop request or the deadline ends the run at that step on every rank: nothing is built
+      // after it.
+      [](const StepBatch& b) { return b.stop || b.out_of_time; });
 }
 
 void Loader::for_each_eval_batch(int split, const ModelSetup& setup,

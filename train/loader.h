@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct StepBatch {
   std::chrono::steady_clock::time_point t_fetch, t_fetched, t_built;  // for the trace
   SwitchNote note;    // the backend switcher's explorations and decisions (training, auto)
   bool stop = false;  // a rank was asked to stop by a signal: every rank stops at this step
+  // A rank built it after the deadline (set_deadline): every rank stops at this step.
+  bool out_of_time = false;
 };
 
 using Batches = Prefetcher<StepBatch>;
@@ -61,10 +64,17 @@ class Loader {
   std::string description() const;
   nlohmann::json figures() const;
 
-  // The training batches of `epoch` (the sampler's batches of this rank: batch_size graphs, or
-  // atom-budget steps balanced over the ranks), through the backend (switching under auto),
-  // prefetch_depth ahead. Every rank gets the same number of batches.
-  Batches train_epoch(int64_t epoch, const ModelSetup& setup);
+  // Starts `epoch`: this rank's batches of it (the sampler's: batch_size graphs, or atom-budget
+  // steps balanced over the ranks) and the switcher's epoch. Returns its steps, the same on every
+  // rank.
+  int64_t begin_epoch(int64_t epoch);
+  // Steps [first, last) of the epoch begun, through the backend (switching under auto),
+  // prefetch_depth ahead; every builder is done when the last is taken, so that the trainer may
+  // evaluate between two ranges. A step built after a rank's signal or deadline is the last.
+  Batches train_steps(int64_t first, int64_t last, const ModelSetup& setup);
+  // Training.time_limit_s: a step built after `deadline` stops the run there (every rank at the
+  // same step), except the run's first step, which always runs.
+  void set_deadline(std::chrono::steady_clock::time_point deadline) { m_deadline = deadline; }
   // This rank's share of the validation or test split, in order (eval_batch_size graphs each),
   // each batch given to `f`. Built once and kept when the shares are small (the same decision on
   // every rank, so that no rank skips a collective fetch that another makes).
@@ -80,7 +90,10 @@ class Loader {
   std::unique_ptr<TrainData> m_data;
   std::unique_ptr<BackendSwitcher> m_switcher;  // Loader.backend auto on several ranks
   Communicator m_count_comm;                    // the prefetch thread's per-step sums
-  std::vector<int32_t> m_train_atoms;           // atoms of each training position (atom budget)
+  std::vector<uint16_t> m_train_atoms;          // atoms of each training position (atom budget)
+  std::vector<std::vector<int64_t>> m_epoch_batches;  // this rank's batches of the epoch begun
+  std::optional<std::chrono::steady_clock::time_point> m_deadline;
+  int64_t m_steps_built = 0;  // training steps built by this run (the first ignores the deadline)
   int64_t m_split_atoms[3] = {0, 0, 0};
   int64_t m_periodic_graphs = 0;
   bool m_cache_eval = true;

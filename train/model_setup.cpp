@@ -92,7 +92,7 @@ double max_triplets_per_graph(const TrainData& data, const ModelSetup& setup, in
 std::vector<long double> element_counts(const TrainData& data) {
   std::vector<long double> n(3 * 256, 0.0L);
   for (int split : {kTrain, kValidate, kTest})
-    data.visit_local(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
+    data.visit_local_light(split, [&](const GraphBlock& block, const std::vector<int64_t>& ids) {
       for (int64_t id : ids) {
         const int64_t a0 = block.atom_start[size_t(id)];
         for (int64_t a = a0; a < a0 + block.n_atoms[size_t(id)]; ++a)

@@ -75,7 +75,7 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
   // One walk over the train split for the means the baselines predict: energy per atom, and
   // the stress tensor of the graphs with a stress (GraphBlock::has_stress, as training uses them).
   std::array<long double, 12> sums{};  // energy per atom, graphs; 9 stress sums, graphs
-  data.visit_local(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+  data.visit_local_light(kTrain, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
     for (int64_t id : ids) {
       const size_t g = size_t(id);
       sums[0] += b.energy[g] / double(b.n_atoms[g]);
@@ -177,7 +177,10 @@ bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
 
 std::string best_line(const nlohmann::json& best, int64_t best_epoch, const std::string& run_dir) {
   if (best.is_null()) return "";
-  std::string line = "best epoch " + std::to_string(best_epoch) + ": test";
+  std::string line = "best epoch " + std::to_string(best_epoch);
+  if (best.contains("step"))  // the run's step of that evaluation
+    line += " (step " + std::to_string(best["step"].get<int64_t>()) + ")";
+  line += ": test";
   if (best.contains("test_energy_mae_mev_atom"))
     line +=
         " energy MAE " + fmt("%.3g", best["test_energy_mae_mev_atom"].get<double>()) + " meV/atom";

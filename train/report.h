@@ -39,8 +39,8 @@ nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, b
 // event; returns whether it reported.
 bool report_cut_neighbours(const RadiusGraphOptions& graph, int64_t epoch,
                            std::initializer_list<const SplitMetrics*> splits, RunLog& log);
-// "best epoch 12: test energy MAE 0.03 meV/atom, force MAE 2.8 meV/Å (per element: C 3.1, H 2.2)
-// (<run_dir>/metrics.csv)",
+// "best epoch 12 (step 480): test energy MAE 0.03 meV/atom, force MAE 2.8 meV/Å (per element: C
+// 3.1, H 2.2) (<run_dir>/metrics.csv)",
 // or "" before any epoch.
 std::string best_line(const nlohmann::json& best_row, int64_t best_epoch,
                       const std::string& run_dir);

@@ -60,6 +60,12 @@ MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns
         if (old_columns[o] == m_columns[c]) to_old[c] = int(o);
     size_t found = 0;
     for (int o : to_old) found += o >= 0;
+    // Rows carry the run's step (an evaluation inside an epoch): kept up to the checkpoint's.
+    int step_at = -1;
+    for (size_t o = 0; o < old_columns.size(); ++o)
+      if (old_columns[o] == "step") step_at = int(o);
+    const int64_t last_step =
+        last_row.is_object() && last_row.contains("step") ? last_row["step"].get<int64_t>() : -1;
     if (header != join(m_columns) &&
         (found != old_columns.size() || old_columns.empty() || old_columns[0] != m_columns[0]))
       throw Error(path + ": its columns are not those of this run",
@@ -76,12 +82,16 @@ MetricsCsv::MetricsCsv(const std::string& path, std::vector<std::string> columns
       // the resumed epoch comes back below.
       if (cells.size() != old_columns.size()) continue;
       const int64_t epoch = std::atoll(cells[0].c_str());
-      if (epoch > keep_epochs) continue;
+      const int64_t step = step_at >= 0 && !cells[size_t(step_at)].empty()
+                               ? std::atoll(cells[size_t(step_at)].c_str())
+                               : -1;
+      if (last_step >= 0 && step >= 0 ? step > last_step : epoch > keep_epochs) continue;
       std::vector<std::string> row(m_columns.size());
       for (size_t c = 0; c < m_columns.size(); ++c)
         if (to_old[c] >= 0) row[c] = cells[size_t(to_old[c])];
       kept += join(row) + "\n";
-      has_last = has_last || epoch == keep_epochs;
+      has_last =
+          has_last || (last_step >= 0 && step >= 0 ? step == last_step : epoch == keep_epochs);
     }
     if (!has_last && last_row.is_object()) kept += row_text(last_row) + "\n";
   }
@@ -121,12 +131,13 @@ EventLog::EventLog(const std::string& path, bool truncate)
   if (!m_out) throw Error(path + ": cannot open for writing", "check the run directory");
 }
 
-bool EventLog::has_epoch_event(const std::string& event, int64_t epoch) const {
+bool EventLog::has_epoch_event(const std::string& event, int64_t epoch, int64_t step) const {
   std::ifstream in(m_path);
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("event", std::string()) == event &&
-        j.value("epoch", int64_t(-1)) == epoch)
+        j.value("epoch", int64_t(-1)) == epoch &&
+        (step < 0 || j.value("step", int64_t(-1)) == step))
       return true;
   }
   return false;
@@ -218,7 +229,8 @@ void ProgressLine::update(int64_t epoch, int64_t n_epochs, int64_t done, int64_t
   const int filled = total > 0 ? int(width * done / total) : 0;
   std::string bar(size_t(filled), '#');
   bar += std::string(size_t(width - filled), '-');
-  std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  %.0f graphs/s  loss %.4g  ETA %s",
+  std::fprintf(stderr,
+               "\r\033[Kepoch %lld/%lld [%s] step %lld/%lld  %.0f graphs/s  loss %.4g  ETA %s",
                (long long)epoch, (long long)n_epochs, bar.c_str(), (long long)done,
                (long long)total, graphs_per_s, loss, format_duration(eta_s).c_str());
   std::fflush(stderr);
@@ -233,21 +245,43 @@ void ProgressLine::clear() {
 }
 
 void RunLog::open(const std::string& run_dir, const std::vector<std::string>& columns, bool resume,
-                  int64_t resumed_epoch, const nlohmann::json& resumed_row,
+                  int64_t resumed_epoch, int64_t resumed_step, const nlohmann::json& resumed_row,
                   const std::string& resumed_checkpoint, int64_t trace_steps, bool progress) {
   m_csv = std::make_unique<MetricsCsv>(run_dir + "/metrics.csv", columns, !resume, resumed_epoch,
                                        resumed_row);
   m_events = std::make_unique<EventLog>(run_dir + "/events.jsonl", !resume);
-  // Resumed from the checkpoint of an epoch whose events a kill lost (between the checkpoint
-  // and the events): written back from the checkpoint's row, as the metrics row is.
-  if (resume && resumed_epoch > 0 && resumed_row.is_object()) {
-    if (!m_events->has_epoch_event("epoch", resumed_epoch)) m_events->write("epoch", resumed_row);
-    if (!resumed_checkpoint.empty() && !m_events->has_epoch_event("checkpoint", resumed_epoch))
-      m_events->write("checkpoint", {{"epoch", resumed_epoch}, {"path", resumed_checkpoint}});
+  // Resumed from a checkpoint whose events a kill lost (between the checkpoint and the events):
+  // written back from the checkpoint's row, as the metrics row is.
+  if (resume && resumed_row.is_object() && resumed_row.contains("epoch")) {
+    const int64_t row_epoch = resumed_row["epoch"].get<int64_t>();
+    if (!m_events->has_epoch_event("epoch", row_epoch, resumed_row.value("step", int64_t(-1))))
+      m_events->write("epoch", resumed_row);
   }
+  if (resume && !resumed_checkpoint.empty() && resumed_step > 0 &&
+      !m_events->has_epoch_event("checkpoint", resumed_epoch, resumed_step))
+    m_events->write(
+        "checkpoint",
+        {{"epoch", resumed_epoch}, {"step", resumed_step}, {"path", resumed_checkpoint}});
   if (trace_steps > 0)
     m_trace = std::make_unique<ChromeTrace>(run_dir + "/trace.json", trace_steps);
   m_progress = std::make_unique<ProgressLine>(progress);
+}
+
+void RunLog::position(int64_t epoch, int64_t n_epochs, int64_t done, int64_t total,
+                      double graphs_per_s, double loss, double eta_s) {
+  if (m_progress && m_progress->enabled()) {
+    m_progress->update(epoch, n_epochs, done, total, graphs_per_s, loss, eta_s);
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!m_root || done >= total ||
+      std::chrono::duration<double>(now - m_last_position).count() < kPositionLineSeconds)
+    return;
+  m_last_position = now;
+  spdlog::info("epoch {}/{} step {}/{} ({:.1f}%)  {:.0f} graphs/s  loss {:.4g}  epoch ends in {}",
+               epoch, n_epochs, done, total,
+               100.0 * double(done) / double(std::max<int64_t>(total, 1)), graphs_per_s, loss,
+               format_duration(eta_s));
 }
 
 void RunLog::line(const std::string& text) {
@@ -299,11 +333,14 @@ std::string splits(const nlohmann::json& row, const std::string& key, bool test)
 
 }  // namespace
 
-std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, bool energy, bool forces,
-                       bool improved, bool test) {
-  std::string line = "epoch " + std::to_string(row["epoch"].get<int64_t>()) + "/" +
-                     std::to_string(num_epochs) + "  lr " + fmt("%.2e", row["lr"].get<double>()) +
-                     "  loss " + splits(row, "loss", test);
+std::string epoch_line(const nlohmann::json& row, int64_t num_epochs, int64_t epoch_steps,
+                       bool energy, bool forces, bool improved, bool test) {
+  std::string line =
+      "epoch " + std::to_string(row["epoch"].get<int64_t>()) + "/" + std::to_string(num_epochs);
+  if (epoch_steps >= 0 && row.contains("step"))
+    line += " step " + std::to_string(epoch_steps) + " (run " +
+            std::to_string(row["step"].get<int64_t>()) + ")";
+  line += "  lr " + fmt("%.2e", row["lr"].get<double>()) + "  loss " + splits(row, "loss", test);
   if (energy) line += "  E " + splits(row, "energy_mae_mev_atom", test) + " meV/atom";
   if (forces) line += "  F " + splits(row, "force_mae_mev_a", test) + " meV/Å";
   if (row.contains("validate_stress_mae_mev_a3"))

@@ -4,7 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <vector>
 
 namespace ddgnn {
 
@@ -47,6 +50,45 @@ void SpikeGuard::forget() {
   m_losses.fill_(kNan);
   m_norms.fill_(kNan);
   m_in_a_row.zero_();
+}
+
+namespace {
+
+// A float64 tensor's values, nan as null (JSON has no nan).
+nlohmann::json values_of(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kCPU).contiguous();
+  const double* p = c.data_ptr<double>();
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    out.push_back(std::isnan(p[i]) ? nlohmann::json() : nlohmann::json(p[i]));
+  return out;
+}
+
+void set_values(at::Tensor& t, const nlohmann::json& values) {
+  if (!values.is_array() || int64_t(values.size()) != t.numel())
+    throw std::invalid_argument("the spike guard's saved history has another length");
+  std::vector<double> v;
+  for (const auto& x : values) v.push_back(x.is_null() ? kNan : x.get<double>());
+  t.copy_(at::tensor(v, at::kDouble).view(t.sizes()));
+}
+
+}  // namespace
+
+nlohmann::json SpikeGuard::state() const {
+  return {{"losses", values_of(m_losses)},
+          {"norms", values_of(m_norms)},
+          {"loss_at", m_loss_at.to(at::kCPU).item<int64_t>()},
+          {"norm_at", m_norm_at.to(at::kCPU).item<int64_t>()},
+          {"in_a_row", values_of(m_in_a_row.view({1}))}};
+}
+
+void SpikeGuard::load_state(const nlohmann::json& j) {
+  set_values(m_losses, j.at("losses"));
+  set_values(m_norms, j.at("norms"));
+  m_loss_at.fill_(j.at("loss_at").get<int64_t>());
+  m_norm_at.fill_(j.at("norm_at").get<int64_t>());
+  at::Tensor row = m_in_a_row.view({1});
+  set_values(row, j.at("in_a_row"));
 }
 
 at::Tensor SpikeGuard::skips_allowed() const {

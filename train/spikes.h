@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 namespace ddgnn {
 
@@ -43,6 +44,10 @@ class SpikeGuard {
   Verdict judge_step(const at::Tensor& grad_norm);
 
   double factor() const { return m_factor; }
+  // The history (values, where the next goes, skips in a row) as JSON, copied to the host, and
+  // back: a run resumed from a checkpoint judges its next steps as the run it continues would.
+  nlohmann::json state() const;
+  void load_state(const nlohmann::json& state);
   // The history starts again: no spike is judged until kMinHistory values are known.
   void forget();
 

@@ -232,13 +232,32 @@ std::vector<std::string> metric_columns(const ModelSetup& setup, bool forces) {
     if (forces) c.push_back(s + "_force_mae_mev_a");
     if (setup.targets.stress) c.push_back(s + "_stress_mae_mev_a3");
   }
-  for (const char* t :
-       {"train_loss_median", "graphs_per_s", "steps",           "skipped_steps",
-        "grad_norm",         "load_s",       "fetch_s",         "graph_s",
-        "forward_s",         "forces_s",     "backward_s",      "sync_s",
-        "optimizer_s",       "eval_s",       "checkpoint_s",    "epoch_s",
-        "elapsed_s",         "peak_rss_mb",  "energy_j",        "energy_j_per_graph",
-        "energy_node_j",     "energy_cpu_j", "energy_memory_j", "energy_gpu_j"})
+  for (const char* t : {"train_loss_median",
+                        "graphs_per_s",
+                        "step",
+                        "graphs",
+                        "steps",
+                        "skipped_steps",
+                        "grad_norm",
+                        "load_s",
+                        "fetch_s",
+                        "graph_s",
+                        "forward_s",
+                        "forces_s",
+                        "backward_s",
+                        "sync_s",
+                        "optimizer_s",
+                        "eval_s",
+                        "checkpoint_s",
+                        "epoch_s",
+                        "elapsed_s",
+                        "peak_rss_mb",
+                        "energy_j",
+                        "energy_j_per_graph",
+                        "energy_node_j",
+                        "energy_cpu_j",
+                        "energy_memory_j",
+                        "energy_gpu_j"})
     c.push_back(t);
   if (setup.static_shapes) c.push_back("unpadded_steps");  // batches that fit no fixed shape
   return c;

@@ -96,6 +96,7 @@ class TrainStep {
   const StepGraphs* graphs() const { return m_graphs.get(); }  // null: every step eager
   // The spike guard's history starts again (the loss changes meaning: stage two).
   void forget_spike_history();
+  SpikeGuard* spike_guard() const { return m_guard.get(); }  // null: Training.spike_factor 0
 
  private:
   Gnn& m_gnn;

@@ -12,6 +12,7 @@
 #include "comm/fetch.h"
 #include "comm/mpi.h"
 #include "comm/store.h"
+#include "core/alloc.h"
 #include "core/error.h"
 #include "loader/packed.h"
 #include "loader/split.h"
@@ -131,11 +132,13 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     if (s.data.explicit_split() && ds.n_graphs() == 0)
       throw DataError(paths[f] + ": the " + split_name(int(f)) + " file has no graphs");
     if (!from_file) {
-      StoreLoad load = load_store(ds, grouped ? m_group->comm() : MPI_COMM_SELF, so);
+      StoreLoad load =
+          load_store(ds, grouped ? m_group->comm() : MPI_COMM_SELF, so, s.compact_records);
       m_report.bytes += load.store->n_bytes();
       file->store = std::move(load.store);
     }
-    for (const Backend b : m_candidates) file->fetchers[b] = make_fetcher(b, ds, file->store.get());
+    for (const Backend b : m_candidates)
+      file->fetchers[b] = make_fetcher(b, ds, file->store.get(), {}, s.compact_records);
     const Partition part{ds.n_graphs(), stat_size};
     file->stat_first = grouped ? file->store->first() : part.first(stat_rank);
     file->stat_count = grouped ? file->store->count() : part.count(stat_rank);
@@ -144,10 +147,9 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
 
   // Split positions -> file ids, and which split each graph of this rank's share is in.
   if (s.data.explicit_split()) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 3; ++k) {  // position = file id
       const File& file = *m_files[size_t(k)];
-      m_ids[k].resize(size_t(file.dataset->n_graphs()));
-      for (size_t i = 0; i < m_ids[k].size(); ++i) m_ids[k][i] = int64_t(i);
+      m_sizes[size_t(k)] = file.dataset->n_graphs();
       m_files[size_t(k)]->split_of.assign(size_t(file.stat_count), int8_t(k));
     }
   } else {
@@ -155,14 +157,15 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
     Split split = split_dataset(*file.dataset, SplitOptions{s.perc_train, s.split_seed, s.split_by,
                                                             s.split_block, s.train_fraction});
     m_split = {s.split_by, s.split_block, split.units, split.n_units, split.train_dropped};
-    m_ids[kTrain] = std::move(split.train);
-    m_ids[kValidate] = std::move(split.validate);
-    m_ids[kTest] = std::move(split.test);
+    m_map = SplitMap(split, file.dataset->n_graphs());
+    split = Split();  // the lists go: the map holds the split in 1/25 of their memory
+    release_free_memory();
+    for (int k = 0; k < 3; ++k) m_sizes[size_t(k)] = m_map.size(k);
     file.split_of.assign(size_t(file.stat_count), int8_t(-1));
-    for (int k = 0; k < 3; ++k)
-      for (int64_t id : m_ids[k])
-        if (id >= file.stat_first && id < file.stat_first + file.stat_count)
-          file.split_of[size_t(id - file.stat_first)] = int8_t(k);
+    for (int64_t i = 0; i < file.stat_count; ++i) {
+      const int part = m_map.part_of(file.stat_first + i);
+      if (part != SplitMap::kNone) file.split_of[size_t(i)] = int8_t(part);
+    }
   }
 
   m_report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -198,7 +201,13 @@ int TrainData::group_size() const {
 GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, FetchInfo* info,
                             const Backend* backend) {
   std::vector<int64_t> ids(positions.size());
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = m_ids[split].at(size_t(positions[k]));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (positions[k] < 0 || positions[k] >= m_sizes[size_t(split)])
+      throw Error("TrainData: position " + std::to_string(positions[k]) + " of the " +
+                  split_name(split) + " split, which has " +
+                  std::to_string(m_sizes[size_t(split)]) + " graphs");
+    ids[k] = m_files.size() == 1 ? m_map.id(split, positions[k]) : positions[k];
+  }
   const File& file = file_of(split);
   const Backend name = backend ? *backend : m_backend;
   const auto it = file.fetchers.find(name);
@@ -221,6 +230,17 @@ GraphBlock TrainData::fetch(int split, const std::vector<int64_t>& positions, Fe
 void TrainData::visit_local(
     int split, const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
     int64_t chunk) const {
+  visit(split, f, chunk, /*atom_arrays=*/true);
+}
+
+void TrainData::visit_local_light(
+    int split, const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f) const {
+  visit(split, f, 4096, /*atom_arrays=*/false);
+}
+
+void TrainData::visit(int split,
+                      const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+                      int64_t chunk, bool atom_arrays) const {
   const File& file = file_of(split);
   std::vector<int64_t> ids;
   for (int64_t c0 = 0; c0 < file.stat_count; c0 += chunk) {
@@ -232,8 +252,9 @@ void TrainData::visit_local(
     GraphBlock block;
     if (file.store) {
       const int64_t li = file.stat_first + c0 - file.store->first();
-      block = unpack_records(file.store->data(), file.store->offsets() + li, n,
-                             file.dataset->extra_columns(), file.dataset->graph_columns());
+      block =
+          unpack_records(file.store->data(), file.store->offsets() + li, n,
+                         file.dataset->extra_columns(), file.dataset->graph_columns(), atom_arrays);
       block.first = file.stat_first + c0;
     } else {
       block = file.dataset->read(file.stat_first + c0, n);
@@ -242,21 +263,22 @@ void TrainData::visit_local(
   }
 }
 
-std::vector<int32_t> TrainData::split_atoms(int split) const {
+std::vector<uint16_t> TrainData::split_atoms(int split) const {
   // The shares are contiguous ranges of file ids in rank order, and positions follow file ids:
   // the ranks' shares one after the other are the split in position order.
-  std::vector<int32_t> mine;
-  visit_local(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
-    for (int64_t id : ids) mine.push_back(b.n_atoms[size_t(id)]);
+  std::vector<uint16_t> mine;
+  visit_local_light(split, [&](const GraphBlock& b, const std::vector<int64_t>& ids) {
+    for (int64_t id : ids)
+      mine.push_back(uint16_t(std::min<int32_t>(b.n_atoms[size_t(id)], 65535)));
   });
   const int size = m_stat_comm.size();
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size), 0);
   int n = int(mine.size());
   MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, m_stat_comm.get()));
   for (int r = 1; r < size; ++r) displs[size_t(r)] = displs[size_t(r - 1)] + counts[size_t(r - 1)];
-  std::vector<int32_t> all(size_t(displs.back() + counts.back()));
-  MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_INT32_T, all.data(), counts.data(), displs.data(),
-                           MPI_INT32_T, m_stat_comm.get()));
+  std::vector<uint16_t> all(size_t(displs.back() + counts.back()));
+  MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_UINT16_T, all.data(), counts.data(), displs.data(),
+                           MPI_UINT16_T, m_stat_comm.get()));
   if (int64_t(all.size()) != this->size(split))
     throw Error("TrainData: " + std::to_string(all.size()) + " atom counts for the " +
                 std::to_string(this->size(split)) + " graphs of the " + split_name(split) +

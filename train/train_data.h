@@ -5,8 +5,8 @@
 //
 // Splits are addressed by position: graph k of the training split is position k (0 ..
 // size(kTrain) - 1); the sampler deals positions, fetch() maps them to file ids and moves the
-// records. Per-rank metadata: the store's O(N/P + P), plus the split's id lists (O(N), HydraGNN's
-// split rule is a permutation of the whole file).
+// records. Per-rank metadata: the store's O(N/P + P), and the split of one file as 2 bits a graph
+// (loader/split.h SplitMap: HydraGNN's split rule is a permutation of the whole file).
 #pragma once
 
 #include <mpi.h>
@@ -23,6 +23,7 @@
 #include "config/train_settings.h"
 #include "core/backend.h"
 #include "loader/dataset.h"
+#include "loader/split.h"
 #include "loader/targets.h"
 
 namespace ddgnn {
@@ -67,7 +68,7 @@ class TrainData {
   void set_backend(Backend backend);
   // Ranks in this rank's loader group (1 without a group).
   int group_size() const;
-  int64_t size(int split) const { return int64_t(m_ids[size_t(split)].size()); }
+  int64_t size(int split) const { return m_sizes[size_t(split)]; }
   // The file that holds `split` (the same Dataset for all three with one file).
   const Dataset& dataset(int split) const;
 
@@ -85,9 +86,17 @@ class TrainData {
   void visit_local(int split,
                    const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
                    int64_t chunk = 4096) const;
-  // Atoms of every graph of `split`, in position order, on every rank (collective; O(N) per
-  // rank like the split lists: for atom-budget batching).
-  std::vector<int32_t> split_atoms(int split) const;
+  // The same without the per-atom arrays (pos, forces and per-atom columns may be empty: from
+  // the store they are stepped over, not decoded), for statistics of the rest: atoms, elements,
+  // energies, cells, stresses, per-structure columns.
+  void visit_local_light(
+      int split,
+      const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f) const;
+  // Atoms of every graph of `split`, in position order, on every rank (collective; 2 bytes a
+  // graph, 65535 for larger graphs: for atom-budget batching).
+  std::vector<uint16_t> split_atoms(int split) const;
+  // The bytes of the split's map on every rank (SplitMap; 0 with three files).
+  int64_t split_map_bytes() const { return m_map.bytes(); }
   // Element-wise sum over the ranks whose visit_local shares cover each split once.
   void sum_stats(long double* values, int64_t n) const;
   // Element-wise maximum over the same ranks.
@@ -114,6 +123,9 @@ class TrainData {
  private:
   struct File;
   const File& file_of(int split) const;
+  void visit(int split,
+             const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+             int64_t chunk, bool atom_arrays) const;
 
   Backend m_backend = Backend::kReplicated;
   std::vector<Backend> m_candidates;  // the backends fetch() can use (m_backend among them)
@@ -123,7 +135,8 @@ class TrainData {
   std::unique_ptr<LoaderGroup> m_group;
   Communicator m_stat_comm;                    // whose ranks' local shares cover the data once
   std::vector<std::unique_ptr<File>> m_files;  // one, or three (train, validate, test)
-  std::vector<int64_t> m_ids[3];               // file ids of each split's positions
+  SplitMap m_map;                              // one file: each graph's split
+  std::array<int64_t, 3> m_sizes{};            // graphs of each split
   LoadReport m_report;
   SplitReport m_split;
 };

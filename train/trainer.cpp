@@ -20,6 +20,7 @@
 
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -118,7 +119,7 @@ nlohmann::json Trainer::run_impl() {
   if (m_root) {  // the run directory is rank 0's
     write_resolved_config(m_config, m_s.run_dir + "/config.resolved.json");
     m_log.open(m_s.run_dir, metric_columns(m_setup, m_forces), m_s.resume, m_start_epoch - 1,
-               m_state.last_row, resume_path, m_s.trace_steps,
+               m_state.step, m_state.last_row, resume_path, m_s.trace_steps,
                progress_wanted(m_s.progress, m_s.verbosity));
   }
   log_start(threads, resume_path);
@@ -133,54 +134,84 @@ nlohmann::json Trainer::run_impl() {
              (m_s.print_test_every_epoch ? "" : " (the test split at the end)") +
              "; metrics.csv has every split");
 
-  int64_t epoch = m_start_epoch;
-  for (; epoch <= m_s.num_epoch; ++epoch) {
+  release_free_memory();     // what start-up's passes over the data freed
+  if (m_s.time_limit_s > 0)  // the run's time includes that before a resume
+    m_loader->set_deadline(
+        m_t_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                        std::max(0.0, m_s.time_limit_s - m_elapsed_before))));
+  // Ranges of steps end at evaluations (Training.eval_every_steps, else each epoch's end) and at
+  // checkpoints inside epochs (Output.checkpoint_every_steps); no batch is being built between
+  // two ranges, so that evaluation's fetches run alone.
+  const int64_t eval_every = m_s.eval_every_steps;
+  const int64_t ck_every = m_s.checkpoint && m_root ? m_s.checkpoint_every_steps : 0;
+  const auto next_multiple = [](int64_t step, int64_t every) {
+    return every > 0 ? (step / every + 1) * every : std::numeric_limits<int64_t>::max();
+  };
+  std::unique_ptr<trainer_detail::Period> period;
+  bool stop = false;
+  for (int64_t epoch = m_start_epoch; epoch <= m_s.num_epoch && !stop; ++epoch) {
     if (m_s.stage_two_start > 0 && epoch == std::max(m_s.stage_two_start, m_start_epoch))
       begin_stage_two(epoch);  // its first epoch, or the first after a resume inside it
-    const auto t_epoch = Clock::now();
-    const double lr = get_lr(*m_opt) * warmup_factor(m_state.step + 1, m_s.warmup_steps);
-    nlohmann::json row = {{"epoch", epoch}, {"lr", lr}};  // the rate of the epoch's first step
-    row.update(baseline);
-    SplitMetrics train_m(m_setup);
-    train_epoch(epoch, row, train_m);
-    if (m_interrupted_at) stop_on_signal();
-    const auto t_eval = Clock::now();
-    SplitMetrics val_m, test_m;
-    if (m_ddp) {  // batch norms (GPS): every rank evaluates, and saves, the same statistics
-      std::vector<at::Tensor> buffers;
-      for (const auto& b : m_gnn->named_buffers()) {
-        const std::string& name = b.key();
-        if (name.size() > 12 && (name.compare(name.size() - 12, 12, "running_mean") == 0 ||
-                                 name.compare(name.size() - 11, 11, "running_var") == 0))
-          buffers.push_back(b.value());
+    m_epoch = epoch;
+    const int64_t n_steps = m_loader->begin_epoch(epoch);
+    int64_t done = epoch == m_start_epoch ? m_state.epoch_steps : 0;
+    if (done > n_steps)
+      throw ConfigError("the checkpoint was written after " + std::to_string(done) +
+                            " steps of epoch " + std::to_string(epoch) + ", which has " +
+                            std::to_string(n_steps) + " steps with this config",
+                        "resume with the batch settings (batch_size, atom_budget, "
+                        "drop_remainder) of the run that wrote it");
+    do {
+      if (!period) {
+        const double lr = get_lr(*m_opt) * warmup_factor(m_state.step + 1, m_s.warmup_steps);
+        const StepGraphs* graphs = m_step_fn->graphs();
+        period = std::make_unique<trainer_detail::Period>(m_setup, epoch, lr,
+                                                          graphs ? graphs->replayed() : 0);
+        period->row.update(baseline);
       }
-      if (!buffers.empty()) m_ddp->average_buffers(buffers);
-    }
-    {
-      AverageSwapped average(m_ema.get());
-      val_m = evaluate_split(kValidate);
-      test_m = evaluate_split(kTest);
-    }
-    row["eval_s"] = seconds(t_eval, Clock::now());
-    row["validate_loss"] = val_m.loss();
-    row["test_loss"] = test_m.loss();
-    if (!m_cut_reported)
-      m_cut_reported = report_cut_neighbours(m_s.graph, epoch, {&train_m, &val_m, &test_m}, m_log);
-    train_m.put(row, "train", m_setup);
-    val_m.put(row, "validate", m_setup);
-    test_m.put(row, "test", m_setup);
-    if (end_epoch(epoch, row, val_m, t_epoch)) break;
+      // To the next evaluation, checkpoint inside the epoch, or the epoch's end.
+      const int64_t to =
+          std::min({n_steps, done + (next_multiple(m_state.step, eval_every) - m_state.step),
+                    done + (next_multiple(m_state.step, ck_every) - m_state.step)});
+      done = train_steps(epoch, done, to, n_steps, *period);
+      const bool epoch_end = done == n_steps;
+      m_state.epoch = epoch_end ? epoch : epoch - 1;
+      m_state.epoch_steps = epoch_end ? 0 : done;
+      if (m_interrupted_at) stop_on_signal();
+      if (m_out_of_time_at) {
+        stop_for_time();
+        stop = true;
+        break;
+      }
+      const bool evaluate =
+          eval_every == 0 ? epoch_end
+                          : m_state.step % eval_every == 0 || (epoch_end && epoch == m_s.num_epoch);
+      if (evaluate) {
+        stop = evaluate_period(epoch, epoch_end, *period);
+        period.reset();
+      } else if (m_s.checkpoint && m_root && epoch > m_s.checkpoint_warmup &&
+                 (epoch_end ? epoch % m_s.checkpoint_every == 0
+                            : ck_every > 0 && m_state.step % ck_every == 0)) {
+        write_rolling_checkpoint();
+      }
+      // A checkpoint inside the epoch on schedule, after the evaluation of the same step.
+      if (!stop && evaluate && !epoch_end && ck_every > 0 && m_state.step % ck_every == 0 &&
+          epoch > m_s.checkpoint_warmup)
+        write_rolling_checkpoint();
+    } while (done < n_steps && !stop);
   }
   m_log.finish();
-  nlohmann::json summary = {
-      {"stop", m_stop_reason},
-      {"epochs", m_last_row.is_null() ? m_start_epoch - 1 : m_last_row["epoch"].get<int64_t>()},
-      {"best_epoch", m_state.best_epoch},
-      {"best", m_state.best_row},
-      {"last", m_last_row},
-      {"run_dir", m_s.run_dir},
-      {"elapsed_s", elapsed()},
-      {"peak_rss_mb", peak_rss_mb()}};
+  nlohmann::json summary = {{"stop", m_stop_reason},
+                            {"epochs", m_state.epoch},
+                            {"steps", m_state.step},
+                            {"best_epoch", m_state.best_epoch},
+                            {"best", m_state.best_row},
+                            {"last", m_last_row},
+                            {"run_dir", m_s.run_dir},
+                            {"elapsed_s", elapsed()},
+                            {"first_step_s", m_first_step_s},
+                            {"peak_rss_mb", peak_rss_mb()},
+                            {"rss_mb", trainer_detail::rss_mb()}};
   m_log.event("run_end", summary);
   if (!m_state.best_row.is_null()) {
     m_log.line(best_line(m_state.best_row, m_state.best_epoch, m_s.run_dir));
@@ -277,8 +308,14 @@ void Trainer::log_start(int threads, const std::string& resume_path) {
   if (m_s.resume) {
     start["resumed_from"] = resume_path;
     start["epoch"] = m_start_epoch - 1;
+    start["epoch_steps"] = m_state.epoch_steps;
+    start["step"] = m_state.step;
     m_log.event("resume", start);
-    m_log.line("resuming " + resume_path + " after epoch " + std::to_string(m_start_epoch - 1));
+    m_log.line("resuming " + resume_path + " after epoch " + std::to_string(m_start_epoch - 1) +
+               (m_state.epoch_steps > 0 ? " and " + std::to_string(m_state.epoch_steps) +
+                                              " steps of epoch " + std::to_string(m_start_epoch)
+                                        : std::string()) +
+               " (step " + std::to_string(m_state.step) + " of the run)");
   } else {
     m_log.event("run_start", start);
   }
@@ -316,31 +353,28 @@ void Trainer::begin_stage_two(int64_t epoch) {
              "; the best checkpoint is chosen from here on");
 }
 
-void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics) {
-  Batches batches = m_loader->train_epoch(epoch, m_setup);
-  PhaseSeconds phases;
+int64_t Trainer::train_steps(int64_t epoch, int64_t first, int64_t last, int64_t n_steps,
+                             trainer_detail::Period& period) {
+  if (first == last) return last;
+  Batches batches = m_loader->train_steps(first, last, m_setup);
   PendingSteps pending(m_s.spike_factor);
-  double gn_sum = 0;
-  int64_t graphs_all = 0, graphs_read = 0, steps = 0, unpadded = 0, skipped = 0;
-  std::vector<double> losses;  // this rank's finite step losses, for their median
-  const StepGraphs* graphs = m_step_fn->graphs();
-  const int64_t replayed_before = graphs ? graphs->replayed() : 0;
-  const int64_t n_train = m_loader->data().size(kTrain);
+  int64_t graphs_read = 0;
+  SplitMetrics& metrics = period.metrics;
   StepPlace place{epoch, 0, m_rank, m_world, m_loader->data().dataset(kTrain).path()};
-  const auto t_epoch = Clock::now();
+  const auto t_range = Clock::now();
   // The host reads the steps' losses every read_every steps (each read waits for the device).
   const int64_t read_every =
       m_s.read_every_steps > 0 ? m_s.read_every_steps : (m_place.gpu >= 0 ? 25 : 1);
-  const auto read_pending = [&] {
+  const auto read_pending = [&](int64_t position) {
     bool any_skipped = false;
     for (const PendingSteps::Read& s : pending.read()) {
-      if (s.has_loss && std::isfinite(s.loss)) losses.push_back(s.loss);
+      if (s.has_loss && std::isfinite(s.loss)) period.losses.push_back(s.loss);
       m_spikes.note(s, epoch);
       if (s.skipped) {
         any_skipped = true;
-        ++skipped;
+        ++period.skipped;
       } else {
-        gn_sum += s.grad_norm;
+        period.gn_sum += s.grad_norm;
       }
       graphs_read += s.graphs;
       if (m_s.verbosity >= 4)
@@ -351,30 +385,35 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
       sync_step_counts(*m_opt);
       if (m_ema) m_ema->sync_count();
     }
-    const double rate = double(graphs_read) / std::max(seconds(t_epoch, Clock::now()), 1e-9);
-    if (ProgressLine* progress = m_log.progress())
-      progress->update(epoch, m_s.num_epoch, graphs_read, n_train, rate, metrics.loss(),
-                       double(n_train - graphs_read) / rate);
+    const double wall = std::max(seconds(t_range, Clock::now()), 1e-9);
+    m_log.position(
+        epoch, m_s.num_epoch, position, n_steps, double(graphs_read) / wall, metrics.loss(),
+        wall / double(std::max<int64_t>(position - first, 1)) * double(n_steps - position));
   };
   m_gnn->train();
-  for (size_t i = 0; i < batches.size(); ++i) {
+  int64_t position = first;
+  for (; position < last; ++position) {
     m_watchdog->set_context("epoch " + std::to_string(epoch) + ", step " +
                             std::to_string(m_state.step + 1));
     const auto t0 = Clock::now();
     const StepBatch sb = batches.next();
-    if (sb.stop) {  // every rank sees it at this step
-      m_interrupted_at = {epoch, int64_t(i)};
-      read_pending();
+    if (sb.stop || sb.out_of_time) {  // every rank sees it at this step
+      (sb.stop ? m_interrupted_at : m_out_of_time_at) = {epoch, position};
+      read_pending(position);
       break;
     }
     place.step = m_state.step + 1;
     const StepResult r = m_step_fn->run(sb, place);
+    if (m_first_step_s < 0) {  // the time to the first step (start-up at scale: load, split)
+      m_first_step_s = seconds(m_t_start, Clock::now());
+      m_log.line("first step done " + fmt("%.1f", m_first_step_s) + " s after start");
+    }
     ++m_state.step;
-    ++steps;
-    graphs_all += sb.graphs_all;
-    phases.add(t0, sb, r.times);
+    ++period.steps;
+    period.graphs_all += sb.graphs_all;
+    period.phases.add(t0, sb, r.times);
     if (!sb.empty) metrics.add(r.prediction, sb.prepared, m_setup, r.loss, sb.graphs_all);
-    if (!sb.empty && sb.prepared.bucket < 0) ++unpadded;
+    if (!sb.empty && sb.prepared.bucket < 0) ++period.unpadded;
     pending.add(r, sb, place);
     if (!sb.note.line.empty()) {
       m_log.line(sb.note.line);
@@ -382,33 +421,73 @@ void Trainer::train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metr
     }
     if (ChromeTrace* trace = m_log.trace())
       trace_step(*trace, t0, sb, r.times, m_state.step, bool(m_ddp));
-    if (int64_t(pending.size()) >= read_every || i + 1 == batches.size()) read_pending();
+    if (int64_t(pending.size()) >= read_every || position + 1 == last) read_pending(position + 1);
     if (m_ddp && m_s.check_parameters_every > 0 && m_state.step % m_s.check_parameters_every == 0) {
       Waiting waiting("parameter check");
       m_ddp->check_identical();
     }
     if (m_kill_step > 0 && m_state.step == m_kill_step) std::raise(SIGKILL);
   }
-  const double wall = seconds(t_epoch, Clock::now());
+  period.train_s += seconds(t_range, Clock::now());
+  return position;
+}
+
+void Trainer::close_period(trainer_detail::Period& p) {
   {
     Waiting waiting("training metrics all-reduce");
-    metrics.reduce(m_comm.get());
+    p.metrics.reduce(m_comm.get());
   }
-  row["train_loss"] = metrics.loss();
+  nlohmann::json& row = p.row;
+  row["step"] = m_state.step;
+  row["train_loss"] = p.metrics.loss();
   // The median of this rank's batch losses (its share of each step's): what the divergence check
   // reads, which one batch cannot move.
-  row["train_loss_median"] = median_of(std::move(losses));
-  row["graphs_per_s"] = double(graphs_all) / std::max(wall, 1e-9);
-  row["steps"] = steps;
-  row["skipped_steps"] = skipped;
+  row["train_loss_median"] = median_of(std::move(p.losses));
+  row["graphs_per_s"] = double(p.graphs_all) / std::max(p.train_s, 1e-9);
+  row["graphs"] = p.graphs_all;
+  row["steps"] = p.steps;
+  row["skipped_steps"] = p.skipped;
   // Steps whose batch fit none of the static shapes (ran unpadded).
-  if (m_setup.static_shapes) row["unpadded_steps"] = unpadded;
+  if (m_setup.static_shapes) row["unpadded_steps"] = p.unpadded;
   // Runtime.cuda_graphs: steps replayed as CUDA graphs (events.jsonl).
-  if (graphs) row["replayed_steps"] = graphs->replayed() - replayed_before;
-  row["grad_norm"] = steps > skipped && m_s.grad_clip > 0
-                         ? nlohmann::json(gn_sum / double(steps - skipped))
+  if (const StepGraphs* graphs = m_step_fn->graphs())
+    row["replayed_steps"] = graphs->replayed() - p.replayed_before;
+  row["grad_norm"] = p.steps > p.skipped && m_s.grad_clip > 0
+                         ? nlohmann::json(p.gn_sum / double(p.steps - p.skipped))
                          : nlohmann::json();
-  phases.put(row);
+  p.phases.put(row);
+}
+
+bool Trainer::evaluate_period(int64_t epoch, bool epoch_end, trainer_detail::Period& p) {
+  close_period(p);
+  nlohmann::json& row = p.row;
+  row["epoch"] = epoch;  // where the evaluation is (the period may have begun in the last)
+  const auto t_eval = Clock::now();
+  SplitMetrics val_m, test_m;
+  if (m_ddp) {  // batch norms (GPS): every rank evaluates, and saves, the same statistics
+    std::vector<at::Tensor> buffers;
+    for (const auto& b : m_gnn->named_buffers()) {
+      const std::string& name = b.key();
+      if (name.size() > 12 && (name.compare(name.size() - 12, 12, "running_mean") == 0 ||
+                               name.compare(name.size() - 11, 11, "running_var") == 0))
+        buffers.push_back(b.value());
+    }
+    if (!buffers.empty()) m_ddp->average_buffers(buffers);
+  }
+  {
+    AverageSwapped average(m_ema.get());
+    val_m = evaluate_split(kValidate);
+    test_m = evaluate_split(kTest);
+  }
+  row["eval_s"] = seconds(t_eval, Clock::now());
+  row["validate_loss"] = val_m.loss();
+  row["test_loss"] = test_m.loss();
+  if (!m_cut_reported)
+    m_cut_reported = report_cut_neighbours(m_s.graph, epoch, {&p.metrics, &val_m, &test_m}, m_log);
+  p.metrics.put(row, "train", m_setup);
+  val_m.put(row, "validate", m_setup);
+  test_m.put(row, "test", m_setup);
+  return end_period(epoch, epoch_end, row, val_m, p.t_start);
 }
 
 SplitMetrics Trainer::evaluate_split(int split) {
@@ -435,8 +514,8 @@ SplitMetrics Trainer::evaluate_split(int split) {
     ids.push_back(b.ids);
   });
   m_gnn->train();
-  throw_if_any_failed(m_comm.get(), nonfinite_loss_error(losses, ids, m_rank, split_name(split),
-                                                         m_state.epoch + 1));
+  throw_if_any_failed(m_comm.get(),
+                      nonfinite_loss_error(losses, ids, m_rank, split_name(split), m_epoch));
   Waiting waiting("evaluation metrics all-reduce");
   m.reduce(m_comm.get());
   return m;

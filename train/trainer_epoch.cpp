@@ -27,8 +27,8 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 }  // namespace
 
-bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
-                        Clock::time_point t_epoch) {
+bool Trainer::end_period(int64_t epoch, bool epoch_end, nlohmann::json& row,
+                         const SplitMetrics& val_m, Clock::time_point t_period) {
   // Every decision below from rank 0's figures, so that all ranks take the same branch.
   const double median_in = row.value("train_loss_median", kNan);
   double decide[4] = {val_m.loss(), elapsed(), row.value("train_loss", 0.0), median_in};
@@ -38,7 +38,6 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   }
   const double val_loss = decide[0], elapsed_s = decide[1], train_loss = decide[2];
   const double loss_median = decide[3];
-  m_state.epoch = epoch;
   // A diverged model is not checkpointed; the run stops after this epoch's row.
   const Divergence divergence =
       check_divergence(m_state, loss_median, val_loss, epoch, m_s.divergence_factor);
@@ -56,15 +55,15 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
     set_lr(*m_opt, time_exponential_lr(m_s.learning_rate, m_s.plateau.min_lr,
                                        elapsed_s / m_s.time_limit_s));
   const bool out_of_time = m_s.time_limit_s > 0 && elapsed_s >= m_s.time_limit_s;
-  const bool last = epoch == m_s.num_epoch || stop_early || out_of_time;
+  const bool last = (epoch_end && epoch == m_s.num_epoch) || stop_early || out_of_time;
 
-  // The epoch's joules before the row is checkpointed (collective: every rank calls it).
+  // The period's joules before the row is checkpointed (collective: every rank calls it).
   if (m_energy) {
-    m_energy->add_epoch(row, m_loader->data().size(kTrain));
+    m_energy->add_epoch(row, row.value("graphs", int64_t(0)));
     for (const std::string& w : m_energy->take_warnings()) m_log.warn(w);
   }
 
-  // Checkpoints: on schedule after the warm-up, and always after the last epoch.
+  // Checkpoints: on schedule after the warm-up, and always after the last evaluation.
   const auto t_ck = Clock::now();
   if (improved) m_state.best_row = row;
   // The row goes into the checkpoint too: a kill between the checkpoint's rename and the row's
@@ -73,19 +72,17 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   if (m_s.checkpoint && m_root && !diverged) {
     const std::string dir = m_s.run_dir + "/checkpoints";
     if (improved && epoch > m_s.checkpoint_warmup) write_checkpoint(dir + "/best.pt", false);
-    if (last || (epoch > m_s.checkpoint_warmup && epoch % m_s.checkpoint_every == 0)) {
-      write_checkpoint(dir + "/" + checkpoint_name(epoch), true);
-      keep_latest_checkpoints(dir, m_s.keep_checkpoints);
-      m_log.event("checkpoint", {{"epoch", epoch}, {"path", dir + "/" + checkpoint_name(epoch)}});
-    }
+    if (last || (epoch_end && epoch > m_s.checkpoint_warmup && epoch % m_s.checkpoint_every == 0))
+      write_rolling_checkpoint();
   }
   row["checkpoint_s"] = seconds(t_ck, Clock::now());
-  row["epoch_s"] = seconds(t_epoch, Clock::now());
+  row["epoch_s"] = seconds(t_period, Clock::now());
   row["elapsed_s"] = elapsed();
   row["peak_rss_mb"] = peak_rss_mb();
   m_log.metrics_row(row);
   m_log.event("epoch", row);
-  m_log.line(epoch_line(row, m_s.num_epoch, m_setup.targets.energy_head >= 0, m_forces, improved,
+  m_log.line(epoch_line(row, m_s.num_epoch, epoch_end ? -1 : m_state.epoch_steps,
+                        m_setup.targets.energy_head >= 0, m_forces, improved,
                         m_s.print_test_every_epoch));
   if (reduced) {
     m_log.event("lr_reduced", {{"epoch", epoch}, {"lr", get_lr(*m_opt)}});
@@ -111,11 +108,45 @@ bool Trainer::end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& 
   }
   if (out_of_time) {
     m_stop_reason = "time_limit";
-    m_log.event("time_limit", {{"epoch", epoch}, {"elapsed_s", elapsed_s}});
+    m_log.event("time_limit", {{"epoch", epoch}, {"step", m_state.step}, {"elapsed_s", elapsed_s}});
     m_log.line("time limit reached (" + fmt("%.0f", m_s.time_limit_s) + " s)");
     return true;
   }
   return false;
+}
+
+void Trainer::stop_for_time() {
+  const auto [epoch, done] = *m_out_of_time_at;
+  m_stop_reason = "time_limit";
+  std::string where = "no checkpoint (Training.Checkpoint is off)";
+  if (m_s.checkpoint && m_root) {
+    write_rolling_checkpoint();
+    where = "checkpoint " + m_s.run_dir + "/checkpoints/" +
+            (m_state.epoch_steps > 0 ? checkpoint_name(epoch, m_state.epoch_steps)
+                                     : checkpoint_name(m_state.epoch));
+  }
+  m_log.event(
+      "time_limit",
+      {{"epoch", epoch}, {"epoch_steps", done}, {"step", m_state.step}, {"elapsed_s", elapsed()}});
+  m_log.line("time limit reached (" + fmt("%.0f", m_s.time_limit_s) + " s) in epoch " +
+             std::to_string(epoch) + " after " + std::to_string(done) + " of its steps (step " +
+             std::to_string(m_state.step) + " of the run); " + where +
+             (m_s.checkpoint ? "; --set Training.continue=1 resumes at this step" : ""));
+}
+
+void Trainer::write_rolling_checkpoint() {
+  const std::string dir = m_s.run_dir + "/checkpoints";
+  const std::string path =
+      dir + "/" +
+      (m_state.epoch_steps > 0 ? checkpoint_name(m_state.epoch + 1, m_state.epoch_steps)
+                               : checkpoint_name(m_state.epoch));
+  write_checkpoint(path, true);
+  keep_latest_checkpoints(dir, m_s.keep_checkpoints);
+  nlohmann::json event = {{"epoch", m_state.epoch_steps > 0 ? m_state.epoch + 1 : m_state.epoch},
+                          {"step", m_state.step},
+                          {"path", path}};
+  if (m_state.epoch_steps > 0) event["epoch_steps"] = m_state.epoch_steps;
+  m_log.event("checkpoint", event);
 }
 
 void Trainer::stop_on_signal() {
@@ -123,7 +154,7 @@ void Trainer::stop_on_signal() {
   const int signal = stop_signal();
   const std::string by = signal ? signal_name(signal) : "a signal to another rank";
   const std::string ckdir = m_s.run_dir + "/checkpoints";
-  if (m_root) {
+  if (m_root) {  // m_state: the step where every rank stopped
     write_checkpoint(ckdir + "/interrupted.pt", true);
     m_log.event("interrupted",
                 {{"signal", by}, {"epoch", epoch}, {"steps_done", done}, {"step", m_state.step}});

@@ -4,9 +4,11 @@
 
 #include <sys/resource.h>
 #include <torch/optim/optimizer.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -48,6 +50,30 @@ inline double peak_rss_mb() {
   return double(ru.ru_maxrss) / 1024.0;
 }
 
+// The figures of one evaluation period (an epoch, or Training.eval_every_steps steps; shorter
+// where a resume or the run's end cuts it), summed over the ranges of steps trained in it.
+struct Period {
+  Period(const ModelSetup& setup, int64_t epoch, double lr, int64_t replayed)
+      : metrics(setup), row({{"epoch", epoch}, {"lr", lr}}), replayed_before(replayed) {}
+  SplitMetrics metrics;  // the training split's, as its steps ran
+  nlohmann::json row;    // epoch, lr (the rate of its first step)
+  PhaseSeconds phases;
+  double gn_sum = 0, train_s = 0;  // summed gradient norms; seconds of its training steps
+  int64_t graphs_all = 0, steps = 0, unpadded = 0, skipped = 0, replayed_before = 0;
+  std::vector<double> losses;  // this rank's finite step losses, for their median
+  Clock::time_point t_start = Clock::now();
+};
+
+// The process's resident memory now, MiB (0 where /proc is not there).
+inline double rss_mb() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 20);
+}
+
 }  // namespace trainer_detail
 
 class Trainer {
@@ -68,19 +94,39 @@ class Trainer {
   void build_model(const nlohmann::json* resume_record);
   void log_start(int threads, const std::string& resume_path);
   void begin_stage_two(int64_t epoch);
-  void train_epoch(int64_t epoch, nlohmann::json& row, SplitMetrics& metrics);
+  // Steps [first, last) of `epoch` (of n_steps) into `period`; returns where it stopped: `last`,
+  // or the step at which a signal (m_interrupted_at) or the deadline (m_out_of_time_at) stopped
+  // every rank.
+  int64_t train_steps(int64_t epoch, int64_t first, int64_t last, int64_t n_steps,
+                      trainer_detail::Period& period);
+  // The period's training figures into its row (collective: the metrics' sums).
+  void close_period(trainer_detail::Period& period);
+  // Validation and test of the period, then end_period; true when the run stops here.
+  bool evaluate_period(int64_t epoch, bool epoch_end, trainer_detail::Period& period);
   SplitMetrics evaluate_split(int split);
   // After a step where a rank was asked to stop: interrupted.pt on rank 0, then an Error on every
   // rank (the process exits non-zero).
   [[noreturn]] void stop_on_signal();
+  // The deadline of Training.time_limit_s passed inside a period: a checkpoint of that step, the
+  // event and the line.
+  void stop_for_time();
   // Decisions, checkpoints, the metrics row and the log line; true when the run stops here.
-  bool end_epoch(int64_t epoch, nlohmann::json& row, const SplitMetrics& val_m,
-                 trainer_detail::Clock::time_point t0);
+  bool end_period(int64_t epoch, bool epoch_end, nlohmann::json& row, const SplitMetrics& val_m,
+                  trainer_detail::Clock::time_point t0);
   void write_checkpoint(const std::string& path, bool with_optimizer);
+  // The rolling checkpoint of where the run is (epoch_NNNNN.pt, or epoch_NNNNN_step_SSSSSSS.pt
+  // inside an epoch), rotated by Output.keep_checkpoints, with its event. Rank 0.
+  void write_rolling_checkpoint();
   // The data and split of this run, as the checkpoint records them.
   nlohmann::json split_record() const;
   TrainedObjects trained() {
-    return {m_gnn.get(), &m_params, m_opt.get(), m_ema.get(), m_plateau.get(), m_early.get()};
+    return {m_gnn.get(),
+            &m_params,
+            m_opt.get(),
+            m_ema.get(),
+            m_plateau.get(),
+            m_early.get(),
+            m_step_fn ? m_step_fn->spike_guard() : nullptr};
   }
   double elapsed() const {
     return m_elapsed_before + trainer_detail::seconds(m_t_start, trainer_detail::Clock::now());
@@ -113,14 +159,17 @@ class Trainer {
   RunLog m_log{m_root, m_s.log_all_ranks};  // rank 0's run directory and log lines
   bool m_forces = false;                    // the model predicts forces and the data has them
   std::optional<std::pair<int64_t, int64_t>> m_interrupted_at;  // (epoch, steps done) on a signal
+  std::optional<std::pair<int64_t, int64_t>> m_out_of_time_at;  // (epoch, steps done): deadline
   bool m_cut_reported = false;  // max_neighbours cut some atom's neighbours (warned)
   RunState m_state;             // step, best epoch so far (epoch: set when a checkpoint is written)
   SpikeLog m_spikes{m_log, m_s};  // the spike guard's skipped and applied steps
   int64_t m_start_epoch = 1;
+  int64_t m_epoch = 0;  // the epoch in progress
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
   trainer_detail::Clock::time_point m_t_start = trainer_detail::Clock::now();
   double m_elapsed_before = 0.0;  // training seconds of the run before a resume
+  double m_first_step_s = -1.0;   // seconds from start to this run's first step done
 };
 
 }  // namespace ddgnn

@@ -70,6 +70,14 @@ namespace ddgnn {
 
 namespace {
 
+// What every rank holds per graph of the dataset beside its store: the split's map (2 bits a
+// graph and block counts, loader/split.h SplitMap).
+constexpr double kSplitBytesPerGraph = 0.3;
+
+}  // namespace
+
+namespace {
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double ceil_log2(int64_t n) {
@@ -226,7 +234,7 @@ std::vector<ScalePoint> simulate(const std::map<std::string, CostModel>& models,
         // A backend with a model but no placement rule here: price it on the node alone.
         bp.fetch_node_s = model->second.predict(node);
       }
-      bp.memory_bytes = store + 8 * w.graphs;
+      bp.memory_bytes = store + kSplitBytesPerGraph * w.graphs;
       bp.feasible = bp.memory_bytes <= memory_per_rank;
       bp.fetch_s = bp.fetch_node_s + bp.fetch_network_s;
       const double prefetch = bp.fetch_s + w.collate_s;

@@ -100,7 +100,7 @@ struct BackendPoint {
   std::string backend;
   bool calibrated = true;      // false: `file` without a model, priced by its PFS term alone
   bool feasible = true;        // this rank's store (or whole dataset) fits its memory share
-  double memory_bytes = 0;     // per rank: its store part (all of it for replicated) + ids
+  double memory_bytes = 0;     // per rank: its store part (all of it for replicated) + split map
   double fetch_node_s = 0;     // the calibrated on-node model, for the node's share of a batch
   double fetch_network_s = 0;  // the other nodes' share (or the file system's reads)
   double fetch_s = 0;          // node + network

@@ -76,13 +76,42 @@ TEST(Sampler, DeterministicPerEpochAndDropRemainder) {
   EXPECT_THROW(sampler_steps(o), Error);
 }
 
+// The epoch's order, one index at a time: a bijection of 0..n-1 for every n (powers of 4 and
+// their neighbours too), a function of the seed, and a shuffle (no fixed structure left: few
+// fixed points, the first half's ids spread over the whole range).
+TEST(IndexPermutation, ABijectionForEveryNThatShuffles) {
+  for (int64_t n : {0, 1, 2, 3, 4, 5, 15, 16, 17, 63, 64, 65, 1000, 4096, 4097, 100003}) {
+    const IndexPermutation p(n, 17);
+    std::vector<int64_t> seen(size_t(n), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = p(i);
+      ASSERT_GE(v, 0);
+      ASSERT_LT(v, n);
+      ++seen[size_t(v)];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), n) << n;
+  }
+  const int64_t n = 100000;
+  const IndexPermutation a(n, 1), b(n, 1), c(n, 2);
+  int64_t same = 0, fixed = 0, low = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    same += a(i) == c(i);
+    fixed += a(i) == i;
+    low += i < n / 2 && a(i) < n / 2;
+    EXPECT_EQ(a(i), b(i));
+  }
+  EXPECT_LT(same, 100);   // another seed, another order (about 1 in n alike by chance)
+  EXPECT_LT(fixed, 100);  // a shuffle: about one fixed point
+  EXPECT_NEAR(double(low) / (n / 4), 1.0, 0.05);  // half of the first half lands in each half
+}
+
 TEST(SamplerBalanced, BudgetRespectedAtomsBalancedEverySampleOnce) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> graph_atoms(3, 60);
   for (int64_t n : {1, 7, 100, 333})
     for (int p : {1, 2, 3, 4}) {
-      std::vector<int32_t> atoms(static_cast<size_t>(n));
-      for (auto& a : atoms) a = graph_atoms(rng);
+      std::vector<uint16_t> atoms(static_cast<size_t>(n));
+      for (auto& a : atoms) a = uint16_t(graph_atoms(rng));
       SamplerOptions o;
       o.n_samples = n;
       o.batch_size = 6;
@@ -130,7 +159,7 @@ TEST(SamplerBalanced, BudgetRespectedAtomsBalancedEverySampleOnce) {
 }
 
 TEST(SamplerBalanced, OneRankIsTheBudgetCutsOfTheEpochOrder) {
-  const std::vector<int32_t> atoms = {5, 5, 5, 20, 5, 5, 30, 1};
+  const std::vector<uint16_t> atoms = {5, 5, 5, 20, 5, 5, 30, 1};
   SamplerOptions o;
   o.n_samples = 8;
   o.batch_size = 3;

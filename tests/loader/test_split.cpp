@@ -51,6 +51,42 @@ TEST(Split, PermutationMatchesFixedReference) {
   EXPECT_EQ(sorted, iota);
 }
 
+// The map answers what the lists did: every position of every part, for sizes around its words
+// (32 graphs) and blocks (512), with training graphs left out by train_fraction in no part; in
+// under 0.35 bytes a graph.
+TEST(SplitMap, GivesEachPartsGraphsInTheListsOrder) {
+  for (int64_t n : {10, 31, 32, 33, 511, 512, 513, 5000, 100000}) {
+    SplitOptions o;
+    o.perc_train = 0.7;
+    o.seed = uint64_t(n);
+    o.train_fraction = n % 2 ? 0.5 : 1.0;
+    const Split split = split_graphs(n, o);
+    const SplitMap map(split, n);
+    const std::vector<int64_t>* lists[3] = {&split.train, &split.validate, &split.test};
+    int64_t in_parts = 0;
+    for (int part = 0; part < 3; ++part) {
+      ASSERT_EQ(map.size(part), int64_t(lists[part]->size())) << n;
+      for (size_t k = 0; k < lists[part]->size(); ++k) {
+        ASSERT_EQ(map.id(part, int64_t(k)), (*lists[part])[k]) << n << " part " << part;
+        ASSERT_EQ(map.part_of((*lists[part])[k]), part);
+      }
+      EXPECT_THROW(map.id(part, map.size(part)), Error);
+      in_parts += map.size(part);
+    }
+    EXPECT_EQ(in_parts + split.train_dropped, n);
+    int64_t none = 0;
+    for (int64_t g = 0; g < n; ++g) none += map.part_of(g) == SplitMap::kNone;
+    EXPECT_EQ(none, split.train_dropped) << n;
+    if (n >= 5000) {
+      EXPECT_LT(double(map.bytes()) / double(n), 0.35) << n;
+    }
+  }
+  Split twice;
+  twice.train = {0, 1};
+  twice.test = {1};
+  EXPECT_THROW(SplitMap(twice, 4), Error);
+}
+
 TEST(Split, BadFractionAndTooFewGraphs) {
   EXPECT_THROW(split_graphs(100, 1.0, 1), ConfigError);
   EXPECT_THROW(split_graphs(100, 0.0, 1), ConfigError);

@@ -216,6 +216,59 @@ TEST(MetricsCsv, ARowCutShortIsDroppedAndAnOlderFilesRowsMoveToTheNewColumns) {
   EXPECT_THROW(MetricsCsv(path, columns, false, 1), Error);
 }
 
+// Rows of evaluations inside epochs carry the run's step: a resume keeps them up to its
+// checkpoint's row by step, also inside one epoch, and writes that row again if a kill took it.
+TEST(MetricsCsv, RowsInsideEpochsAreKeptUpToTheCheckpointsStep) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.csv");
+  const std::vector<std::string> columns = {"epoch", "step", "loss"};
+  {
+    MetricsCsv csv(path, columns, /*truncate=*/true, 0);
+    csv.write({{"epoch", 1}, {"step", 4}, {"loss", 0.5}});
+    csv.write({{"epoch", 1}, {"step", 6}, {"loss", 0.4}});
+    csv.write({{"epoch", 2}, {"step", 8}, {"loss", 0.3}});
+    csv.write({{"epoch", 2}, {"step", 12}, {"loss", 0.2}});
+  }
+  // A checkpoint inside epoch 2 whose latest row is that of step 8.
+  { MetricsCsv csv(path, columns, false, 1, {{"epoch", 2}, {"step", 8}, {"loss", 0.3}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,step,loss\n1,4,0.5\n1,6,0.4\n2,8,0.3\n");
+  // The row of step 6 lost with everything after it: it comes back, once.
+  std::ofstream(path) << "epoch,step,loss\n1,4,0.5\n";
+  { MetricsCsv csv(path, columns, false, 1, {{"epoch", 1}, {"step", 6}, {"loss", 0.4}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,step,loss\n1,4,0.5\n1,6,0.4\n");
+  // A file of a version without steps: its rows move over, kept by epoch.
+  std::ofstream(path) << "epoch,loss\n1,0.5\n2,0.25\n";
+  { MetricsCsv csv(path, columns, false, 1, {{"epoch", 1}, {"loss", 0.5}}); }
+  EXPECT_EQ(testing::read_text(path), "epoch,step,loss\n1,,0.5\n");
+}
+
+// Checkpoints inside an epoch sort between those of whole epochs; the latest is what
+// Training.continue resumes and what rotation keeps.
+TEST(Checkpoint, CheckpointsInsideEpochsSortBetweenWholeEpochs) {
+  TempDir dir;
+  const std::string ck = dir.file("checkpoints");
+  fs::create_directories(ck);
+  EXPECT_EQ(checkpoint_name(12), "epoch_00012.pt");
+  EXPECT_EQ(checkpoint_name(13, 345), "epoch_00013_step_0000345.pt");
+  for (const std::string name :
+       {"epoch_00012.pt", "epoch_00013_step_0000345.pt", "epoch_00013_step_0000040.pt",
+        "epoch_00013.pt", "epoch_00009.pt", "best.pt", "interrupted.pt"})
+    std::ofstream(ck + "/" + name) << "x";
+  std::vector<std::string> names;
+  for (const auto& p : epoch_checkpoints(ck)) names.push_back(fs::path(p).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"epoch_00009.pt", "epoch_00012.pt",
+                                             "epoch_00013_step_0000040.pt",
+                                             "epoch_00013_step_0000345.pt", "epoch_00013.pt"}));
+  fs::remove(ck + "/epoch_00013.pt");
+  EXPECT_EQ(fs::path(resolve_startfrom(dir.path().string(), "existing_model")).filename(),
+            "epoch_00013_step_0000345.pt");
+  keep_latest_checkpoints(ck, 2);
+  EXPECT_TRUE(fs::exists(ck + "/epoch_00013_step_0000040.pt"));
+  EXPECT_TRUE(fs::exists(ck + "/epoch_00013_step_0000345.pt"));
+  EXPECT_FALSE(fs::exists(ck + "/epoch_00012.pt"));
+  EXPECT_TRUE(fs::exists(ck + "/best.pt"));
+}
+
 TEST(EventLog, ALineCutShortIsDroppedOnReopening) {
   TempDir dir;
   const std::string path = dir.file("events.jsonl");

@@ -171,6 +171,95 @@ TEST(Train, ResumeAfterSigkillEndsWithTheSameWeights) {
   EXPECT_EQ(metric_values(a + "/metrics.csv"), metric_values(b + "/metrics.csv"));
 }
 
+// Training.eval_every_steps and Output.checkpoint_every_steps: 24 training graphs, batch 4, 6
+// steps an epoch, 4 epochs; an evaluation (a metrics row) every 4 steps and at the run's end, a
+// checkpoint every 4 steps inside epochs and at each epoch's end. A run killed inside an epoch
+// resumes from its checkpoint there and ends as the uninterrupted one: the same weights and rows.
+// A time limit stops at the next step with a checkpoint that resumes as exactly.
+TEST(Train, StepsControlEvaluationCheckpointsAndAResumeInsideAnEpoch) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  auto config = [&](const std::string& run_dir) {
+    nlohmann::json c = small_config(dir.file("lj.h5"), run_dir);
+    c["NeuralNetwork"]["Training"]["eval_every_steps"] = 4;
+    c["Output"]["checkpoint_every_steps"] = 4;
+    return write_config(dir, fs::path(run_dir).filename().string() + ".json", c);
+  };
+  const std::string a = dir.file("a");
+  const Result whole = run("train -c " + config(a));
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  EXPECT_EQ(metric_column(a + "/metrics.csv", "step"),
+            (std::vector<std::string>{"4", "8", "12", "16", "20", "24"}));
+  EXPECT_EQ(metric_column(a + "/metrics.csv", "epoch"),
+            (std::vector<std::string>{"1", "2", "2", "3", "4", "4"}));
+  EXPECT_NE(whole.out.find("epoch 2/4 step 2 (run 8)"), std::string::npos) << whole.out;
+  std::vector<std::string> kept;
+  for (const auto& p : epoch_checkpoints(a + "/checkpoints"))
+    kept.push_back(fs::path(p).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch_00001_step_0000004.pt", "epoch_00001.pt",
+                                            "epoch_00002_step_0000002.pt", "epoch_00002.pt",
+                                            "epoch_00003_step_0000004.pt", "epoch_00003.pt",
+                                            "epoch_00004_step_0000002.pt", "epoch_00004.pt"}));
+  const auto final_a = checkpoint_parameters(a + "/checkpoints/epoch_00004.pt");
+  auto same_weights = [&](const std::string& run_dir) {
+    const auto p = checkpoint_parameters(run_dir + "/checkpoints/epoch_00004.pt");
+    ASSERT_EQ(p.size(), final_a.size());
+    for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(at::equal(p[i], final_a[i])) << i;
+  };
+
+  // Killed at step 11: the latest checkpoint is that of step 8, 2 steps into epoch 2.
+  const std::string b = dir.file("b");
+  const Result killed = run("train -c " + config(b), "DDGNN_DEBUG_SIGKILL_AT_STEP=11");
+  ASSERT_TRUE(killed.killed) << killed.code << killed.out;
+  const Result resumed = run("train -c " + config(b) + " --set Training.continue=1");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch_00002_step_0000002.pt after epoch 1 and 2 steps of epoch 2"),
+            std::string::npos)
+      << resumed.out;
+  same_weights(b);
+  EXPECT_EQ(metric_values(a + "/metrics.csv"), metric_values(b + "/metrics.csv"));
+
+  // A time limit already passed: step 1 runs, then the run stops with a checkpoint of it.
+  const std::string t = dir.file("t");
+  const Result timed = run("train -c " + config(t) + " --set Training.time_limit_s=1e-6");
+  ASSERT_EQ(timed.code, 0) << timed.out;
+  EXPECT_NE(timed.out.find("time limit reached (0 s) in epoch 1 after 1 of its steps"),
+            std::string::npos)
+      << timed.out;
+  EXPECT_EQ(fs::path(resolve_startfrom(t, "existing_model")).filename(),
+            "epoch_00001_step_0000001.pt");
+  const Result goes_on = run("train -c " + config(t) + " --set Training.continue=1");
+  ASSERT_EQ(goes_on.code, 0) << goes_on.out;
+  same_weights(t);
+  // The validation figures of every evaluation are the uninterrupted run's (the training
+  // columns of the period cut by the stop cover its steps after the resume).
+  EXPECT_EQ(metric_column(a + "/metrics.csv", "validate_loss"),
+            metric_column(t + "/metrics.csv", "validate_loss"));
+}
+
+// Loader.compact_records false keeps float64 arrays in the store: the same run, bit for bit, on
+// records about twice the bytes (what the encodings save, and what decoding them costs).
+TEST(Train, CompactRecordsTrainAsFloat64RecordsDo) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), LjOptions{});
+  std::vector<at::Tensor> weights[2];
+  int64_t bytes[2] = {0, 0};
+  for (int compact = 0; compact < 2; ++compact) {
+    const std::string run_dir = dir.file("r" + std::to_string(compact));
+    nlohmann::json c = small_config(dir.file("lj.h5"), run_dir);
+    c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+    c["Loader"]["compact_records"] = compact == 1;
+    const Result r = run("train -c " + write_config(dir, "c.json", c));
+    ASSERT_EQ(r.code, 0) << r.out;
+    weights[compact] = checkpoint_parameters(run_dir + "/checkpoints/epoch_00002.pt");
+    bytes[compact] = last_event(run_dir, "run_start").at("loader").at("bytes_total");
+  }
+  ASSERT_EQ(weights[0].size(), weights[1].size());
+  for (size_t i = 0; i < weights[0].size(); ++i)
+    EXPECT_TRUE(at::equal(weights[0][i], weights[1][i])) << i;
+  EXPECT_GT(double(bytes[0]) / double(bytes[1]), 1.3) << bytes[0] << " " << bytes[1];
+}
+
 // The trained weights a checkpoint with a weight average holds beside the average.
 std::vector<at::Tensor> checkpoint_train_weights(const std::string& path) {
   const ModelSetup setup = model_setup_from_json(read_checkpoint_record(path).at("model"));
@@ -280,7 +369,7 @@ TEST(Train, BaselineKnowsTheCompositionAndTheEpochLineKeepsTheTestSplitForTheEnd
   const std::string two = energy_field(r.out);
   EXPECT_EQ(std::count(two.begin(), two.end(), '/'), 1) << r.out;
   EXPECT_NE(r.out.find("MAE of train/validate (the test split at the end)"), std::string::npos);
-  EXPECT_NE(r.out.find("best epoch 1: test energy MAE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best epoch 1 (step 6): test energy MAE"), std::string::npos) << r.out;
   // The closing line has the test split's force MAE per element, as the epoch event has them.
   EXPECT_NE(r.out.find(" meV/Å (per element: Ar "), std::string::npos) << r.out;
   const nlohmann::json epoch = testing::last_event(dir.file("r"), "epoch");
@@ -471,14 +560,19 @@ TEST(Train, ExplicitSplitFilesKeepCheckpointsAndTimeLimit) {
   ASSERT_EQ(ev.code, 0) << ev.out;
   EXPECT_EQ(
       nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json")).at("graphs"), 7);
-  // A time limit stops after the epoch in which it passed, with a checkpoint and an event.
+  // A time limit stops at the step after it passed (the run's first step always runs), with a
+  // checkpoint of that step and an event; nothing after the last evaluation is evaluated.
   c["Output"]["run_dir"] = dir.file("timed");
   c["NeuralNetwork"]["Training"]["time_limit_s"] = 1e-6;
-  ASSERT_EQ(run("train -c " + write_config(dir, "t.json", c)).code, 0);
-  EXPECT_EQ(lines(read_text(dir.file("timed") + "/metrics.csv")).size(), 2u);
-  EXPECT_TRUE(fs::exists(dir.file("timed") + "/checkpoints/epoch_00001.pt"));
-  EXPECT_NE(read_text(dir.file("timed") + "/events.jsonl").find("\"event\":\"time_limit\""),
-            std::string::npos);
+  const Result timed = run("train -c " + write_config(dir, "t.json", c));
+  ASSERT_EQ(timed.code, 0) << timed.out;
+  EXPECT_NE(timed.out.find("time limit reached"), std::string::npos) << timed.out;
+  EXPECT_EQ(lines(read_text(dir.file("timed") + "/metrics.csv")).size(), 1u);
+  EXPECT_TRUE(fs::exists(dir.file("timed") + "/checkpoints/epoch_00001_step_0000001.pt"));
+  const nlohmann::json limit = testing::last_event(dir.file("timed"), "time_limit");
+  ASSERT_FALSE(limit.is_null());
+  EXPECT_EQ(limit.at("step"), 1);
+  EXPECT_EQ(limit.at("epoch_steps"), 1);
   // Early stopping: a learning rate far too large stops improving the validation loss (its
   // losses soon a thousand times the first epoch's: the divergence check is off here).
   c["Output"]["run_dir"] = dir.file("early");

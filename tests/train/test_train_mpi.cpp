@@ -190,6 +190,40 @@ TEST(TrainMpi, ResumeOnAnotherNumberOfRanks) {
   EXPECT_LT(worst, 1e-9);
 }
 
+// On 2 ranks (batch 4 each: 20 steps an epoch, 2 epochs, an evaluation every 6 steps): a time
+// limit already passed stops both ranks after the run's first step, exit 0, with a checkpoint
+// of that step; the resumed run ends with the weights and validation rows of an uninterrupted
+// one, bit for bit.
+TEST(TrainMpi, ATimeLimitStopsEveryRankAtOneStepAndTheResumeIsExact) {
+  TempDir dir;
+  write_lj_dataset(dir.file("lj.h5"), step_data());
+  auto config = [&](const std::string& name) {
+    nlohmann::json c = step_config(dir.file("lj.h5"), dir.file(name), 4);
+    c["NeuralNetwork"]["Training"]["num_epoch"] = 2;
+    c["NeuralNetwork"]["Training"]["eval_every_steps"] = 6;
+    return testing::write_config(dir, name + ".json", c);
+  };
+  const Result whole = mpirun(2, "train -c " + config("whole"));
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  const Result timed =
+      mpirun(2, "train -c " + config("timed") + " --set Training.time_limit_s=1e-6");
+  ASSERT_EQ(timed.code, 0) << timed.out;
+  EXPECT_EQ(count(timed.out, "time limit reached"), 1) << timed.out;
+  ASSERT_TRUE(
+      std::filesystem::exists(dir.file("timed") + "/checkpoints/epoch_00001_step_0000001.pt"))
+      << timed.out;
+  const Result resumed = mpirun(2, "train -c " + config("timed") + " --set Training.continue=1");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  const auto a = testing::checkpoint_parameters(dir.file("whole") + "/checkpoints/epoch_00002.pt");
+  const auto b = testing::checkpoint_parameters(dir.file("timed") + "/checkpoints/epoch_00002.pt");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::equal(a[k], b[k])) << "parameter " << k;
+  EXPECT_EQ(testing::metric_column(dir.file("whole") + "/metrics.csv", "validate_loss"),
+            testing::metric_column(dir.file("timed") + "/metrics.csv", "validate_loss"));
+  EXPECT_EQ(testing::metric_column(dir.file("timed") + "/metrics.csv", "step"),
+            (std::vector<std::string>{"6", "12", "18", "24", "30", "36", "40"}));
+}
+
 TEST(TrainMpi, RemainderStepsAndWhatRankZeroWrites) {
   TempDir dir;
   write_lj_dataset(dir.file("lj.h5"), step_data());
