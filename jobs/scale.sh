@@ -9,6 +9,7 @@
 #
 #   bash jobs/scale.sh                     # 10^6 and 10^7
 #   SIZES="1000000" bash jobs/scale.sh     # 10^6 only
+#   LIMIT_ONLY=1 bash jobs/scale.sh        # the time-limited runs alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DDGNN:-./build/app/ddgnn}
@@ -20,7 +21,7 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_osc=^rdma
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 csv=$out/scale.csv
-[ -f "$csv" ] || echo "graphs,ranks,run,compact,first_step_s,wall_s,steps,step_graphs_per_s,store_mib_rank0,rss_mib_rank0_end,peak_rss_mib,file_gb,convert_s" > "$csv"
+[ -f "$csv" ] || echo "graphs,ranks,run,compact,first_step_s,wall_s,steps,step_graphs_per_s,store_mib_rank0,rss_mib_rank0_first_step,rss_mib_rank0_end,peak_rss_mib,file_gb,convert_s" > "$csv"
 
 config() {  # $1 data file, $2 run dir
   cat <<EOF
@@ -77,11 +78,13 @@ compact = "false" if "compact_records=false" in sets else "true"
 store = start["loader"]["bytes_rank0"] / 2**20
 with open(csv, "a") as f:
     f.write(f"{n},{np_},{name},{compact},{end['first_step_s']:.1f},{float(t1) - float(t0):.1f},"
-            f"{end['steps']},{rate:.0f},{store:.0f},{end['rss_mb']:.0f},{max(rss):.0f},"
+            f"{end['steps']},{rate:.0f},{store:.0f},{end['first_step_rss_mb']:.0f},"
+            f"{end['rss_mb']:.0f},{max(rss):.0f},"
             f"{os.path.getsize(h5) / 1e9:.2f},{open(conv).read().strip()}\n")
 print(f"{n} graphs, {np_} rank(s), {name}: first step {end['first_step_s']:.1f} s, "
       f"{float(t1) - float(t0):.1f} s in all, {steps_here} steps, {rate:.0f} graphs/s after the "
-      f"first, store {store:.0f} MiB on rank 0, RSS at the end {end['rss_mb']:.0f} MiB (rank 0), "
+      f"first, store {store:.0f} MiB on rank 0, RSS at the first step "
+      f"{end['first_step_rss_mb']:.0f} MiB and at the end {end['rss_mb']:.0f} MiB (rank 0), "
       f"peak RSS {max(rss):.0f} MiB (largest rank)")
 EOF
 }
@@ -99,11 +102,14 @@ for n in $sizes; do
   fi
   for np in 1 2 4; do train "$n" "$np" limit; done
 done
+[ "${LIMIT_ONLY:-0}" = 1 ] && { column -s, -t "$csv"; exit 0; }
 n=${sizes##* }
-# The largest 4-rank run goes on from its time-limit checkpoint.
+# The largest 4-rank run goes on from its time-limit checkpoint (the limit counts the time
+# before the resume too: twice it gives the resumed run as long again).
 rm -rf "$out/run_${n}_4_resumed"
 cp -r "$out/run_${n}_4_limit" "$out/run_${n}_4_resumed"
-train "$n" 4 resumed --set Training.continue=1 --set "Output.run_dir=$out/run_${n}_4_resumed"
+train "$n" 4 resumed --set Training.continue=1 --set "Output.run_dir=$out/run_${n}_4_resumed" \
+  --set "Training.time_limit_s=$((2 * limit))"
 # Steps with the compact records against float64 records on the smallest set, interleaved.
 n=${sizes%% *}
 for k in 1 2 3; do

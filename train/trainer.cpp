@@ -78,6 +78,7 @@ nlohmann::json Trainer::run_impl() {
   m_place = place_rank(m_s, m_comm.get());
 
   m_loader = std::make_unique<Loader>(m_s, m_comm.get());
+  release_free_memory();  // what loading and the split freed (the allocator would keep it)
   const TrainData& data = m_loader->data();
   check_outliers(data, m_s.allow_outliers, m_root);
   for (int k : {kTrain, kValidate, kTest}) bind_targets(m_s, data.dataset(k));
@@ -111,6 +112,7 @@ nlohmann::json Trainer::run_impl() {
                      resume_path);
   }
   build_model(m_s.resume ? &resume_record : nullptr);
+  release_free_memory();  // the statistics' blocks
   if (m_s.resume) {
     m_state = restore_run_checkpoint(resume_path, resume_record, trained());
     m_start_epoch = m_state.epoch + 1;
@@ -211,7 +213,8 @@ nlohmann::json Trainer::run_impl() {
                             {"elapsed_s", elapsed()},
                             {"first_step_s", m_first_step_s},
                             {"peak_rss_mb", peak_rss_mb()},
-                            {"rss_mb", trainer_detail::rss_mb()}};
+                            {"rss_mb", trainer_detail::rss_mb()},
+                            {"first_step_rss_mb", m_first_step_rss_mb}};
   m_log.event("run_end", summary);
   if (!m_state.best_row.is_null()) {
     m_log.line(best_line(m_state.best_row, m_state.best_epoch, m_s.run_dir));
@@ -406,7 +409,9 @@ int64_t Trainer::train_steps(int64_t epoch, int64_t first, int64_t last, int64_t
     const StepResult r = m_step_fn->run(sb, place);
     if (m_first_step_s < 0) {  // the time to the first step (start-up at scale: load, split)
       m_first_step_s = seconds(m_t_start, Clock::now());
-      m_log.line("first step done " + fmt("%.1f", m_first_step_s) + " s after start");
+      m_first_step_rss_mb = trainer_detail::rss_mb();
+      m_log.line("first step done " + fmt("%.1f", m_first_step_s) + " s after start (" +
+                 fmt("%.0f", m_first_step_rss_mb) + " MiB resident)");
     }
     ++m_state.step;
     ++period.steps;

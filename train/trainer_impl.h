@@ -168,8 +168,9 @@ class Trainer {
   nlohmann::json m_last_row;
   std::string m_stop_reason = "num_epoch";
   trainer_detail::Clock::time_point m_t_start = trainer_detail::Clock::now();
-  double m_elapsed_before = 0.0;  // training seconds of the run before a resume
-  double m_first_step_s = -1.0;   // seconds from start to this run's first step done
+  double m_elapsed_before = 0.0;   // training seconds of the run before a resume
+  double m_first_step_s = -1.0;    // seconds from start to this run's first step done
+  double m_first_step_rss_mb = 0;  // resident memory then (the data's, before the steps' own)
 };
 
 }  // namespace ddgnn
