@@ -188,18 +188,16 @@ nlohmann::json Trainer::run_impl() {
       const bool evaluate =
           eval_every == 0 ? epoch_end
                           : m_state.step % eval_every == 0 || (epoch_end && epoch == m_s.num_epoch);
+      // A checkpoint on schedule comes after the evaluation of its step; at an epoch's end the
+      // evaluation writes it (end_period).
+      const bool checkpoint_due = m_s.checkpoint && m_root && epoch > m_s.checkpoint_warmup &&
+                                  (epoch_end ? !evaluate && epoch % m_s.checkpoint_every == 0
+                                             : ck_every > 0 && m_state.step % ck_every == 0);
       if (evaluate) {
         stop = evaluate_period(epoch, epoch_end, *period);
         period.reset();
-      } else if (m_s.checkpoint && m_root && epoch > m_s.checkpoint_warmup &&
-                 (epoch_end ? epoch % m_s.checkpoint_every == 0
-                            : ck_every > 0 && m_state.step % ck_every == 0)) {
-        write_rolling_checkpoint();
       }
-      // A checkpoint inside the epoch on schedule, after the evaluation of the same step.
-      if (!stop && evaluate && !epoch_end && ck_every > 0 && m_state.step % ck_every == 0 &&
-          epoch > m_s.checkpoint_warmup)
-        write_rolling_checkpoint();
+      if (!stop && checkpoint_due) write_rolling_checkpoint();
     } while (done < n_steps && !stop);
   }
   m_log.finish();

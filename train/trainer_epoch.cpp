@@ -119,12 +119,7 @@ void Trainer::stop_for_time() {
   const auto [epoch, done] = *m_out_of_time_at;
   m_stop_reason = "time_limit";
   std::string where = "no checkpoint (Training.Checkpoint is off)";
-  if (m_s.checkpoint && m_root) {
-    write_rolling_checkpoint();
-    where = "checkpoint " + m_s.run_dir + "/checkpoints/" +
-            (m_state.epoch_steps > 0 ? checkpoint_name(epoch, m_state.epoch_steps)
-                                     : checkpoint_name(m_state.epoch));
-  }
+  if (m_s.checkpoint && m_root) where = "checkpoint " + write_rolling_checkpoint();
   m_log.event(
       "time_limit",
       {{"epoch", epoch}, {"epoch_steps", done}, {"step", m_state.step}, {"elapsed_s", elapsed()}});
@@ -134,19 +129,17 @@ void Trainer::stop_for_time() {
              (m_s.checkpoint ? "; --set Training.continue=1 resumes at this step" : ""));
 }
 
-void Trainer::write_rolling_checkpoint() {
+std::string Trainer::write_rolling_checkpoint() {
   const std::string dir = m_s.run_dir + "/checkpoints";
-  const std::string path =
-      dir + "/" +
-      (m_state.epoch_steps > 0 ? checkpoint_name(m_state.epoch + 1, m_state.epoch_steps)
-                               : checkpoint_name(m_state.epoch));
+  const bool inside = m_state.epoch_steps > 0;  // inside the epoch after the last finished
+  const int64_t epoch = inside ? m_state.epoch + 1 : m_state.epoch;
+  const std::string path = dir + "/" + checkpoint_name(epoch, m_state.epoch_steps);
   write_checkpoint(path, true);
   keep_latest_checkpoints(dir, m_s.keep_checkpoints);
-  nlohmann::json event = {{"epoch", m_state.epoch_steps > 0 ? m_state.epoch + 1 : m_state.epoch},
-                          {"step", m_state.step},
-                          {"path", path}};
-  if (m_state.epoch_steps > 0) event["epoch_steps"] = m_state.epoch_steps;
+  nlohmann::json event = {{"epoch", epoch}, {"step", m_state.step}, {"path", path}};
+  if (inside) event["epoch_steps"] = m_state.epoch_steps;
   m_log.event("checkpoint", event);
+  return path;
 }
 
 void Trainer::stop_on_signal() {

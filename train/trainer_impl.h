@@ -115,8 +115,9 @@ class Trainer {
                   trainer_detail::Clock::time_point t0);
   void write_checkpoint(const std::string& path, bool with_optimizer);
   // The rolling checkpoint of where the run is (epoch_NNNNN.pt, or epoch_NNNNN_step_SSSSSSS.pt
-  // inside an epoch), rotated by Output.keep_checkpoints, with its event. Rank 0.
-  void write_rolling_checkpoint();
+  // inside an epoch), rotated by Output.keep_checkpoints, with its event; returns its path.
+  // Rank 0.
+  std::string write_rolling_checkpoint();
   // The data and split of this run, as the checkpoint records them.
   nlohmann::json split_record() const;
   TrainedObjects trained() {
