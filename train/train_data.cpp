@@ -12,7 +12,6 @@
 #include "comm/fetch.h"
 #include "comm/mpi.h"
 #include "comm/store.h"
-#include "core/alloc.h"
 #include "core/error.h"
 #include "loader/packed.h"
 #include "loader/split.h"
@@ -158,8 +157,7 @@ TrainData::TrainData(const TrainSettings& s, MPI_Comm world) {
                                                             s.split_block, s.train_fraction});
     m_split = {s.split_by, s.split_block, split.units, split.n_units, split.train_dropped};
     m_map = SplitMap(split, file.dataset->n_graphs());
-    split = Split();  // the lists go: the map holds the split in 1/25 of their memory
-    release_free_memory();
+    split = Split();  // the lists go (their memory is handed back after the loader's start-up)
     for (int k = 0; k < 3; ++k) m_sizes[size_t(k)] = m_map.size(k);
     file.split_of.assign(size_t(file.stat_count), int8_t(-1));
     for (int64_t i = 0; i < file.stat_count; ++i) {
