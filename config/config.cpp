@@ -94,7 +94,8 @@ Override parse_override(const std::string& text) {
   if (const KeySpec* spec = find_key_spec(out.key)) {
     const bool stringy = spec->type == KeyType::kString || spec->type == KeyType::kEnum ||
                          spec->type == KeyType::kDatasetPath;
-    if (stringy && !out.value.is_string() && !out.value.is_object()) out.value = value;
+    if (stringy && !out.value.is_string() && !out.value.is_object() && !out.value.is_array())
+      out.value = value;
   }
   return out;
 }

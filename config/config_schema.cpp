@@ -425,7 +425,11 @@ std::vector<KeySpec> build_schema() {
   add(key("Dataset.name", T::kString, "name of the data in the log and the run_start event")
           .def("dataset"));
   add(key("Dataset.path", T::kDatasetPath,
-          "\"data.h5\" (relative to the working directory), or {\"train\", \"validate\", "
+          "\"data.h5\" (relative to the working directory); a list of files trained as one "
+          "dataset, each \"file.h5\" or {\"path\": \"file.h5\", \"name\": \"ani1x\"} "
+          "(each file split on its own by perc_train and Dataset.split_by; every structure gets "
+          "the per-structure value dataset_name, its file's place in the list from 0, which "
+          "selects the branch of multi-branch heads); or {\"train\", \"validate\", "
           "\"test\"} files")
           .required());
   add(key("Dataset.split_by", T::kEnum,

@@ -25,7 +25,8 @@ enum class KeyType {
   kEnumArray,    // [one of `values`]
   kNumberMap,    // {name: number}
   kFlag,         // 0/1 or true/false (HydraGNN writes `"continue": 0`); resolved to a bool
-  kDatasetPath,  // "file.h5", or {"train": ..., "validate": ..., "test": ...}, or {"total": ...}
+  kDatasetPath,  // "file.h5", or {"train": ..., "validate": ..., "test": ...}, or {"total": ...},
+                 // or a list of "file.h5" / {"path": ..., "name": ...}
   kAny,          // any JSON value; only for keys ddgnn does not read
 };
 

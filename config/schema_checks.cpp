@@ -261,10 +261,54 @@ void check_scalar(const KeySpec& spec, KeyType scalar_type, const json& value,
 }
 
 void check_dataset_path(const KeySpec& spec, const json& value, const std::string& where) {
-  const std::string expected = "a file name or {\"train\": ..., \"validate\": ..., \"test\": ...}";
+  const std::string expected =
+      "a file name, a list of files, or {\"train\": ..., \"validate\": ..., \"test\": ...}";
   if (value.is_string()) {
     if (value.get<std::string>().empty())
       throw ConfigError(where + ": empty file name", "give the .h5 written by `ddgnn convert`");
+    return;
+  }
+  if (value.is_array()) {  // many files as one dataset: "a.h5" or {"path": "a.h5", "name": "a"}
+    if (value.empty())
+      throw ConfigError(where + ": an empty list of files", "give at least one .h5 file");
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const json& entry = value[i];
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      std::string path, name;
+      if (entry.is_string()) {
+        path = entry.get<std::string>();
+      } else if (entry.is_object()) {
+        for (const auto& item : entry.items())
+          if (item.key() != "path" && item.key() != "name")
+            throw ConfigError(at + "." + item.key() + ": unknown key (known: path, name)",
+                              "give {\"path\": \"file.h5\", \"name\": \"its name\"}");
+        if (!entry.contains("path") || !entry["path"].is_string())
+          throw ConfigError(at + ": expected {\"path\": \"file.h5\", \"name\": ...}, found " +
+                                describe_found(entry),
+                            "give each file as \"file.h5\" or with its name");
+        path = entry["path"].get<std::string>();
+        if (entry.contains("name")) {
+          if (!entry["name"].is_string() || entry["name"].get<std::string>().empty())
+            throw ConfigError(
+                at + ".name: expected a non-empty string, found " + describe_found(entry["name"]),
+                "name the file's data, e.g. \"ani1x\"");
+          name = entry["name"].get<std::string>();
+        }
+      } else {
+        throw ConfigError(
+            at + ": expected a file name or {\"path\", \"name\"}, found " + describe_found(entry),
+            "give the .h5 files written by `ddgnn convert`");
+      }
+      if (path.empty())
+        throw ConfigError(at + ": empty file name", "give the .h5 written by `ddgnn convert`");
+      if (!name.empty()) {
+        if (std::find(names.begin(), names.end(), name) != names.end())
+          throw ConfigError(at + ".name: '" + name + "' names another file of the list too",
+                            "give each file its own name");
+        names.push_back(name);
+      }
+    }
     return;
   }
   if (!value.is_object()) wrong_type(spec, value, where, expected);
@@ -395,7 +439,7 @@ std::string type_name(const KeySpec& spec) {
     case T::kFlag:
       return "bool or 0/1";
     case T::kDatasetPath:
-      return "string or object";
+      return "string, list or object";
     case T::kAny:
       return "any";
   }

@@ -3,11 +3,14 @@
 #include "config/train_settings.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "config/hydragnn_compat.h"
 #include "core/error.h"
 
 namespace ddgnn {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -348,6 +351,19 @@ TrainSettings train_settings(const Config& c) {
   const nlohmann::json& path = c.at("Dataset.path");
   if (path.is_string()) {
     s.data.single = path.get<std::string>();
+  } else if (path.is_array()) {  // the schema checked the entries and their names
+    for (const auto& entry : path) {
+      DatasetPaths::File f;
+      f.path = entry.is_string() ? entry.get<std::string>() : entry.at("path").get<std::string>();
+      f.name = entry.is_object() && entry.contains("name") ? entry["name"].get<std::string>()
+                                                           : fs::path(f.path).stem().string();
+      for (const auto& other : s.data.files)
+        if (other.name == f.name)
+          throw ConfigError(
+              "Dataset.path: two files named '" + f.name + "' (" + other.path + ", " + f.path + ")",
+              "name them: {\"path\": \"" + f.path + "\", \"name\": \"...\"}");
+      s.data.files.push_back(f);
+    }
   } else {
     for (const char* part : {"train", "validate", "test"})
       if (!path.contains(part) || !path[part].is_string())

@@ -37,11 +37,22 @@ enum class Device { kAuto, kCpu, kCuda };
 // Output.progress: the redrawn progress line on a terminal (auto), always (bar), or never (lines).
 enum class Progress { kAuto, kBar, kLines };
 
-// Dataset.path: one file split by perc_train and seed, or three files.
+// The per-structure key (`ddgnn convert --info-keys dataset_name`, or a file's place in a
+// Dataset.path list) that names the branch of multi-branch heads each structure goes through
+// (HydraGNN's dataset_name: 0, 1, ...).
+inline constexpr const char* kBranchKey = "dataset_name";
+
+// Dataset.path: one file split by perc_train and seed, or three files, or a list of files each
+// split on its own and trained as one dataset (each structure's dataset_name: its file's place).
 struct DatasetPaths {
+  struct File {
+    std::string path, name;  // name: as given, else the file's stem
+  };
   std::string single;
   std::string train, validate, test;
-  bool explicit_split() const { return single.empty(); }
+  std::vector<File> files;
+  bool explicit_split() const { return single.empty() && files.empty(); }
+  bool many() const { return !files.empty(); }
 };
 
 struct TrainSettings {

@@ -123,12 +123,35 @@ double default_lock_wait_s() {
 
 }  // namespace
 
-FolderLock::FolderLock(const std::string& dir, const std::string& what, double wait_s) {
-  const std::string folder = dir.empty() ? "." : dir;
-  m_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+FolderLock::FolderLock(const std::string& dir, const std::string& what, double wait_s,
+                       bool lock_file) {
+  for (;;) {
+    acquire(dir, what, wait_s, lock_file);
+    if (!lock_file) return;
+    // The holder before us may have removed the file after we opened it: ours must be the one
+    // under the name, else lock the new one.
+    struct stat held {
+    }, named{};
+    if (::fstat(m_fd, &held) == 0 && ::stat(dir.c_str(), &named) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+      m_lock_file = dir;
+      return;
+    }
+    ::close(m_fd);
+    m_fd = -1;
+  }
+}
+
+void FolderLock::acquire(const std::string& dir, const std::string& what, double wait_s,
+                         bool lock_file) {
+  const std::string target = dir.empty() ? "." : dir;
+  const std::string folder = (lock_file ? "" : "folder ") + target;
+  m_fd = lock_file ? ::open(target.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)
+                   : ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (m_fd < 0)
-    throw Error("cannot open folder " + folder + " to lock it (" + std::strerror(errno) + ")",
-                "check that the folder exists and is readable");
+    throw Error("cannot open " + folder + " to lock it (" + std::strerror(errno) + ")",
+                lock_file ? "check that its folder exists and is writable"
+                          : "check that the folder exists and is readable");
   if (::flock(m_fd, LOCK_EX | LOCK_NB) == 0) return;
   if (errno == EWOULDBLOCK) {
     if (wait_s < 0) wait_s = default_lock_wait_s();
@@ -150,7 +173,7 @@ FolderLock::FolderLock(const std::string& dir, const std::string& what, double w
       holder = lock_holder(m_fd);
       ::close(m_fd);
       m_fd = -1;
-      throw Error(what + ": folder " + folder + " is locked by " + holder +
+      throw Error(what + ": " + folder + " is locked by " + holder +
                       (wait_s > 0 ? "; gave up after " + std::to_string(int64_t(wait_s + 0.5)) +
                                         " s of waiting"
                                   : std::string()),
@@ -162,11 +185,12 @@ FolderLock::FolderLock(const std::string& dir, const std::string& what, double w
   const std::string why = std::strerror(errno);
   ::close(m_fd);
   m_fd = -1;
-  throw Error("cannot lock folder " + folder + " (" + why + ")",
+  throw Error("cannot lock " + folder + " (" + why + ")",
               "the file system may not support locks (flock); write to a local folder");
 }
 
 FolderLock::~FolderLock() {
+  if (m_fd >= 0 && !m_lock_file.empty()) ::unlink(m_lock_file.c_str());  // still held: safe
   if (m_fd >= 0) ::close(m_fd);  // closing releases the lock
 }
 

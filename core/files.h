@@ -30,15 +30,21 @@ int remove_stale_temporaries(const std::string& dir, const std::string& prefix =
 // and for whom (the holder's pid and command line, from /proc/locks), and gives up after
 // `wait_s` seconds (negative: the environment's DDGNN_LOCK_WAIT_S, else 600; 0: at once) with an
 // Error that names the holder and whether it is stopped.
+// `lock_file` true: `dir` names a lock file instead (created if missing, removed when the lock
+// is released; a waiter that finds it removed locks the new one), so that writers of other
+// outputs in one folder do not wait for each other.
 class FolderLock {
  public:
-  FolderLock(const std::string& dir, const std::string& what, double wait_s = -1);
+  FolderLock(const std::string& dir, const std::string& what, double wait_s = -1,
+             bool lock_file = false);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
 
  private:
+  void acquire(const std::string& dir, const std::string& what, double wait_s, bool lock_file);
   int m_fd = -1;
+  std::string m_lock_file;  // the lock file to remove on release (empty: a folder)
 };
 
 }  // namespace ddgnn

@@ -31,6 +31,9 @@ struct Dataset::Impl {
   std::vector<uint8_t> species;
   std::vector<std::string> config_types;
   std::vector<ColumnInfo> extra, graph_extra;
+  // graph_extra, then the columns add_constant_column() added (values in `constants`).
+  std::vector<ColumnInfo> graph_columns;
+  std::vector<double> constants;
   std::vector<layout::ArraySpec> specs;
   std::vector<h5::Handle> dsets, crc_dsets;  // parallel to specs
   std::array<bool, kMaxAtomicNumber + 1> in_species{};
@@ -267,6 +270,7 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
   columns_under("atoms/extra", m.extra);
   columns_under("graphs/extra", m.graph_extra);
   m.specs = layout::array_specs(m.has_forces, m.extra, m.graph_extra);
+  m.graph_columns = m.graph_extra;
   for (const auto& spec : m.specs) {
     const std::string ctx = path + ": array '" + spec.path + "'";
     if (!h5::exists(m.file, spec.path))
@@ -342,7 +346,17 @@ const std::vector<ColumnInfo>& Dataset::extra_columns() const {
 }
 
 const std::vector<ColumnInfo>& Dataset::graph_columns() const {
-  return m_impl->graph_extra;
+  return m_impl->graph_columns;
+}
+
+void Dataset::add_constant_column(const std::string& name, double value) {
+  Impl& m = *m_impl;
+  for (const auto& c : m.graph_columns)
+    if (c.name == name)
+      throw DataError(m.path + " has a per-structure column " + name + " of its own",
+                      "convert it without that --info-keys entry, or give it alone");
+  m.graph_columns.push_back({name, 1});
+  m.constants.push_back(value);
 }
 const std::string& Dataset::sources() const {
   return m_impl->sources;
@@ -386,6 +400,7 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
     b.graph_extra.emplace_back(size_t(c.n_cols) * n);
     m.read_array(m.index("graphs/extra/" + c.name), first, n, b.graph_extra.back().data(), verify);
   }
+  for (double v : m.constants) b.graph_extra.emplace_back(n, v);
   if (n == 0) return b;
 
   // Atom range of the block; check the offset table is consistent before trusting it.

@@ -81,7 +81,8 @@ class Dataset {
   const std::vector<uint8_t>& species() const;           // sorted atomic numbers present
   const std::vector<std::string>& config_types() const;  // names, index = GraphBlock::config_type
   const std::vector<ColumnInfo>& extra_columns() const;  // per-atom (atoms/extra)
-  const std::vector<ColumnInfo>& graph_columns() const;  // per-structure (graphs/extra)
+  // Per-structure columns: graphs/extra, then those add_constant_column() added.
+  const std::vector<ColumnInfo>& graph_columns() const;
   const std::string& sources() const;  // JSON list of the input files and their frame counts
   // The outlier frames `convert` found (loader/outliers.h); nullopt for a file written before
   // convert looked for them (format version 1).
@@ -95,6 +96,11 @@ class Dataset {
 
   // Verifies every checksum block of every array; throws DataError on the first mismatch.
   void verify_all() const;
+
+  // Adds a per-structure column the file does not hold, `value` for every graph, after the
+  // file's own (read() fills it): a file of a list trained as one dataset gets dataset_name,
+  // its place in the list. DataError when the file has a column of that name.
+  void add_constant_column(const std::string& name, double value);
 
  private:
   struct Impl;

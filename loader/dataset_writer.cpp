@@ -360,7 +360,11 @@ DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& optio
   m_impl->tmp_path = path + ".tmp." + std::to_string(::getpid());
   m_impl->options = options;
   const std::string folder = fs::path(path).parent_path().string();
-  m_impl->lock = std::make_unique<FolderLock>(folder, path);
+  // A lock per output (".<name>.lock" beside it): conversions of other outputs in one folder,
+  // one process per shard, run side by side.
+  const std::string lock_path = (folder.empty() ? std::string() : folder + "/") + "." +
+                                fs::path(path).filename().string() + ".lock";
+  m_impl->lock = std::make_unique<FolderLock>(lock_path, path, -1.0, /*lock_file=*/true);
   const int stale = remove_stale_temporaries(folder.empty() ? "." : folder,
                                              fs::path(path).filename().string() + ".tmp.");
   if (stale > 0)

@@ -43,6 +43,29 @@ struct Header {
   uint8_t flags = 0;
 };
 
+constexpr uint8_t kZPalette = 16;  // flags bit 4: the atomic numbers as a palette
+
+// The palette of n atomic numbers: the distinct values in increasing order, and the bits an
+// index into it takes (0 for one value).
+struct Palette {
+  std::vector<uint8_t> values;
+  int bits = 0;
+};
+
+Palette palette_of(const uint8_t* z, int64_t n) {
+  bool present[256] = {};
+  for (int64_t i = 0; i < n; ++i) present[z[i]] = true;
+  Palette p;
+  for (int v = 0; v < 256; ++v)
+    if (present[v]) p.values.push_back(uint8_t(v));
+  while ((size_t(1) << p.bits) < p.values.size()) ++p.bits;
+  return p;
+}
+
+int64_t palette_bytes(int64_t n_values, int64_t n, int bits) {
+  return 1 + n_values + (n * bits + 7) / 8;
+}
+
 Header read_header(const uint8_t* p) {
   Header h;
   h.n_atoms = get_i32(p);
@@ -78,13 +101,33 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
   std::vector<int64_t> offsets(block.n_graphs() + 1, 0);
   for (size_t i = 0; i < block.n_graphs(); ++i) {
     const int64_t n = block.n_atoms[i], a0 = block.atom_start[i];
+    const uint8_t* z = block.z.data() + a0;
+    const Palette palette = palette_of(z, n);
+    const bool as_palette =
+        compact && palette_bytes(int64_t(palette.values.size()), n, palette.bits) < n;
     put_i32(out, int32_t(n));
     put_i32(out, block.config_type.empty() ? 0 : block.config_type[i]);
     out.push_back(uint8_t((forces ? 1 : 0) | (block.pbc[3 * i] ? 2 : 0) |
-                          (block.pbc[3 * i + 1] ? 4 : 0) | (block.pbc[3 * i + 2] ? 8 : 0)));
+                          (block.pbc[3 * i + 1] ? 4 : 0) | (block.pbc[3 * i + 2] ? 8 : 0) |
+                          (as_palette ? kZPalette : 0)));
     put_i32(out, int32_t(width));
     put_i32(out, int32_t(gwidth));
-    out.insert(out.end(), block.z.begin() + a0, block.z.begin() + a0 + n);
+    if (as_palette) {
+      out.push_back(uint8_t(palette.values.size()));
+      out.insert(out.end(), palette.values.begin(), palette.values.end());
+      uint8_t index[256] = {};
+      for (size_t k = 0; k < palette.values.size(); ++k) index[palette.values[k]] = uint8_t(k);
+      const size_t packed = out.size();
+      out.resize(packed + size_t((n * palette.bits + 7) / 8), 0);
+      for (int64_t a = 0; a < n && palette.bits > 0; ++a) {
+        const int64_t bit = a * palette.bits;  // bits <= 7: an index spans at most two bytes
+        const unsigned v = unsigned(index[z[a]]) << (bit & 7);
+        out[packed + size_t(bit >> 3)] |= uint8_t(v);
+        if ((bit & 7) + palette.bits > 8) out[packed + size_t(bit >> 3) + 1] |= uint8_t(v >> 8);
+      }
+    } else {
+      out.insert(out.end(), z, z + n);
+    }
     encode_array(&block.energy[i], 1, out);
     encode_array(&block.cell[9 * i], 9, out);
     if (block.stress.empty()) {
@@ -168,7 +211,10 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
   for (int64_t i = 0; i < n; ++i) {
     const int64_t size = offsets[i + 1] - offsets[i];
     const int32_t atoms = size >= kHeaderBytes ? get_i32(data + offsets[i]) : 0;
-    if (size < kHeaderBytes || atoms < 0 || atoms > size)
+    // A byte an atom at least, unless the atomic numbers are a palette (a one-element graph
+    // with constant positions takes a few bytes whatever its size): then at most 2^20 atoms.
+    const bool palette = size >= kHeaderBytes && (data[offsets[i] + 8] & kZPalette) != 0;
+    if (size < kHeaderBytes || atoms < 0 || (atoms > size && (!palette || atoms > (1 << 20))))
       throw DataError(where(i) + std::to_string(size) + " bytes, not a record of " +
                           std::to_string(atoms) + " atoms",
                       "the sender and receiver disagree on the store's layout");
@@ -199,7 +245,7 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
     const uint8_t* end = data + offsets[i + 1];
     const Header h = read_header(p);
     if (h.extra_width != width || h.graph_width != gwidth || ((h.flags & 1) != 0) != forces ||
-        (h.flags & ~15) != 0)
+        (h.flags & ~31) != 0)
       throw DataError(where(i) + "header (" + std::to_string(h.n_atoms) + " atoms, columns " +
                           std::to_string(h.extra_width) + " + " + std::to_string(h.graph_width) +
                           ", flags " + std::to_string(h.flags) + ") is not one of this dataset",
@@ -210,11 +256,41 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
     b.config_type[sz(i)] = h.config_type;
     for (int k = 0; k < 3; ++k) b.pbc[sz(3 * i + k)] = (h.flags >> (k + 1)) & 1;
     p += kHeaderBytes;
-    if (end - p < na)
-      throw DataError(where(i) + "its " + std::to_string(na) + " atomic numbers run past its end",
-                      "the record is corrupted or from another dataset");
-    std::memcpy(&b.z[sz(a0)], p, sz(na));
-    p += na;
+    const auto bad_z = [&](const std::string& what) {
+      return DataError(where(i) + "its " + std::to_string(na) + " atomic numbers " + what,
+                       "the record is corrupted or from another dataset");
+    };
+    if ((h.flags & kZPalette) != 0) {
+      // Palette: byte k (1..118), k increasing atomic numbers, then each atom's index into them
+      // in ceil(log2 k) bits.
+      const int k = end - p >= 1 ? p[0] : 0;
+      int bits = 0;
+      while ((1 << bits) < k) ++bits;
+      if (k < 1 || k > 118) throw bad_z("have a palette of " + std::to_string(k) + " values");
+      if (end - p < palette_bytes(k, na, bits)) throw bad_z("run past its end");
+      const uint8_t* values = p + 1;
+      for (int v = 0; v < k; ++v)
+        if (values[v] < 1 || values[v] > 118 || (v > 0 && values[v] <= values[v - 1]))
+          throw bad_z("have a palette that is not increasing atomic numbers");
+      const uint8_t* packed = values + k;
+      for (int64_t a = 0; a < na; ++a) {
+        unsigned index = 0;
+        if (bits > 0) {
+          const int64_t bit = a * bits;
+          unsigned word = packed[bit >> 3];
+          if ((bit & 7) + bits > 8) word |= unsigned(packed[(bit >> 3) + 1]) << 8;
+          index = (word >> (bit & 7)) & ((1u << bits) - 1);
+        }
+        if (index >= unsigned(k))
+          throw bad_z("index " + std::to_string(index) + " past a palette of " + std::to_string(k));
+        b.z[sz(a0 + a)] = values[index];
+      }
+      p += palette_bytes(k, na, bits);
+    } else {
+      if (end - p < na) throw bad_z("run past its end");
+      std::memcpy(&b.z[sz(a0)], p, sz(na));
+      p += na;
+    }
     const auto decode = [&](double* dst, int64_t count) {
       try {
         p += decode_array(p, end - p, count, dst);

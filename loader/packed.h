@@ -2,9 +2,11 @@
 // (edges are never packed; the receiver builds the radius graph). Layout, byte-aligned,
 // little-endian:
 //   header, 17 bytes: n_atoms int32, config_type int32, flags uint8 (bit 0: forces; bits 1-3:
-//     pbc), extra_width int32 (doubles per atom of the extra columns), graph_width int32
-//     (doubles per graph of the per-structure columns)
-//   z [n_atoms] uint8
+//     pbc; bit 4: atomic numbers as a palette), extra_width int32 (doubles per atom of the extra
+//     columns), graph_width int32 (doubles per graph of the per-structure columns)
+//   z: [n_atoms] uint8, or, where smaller (flags bit 4), a palette: byte k, the k distinct atomic
+//     numbers in increasing order, then each atom's index into them in ceil(log2 k) bits, packed
+//     from the low bit (a one-element crystal: 2 bytes)
 //   each float64 array in its cheapest exact encoding (loader/array_codec.h), in this order:
 //     energy [1], cell [9] Å, stress [9] eV/Å³, pos [n_atoms, 3] Å, forces [n_atoms, 3] eV/Å
 //     (when the dataset has forces), each extra column [n_atoms, k] in Dataset::extra_columns()

@@ -97,15 +97,38 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       split_name != "all")
     throw ConfigError("evaluate --split: unknown '" + split_name + "'",
                       "use test, validate, train or all");
+  const auto same_file = [](const std::string& a, const std::string& b) {
+    return !a.empty() && !b.empty() && fs::exists(b) &&
+           fs::weakly_canonical(a) == fs::weakly_canonical(b);
+  };
+  // A run on a list of files: each file was split on its own; the one evaluated is as a run's
+  // single file, with its place in the list as dataset_name (the branch of its heads).
+  const nlohmann::json files = split.value("files", nlohmann::json::array());
   std::string data = o.data;
-  const bool explicit_files = split.value("single", std::string()).empty();
+  if (data.empty() && !files.empty()) {
+    std::string names;
+    for (const auto& f : files) names += (names.empty() ? "" : ", ") + f.value("path", "");
+    throw ConfigError("evaluate: the run trained on a list of " + std::to_string(files.size()) +
+                          " files (" + names + ")",
+                      "evaluate one of them with --data FILE.h5: its split and branch are the "
+                      "run's");
+  }
+  size_t list_index = files.size();
+  for (size_t f = 0; f < files.size(); ++f)
+    if (same_file(data, files[f].value("path", ""))) list_index = f;
+  const nlohmann::json& member = list_index < files.size() ? files[list_index] : split;
+  const std::string single =
+      member.value(list_index < files.size() ? "path" : "single", std::string());
+  const int64_t run_graphs = member.value("n_graphs", int64_t(-1));
+  const bool explicit_files = single.empty();
   if (data.empty())
     data = explicit_files ? split.value(split_name == "all" ? "test" : split_name, std::string())
-                          : split.value("single", std::string());
+                          : single;
   if (data.empty() || !fs::exists(data))
     throw ConfigError("evaluate: dataset '" + data + "' not found",
                       "give it with --data FILE.h5 (paths are relative to the working directory)");
   Dataset ds(data);
+  if (list_index < files.size()) ds.add_constant_column(kBranchKey, double(list_index));
   bind_to_dataset(setup, ds);
   const GraphBlock block = ds.read(0, ds.n_graphs());
   check_elements_known(setup.spec, block.z, data);
@@ -124,13 +147,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   // Each graph's split in the run: the run's own file split by (perc_train, seed); with explicit
   // files, the file's role; a file the run did not see: "other".
   std::vector<const char*> label(size_t(ds.n_graphs()), "other");
-  const auto same_file = [](const std::string& a, const std::string& b) {
-    return !a.empty() && !b.empty() && fs::exists(b) &&
-           fs::weakly_canonical(a) == fs::weakly_canonical(b);
-  };
   // The file's content identity against the one the run trained on (checkpoints that predate
   // it record none): the same path and graph count may hold other data after a new convert.
   const auto identity_differs = [&](int role) {
+    if (list_index < files.size())
+      return member.value("content_crc32", int64_t(-1)) != ds.content_crc32();
     const nlohmann::json crc = split.value("content_crc32", nlohmann::json());
     return crc.is_array() && crc.size() == 3 && crc[size_t(role)].is_number_integer() &&
            crc[size_t(role)].get<int64_t>() != ds.content_crc32();
@@ -139,15 +160,14 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       data +
       " was written again since the run trained on it (its content CRC-32 differs from "
       "the checkpoint's)";
-  if (!explicit_files && same_file(data, split.value("single", std::string())) &&
-      split.value("n_graphs", int64_t(-1)) == ds.n_graphs() && identity_differs(0)) {
+  if (!explicit_files && same_file(data, single) && run_graphs == ds.n_graphs() &&
+      identity_differs(0)) {
     if (split_name != "all")
       throw DataError(rewritten + ": its " + split_name + " split would be other graphs",
                       "evaluate the file the run trained on, or pass --split all to evaluate all "
                       "of this one");
     spdlog::warn("{}: no graph is labelled train, validate or test", rewritten);
-  } else if (!explicit_files && same_file(data, split.value("single", std::string())) &&
-             split.value("n_graphs", int64_t(-1)) == ds.n_graphs()) {
+  } else if (!explicit_files && same_file(data, single) && run_graphs == ds.n_graphs()) {
     const Split sp = run_split(ds, split);
     for (int64_t i : sp.train) label[size_t(i)] = "train";
     for (int64_t i : sp.validate) label[size_t(i)] = "validate";
@@ -163,20 +183,20 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       std::fill(label.begin(), label.end(), part);
     }
   }
-  if (split_name == "all" || explicit_files || !o.data.empty()) {
-    if (!o.data.empty() && split_name != "all" && !explicit_files &&
-        !same_file(o.data, split.value("single", std::string())))
+  // --data naming the run's file (or a file of its list) evaluates its split as without it.
+  const bool other_data = !o.data.empty() && list_index == files.size();
+  if (split_name == "all" || explicit_files || other_data) {
+    if (other_data && split_name != "all" && !explicit_files && !same_file(o.data, single))
       throw ConfigError("evaluate: --split " + split_name +
                             " applies to the file the run was "
                             "split from (" +
-                            split.value("single", std::string()) + ")",
+                            single + ")",
                         "pass --split all to evaluate every graph of " + o.data);
     for (int64_t i = 0; i < ds.n_graphs(); ++i) ids.push_back(i);
   } else {
-    if (split.value("n_graphs", int64_t(-1)) != ds.n_graphs())
+    if (run_graphs != ds.n_graphs())
       throw DataError(data + " has " + std::to_string(ds.n_graphs()) +
-                          " graphs but the run split " +
-                          std::to_string(split.value("n_graphs", int64_t(-1))),
+                          " graphs but the run split " + std::to_string(run_graphs),
                       "the file changed since training; pass --split all to evaluate all of it");
     const Split sp = run_split(ds, split);
     ids = split_name == "test" ? sp.test : split_name == "validate" ? sp.validate : sp.train;

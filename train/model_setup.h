@@ -53,9 +53,6 @@ struct NodeInputs {
   std::vector<double> mean, std;
 };
 
-// The per-structure key (`ddgnn convert --info-keys dataset_name`) that names the branch of
-// multi-branch heads each structure goes through (HydraGNN's dataset_name: 0, 1, ...).
-inline constexpr const char* kBranchKey = "dataset_name";
 // The per-structure key of the attributes that graph-attribute conditioning reads
 // (`ddgnn convert --info-keys graph_attr`; HydraGNN's data.graph_attr, e.g. charge and spin).
 inline constexpr const char* kGraphAttrKey = "graph_attr";

@@ -39,7 +39,7 @@ nlohmann::json start_event(const Config& config, const TrainSettings& s, const L
   return {{"ddgnn_version", DDGNN_VERSION},
           {"git", DDGNN_GIT_DESCRIBE},
           {"config", config.source},
-          {"dataset", data.dataset(kTrain).path()},
+          {"dataset", data.describe()},
           {"dataset_name", s.dataset_name},
           {"graphs",
            {{"train", data.size(kTrain)},
@@ -67,7 +67,7 @@ std::string start_line(const TrainSettings& s, const Loader& loader, int64_t n_p
          (world > 1 ? " x " + std::to_string(world) + " ranks" : "") + "; " +
          std::to_string(data.size(kTrain)) + "/" + std::to_string(data.size(kValidate)) + "/" +
          std::to_string(data.size(kTest)) + " graphs train/validate/test of " + s.dataset_name +
-         " (" + data.dataset(kTrain).path() + ")" + split_text(data) + "; run_dir " + s.run_dir;
+         " (" + data.describe() + ")" + split_text(data) + "; run_dir " + s.run_dir;
 }
 
 nlohmann::json report_baseline(const TrainData& data, const ModelSetup& setup, bool forces,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "comm/mpi.h"
 #include "comm/watchdog.h"
@@ -51,8 +52,11 @@ void check_ranks_run_one_config(MPI_Comm comm, const Config& config) {
 
 void check_outliers(const TrainData& data, bool allow, bool root) {
   std::set<std::string> seen;
-  for (int k : {kTrain, kValidate, kTest}) {
-    const Dataset& ds = data.dataset(k);
+  std::vector<const Dataset*> files;
+  for (int k : {kTrain, kValidate, kTest}) files.push_back(&data.dataset(k));
+  for (size_t f = 0; f < data.list_files(); ++f) files.push_back(&data.list_file(f));
+  for (const Dataset* file : files) {
+    const Dataset& ds = *file;
     if (!seen.insert(ds.path()).second) continue;
     const auto& outliers = ds.outliers();
     if (!outliers) {

@@ -6,7 +6,8 @@
 // Splits are addressed by position: graph k of the training split is position k (0 ..
 // size(kTrain) - 1); the sampler deals positions, fetch() maps them to file ids and moves the
 // records. Per-rank metadata: the store's O(N/P + P), and the split of one file as 2 bits a graph
-// (loader/split.h SplitMap: HydraGNN's split rule is a permutation of the whole file).
+// (loader/split.h SplitMap: HydraGNN's split rule is a permutation of the whole file). A list of
+// files is one dataset: each file split on its own, the positions of a split file after file.
 #pragma once
 
 #include <mpi.h>
@@ -69,8 +70,15 @@ class TrainData {
   // Ranks in this rank's loader group (1 without a group).
   int group_size() const;
   int64_t size(int split) const { return m_sizes[size_t(split)]; }
-  // The file that holds `split` (the same Dataset for all three with one file).
+  // The file that holds `split` (the same Dataset for all three with one file; the first of a
+  // list, whose files hold the same columns).
   const Dataset& dataset(int split) const;
+  // The data for messages: a path, or "3 files (a.h5, b.h5, c.h5)".
+  std::string describe() const;
+  // Dataset.path as a list: its files (list_files() of them; 0 otherwise), each with the
+  // per-structure column kBranchKey, its place in the list.
+  size_t list_files() const { return m_list ? m_files.size() : 0; }
+  const Dataset& list_file(size_t f) const;
 
   // Graphs at `positions` of `split`, in that order (GraphBlock::graph_ids: their file ids).
   // With a collective backend every rank of the loader group calls it the same number of times
@@ -95,8 +103,9 @@ class TrainData {
   // Atoms of every graph of `split`, in position order, on every rank (collective; 2 bytes a
   // graph, 65535 for larger graphs: for atom-budget batching).
   std::vector<uint16_t> split_atoms(int split) const;
-  // The bytes of the split's map on every rank (SplitMap; 0 with three files).
-  int64_t split_map_bytes() const { return m_map.bytes(); }
+  // The bytes of the splits' maps on every rank (SplitMap, one per file split by perc_train; 0
+  // with three files).
+  int64_t split_map_bytes() const;
   // Element-wise sum over the ranks whose visit_local shares cover each split once.
   void sum_stats(long double* values, int64_t n) const;
   // Element-wise maximum over the same ranks.
@@ -126,6 +135,9 @@ class TrainData {
   void visit(int split,
              const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
              int64_t chunk, bool atom_arrays) const;
+  void visit_file(const File& file, int split,
+                  const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
+                  int64_t chunk, bool atom_arrays) const;
 
   Backend m_backend = Backend::kReplicated;
   std::vector<Backend> m_candidates;  // the backends fetch() can use (m_backend among them)
@@ -133,10 +145,12 @@ class TrainData {
   // the communicators go.
   Communicator m_world;  // dup of the world: statistics
   std::unique_ptr<LoaderGroup> m_group;
-  Communicator m_stat_comm;                    // whose ranks' local shares cover the data once
-  std::vector<std::unique_ptr<File>> m_files;  // one, or three (train, validate, test)
-  SplitMap m_map;                              // one file: each graph's split
-  std::array<int64_t, 3> m_sizes{};            // graphs of each split
+  Communicator m_stat_comm;  // whose ranks' local shares cover the data once
+  // One, a list (each split on its own), or three (train, validate, test: m_explicit).
+  std::vector<std::unique_ptr<File>> m_files;
+  bool m_explicit = false;
+  bool m_list = false;               // Dataset.path a list (of one file or more)
+  std::array<int64_t, 3> m_sizes{};  // graphs of each split
   LoadReport m_report;
   SplitReport m_split;
 };

@@ -161,21 +161,36 @@ void Trainer::stop_on_signal() {
 
 nlohmann::json Trainer::split_record() const {
   const TrainData& data = m_loader->data();
-  return {{"perc_train", m_s.perc_train},
-          {"seed", m_s.split_seed},
-          {"single", m_s.data.single},
-          {"train", m_s.data.train},
-          {"validate", m_s.data.validate},
-          {"test", m_s.data.test},
-          {"n_graphs", data.dataset(kTrain).n_graphs()},
-          {"split_by", to_string(m_s.split_by)},
-          {"split_block", m_s.split_block},
-          {"train_fraction", m_s.train_fraction},
-          // The content identity of the files (written anew by every convert), compared on
-          // resume and by evaluate: the same path may hold other data by then.
-          {"content_crc32",
-           {data.dataset(kTrain).content_crc32(), data.dataset(kValidate).content_crc32(),
-            data.dataset(kTest).content_crc32()}}};
+  nlohmann::json r = {
+      {"perc_train", m_s.perc_train},
+      {"seed", m_s.split_seed},
+      {"single", m_s.data.single},
+      {"train", m_s.data.train},
+      {"validate", m_s.data.validate},
+      {"test", m_s.data.test},
+      {"n_graphs", data.dataset(kTrain).n_graphs()},
+      {"split_by", to_string(m_s.split_by)},
+      {"split_block", m_s.split_block},
+      {"train_fraction", m_s.train_fraction},
+      // The content identity of the files (written anew by every convert), compared on
+      // resume and by evaluate: the same path may hold other data by then.
+      {"content_crc32",
+       {data.dataset(kTrain).content_crc32(), data.dataset(kValidate).content_crc32(),
+        data.dataset(kTest).content_crc32()}}};
+  // A list of files, each split on its own: each file with its name, graphs and identity (the
+  // fields above describe the first).
+  if (data.list_files() > 0) {
+    nlohmann::json files = nlohmann::json::array();
+    for (size_t f = 0; f < data.list_files(); ++f) {
+      const Dataset& ds = data.list_file(f);
+      files.push_back({{"path", ds.path()},
+                       {"name", m_s.data.files[f].name},
+                       {"n_graphs", ds.n_graphs()},
+                       {"content_crc32", ds.content_crc32()}});
+    }
+    r["files"] = files;
+  }
+  return r;
 }
 
 void Trainer::write_checkpoint(const std::string& path, bool with_optimizer) {

@@ -104,14 +104,18 @@ TEST(Hostile, TwoConversionsToOneNewOutputLeaveOneAndRefuseTheOther) {
   EXPECT_EQ(graphs_in(dir.file("d.h5")), 3000);
 }
 
-// A conversion whose output folder another process holds (a stopped convert, say) names the
-// holder, and gives up after DDGNN_LOCK_WAIT_S seconds instead of waiting forever.
-TEST(Hostile, AFolderLockHeldByAnotherProcessIsWaitedForBoundedlyNamingIt) {
+// A conversion whose output another process holds (a stopped convert, say) names the holder, and
+// gives up after DDGNN_LOCK_WAIT_S seconds instead of waiting forever. The lock is the output's
+// own: a conversion to another file of the folder goes on meanwhile.
+TEST(Hostile, AnOutputLockHeldByAnotherProcessIsWaitedForBoundedlyNamingIt) {
   TempDir dir;
   write_cu(dir.file("in.xyz"), 4);
-  const int fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  const int fd = ::open(dir.file(".d.h5.lock").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const Result other =
+      run("convert " + dir.file("in.xyz") + " " + dir.file("e.h5"), "DDGNN_LOCK_WAIT_S=0");
+  EXPECT_EQ(other.code, 0) << other.out;
   const auto t0 = std::chrono::steady_clock::now();
   const Result c =
       run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5"), "DDGNN_LOCK_WAIT_S=1");

@@ -40,6 +40,7 @@ struct LjOptions {
   // > 0: frame k's config_type is "cluster<k / frames_per_group>" (frames of one "molecule",
   // kept whole by Dataset.split_by group).
   int frames_per_group = 0;
+  double energy_shift = 0.0;  // eV per atom added to every energy (another level of theory)
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
@@ -146,6 +147,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
       f.info.push_back({"dataset_name", 1, {double(k % o.branches)}});
       f.energy += 0.3 * (k % o.branches) * n;
     }
+    f.energy += o.energy_shift * n;
     if (o.graph_attr)
       f.info.push_back({"graph_attr", 2, {double(o.branches > 0 ? k % o.branches : 0), 1.0}});
     if (o.frames_per_group > 0) f.config_type = "cluster" + std::to_string(k / o.frames_per_group);

@@ -399,7 +399,28 @@ TEST(Config, DatasetPathForms) {
   raw["Dataset"]["path"] = {{"trian", "a.h5"}};
   EXPECT_HAS(error_of([&] { resolve(raw); }), "did you mean 'train'?");
   raw["Dataset"]["path"] = 5;
-  EXPECT_HAS(error_of([&] { resolve(raw); }), "Dataset.path: expected a file name or");
+  EXPECT_HAS(error_of([&] { resolve(raw); }), "Dataset.path: expected a file name, a list of");
+}
+
+TEST(Config, DatasetPathAsAListOfFiles) {
+  json raw = minimal();
+  raw["Dataset"]["path"] = {"a.h5", {{"path", "dir/b.h5"}, {"name", "bee"}}, "c.h5"};
+  EXPECT_TRUE(resolve(raw).at("Dataset.path").is_array());
+  // --set takes the list as JSON.
+  EXPECT_TRUE(
+      resolve(minimal(), {"Dataset.path=[\"a.h5\",\"b.h5\"]"}).at("Dataset.path").is_array());
+  const auto refused = [&](const json& path, const std::string& needle) {
+    json r = minimal();
+    r["Dataset"]["path"] = path;
+    EXPECT_HAS(error_of([&] { resolve(r); }), needle);
+  };
+  refused(json::array(), "Dataset.path: an empty list of files");
+  refused({"a.h5", 3}, "Dataset.path[1]: expected a file name or {\"path\", \"name\"}, found");
+  refused({"a.h5", ""}, "Dataset.path[1]: empty file name");
+  refused({{{"file", "a.h5"}}}, "Dataset.path[0].file: unknown key (known: path, name)");
+  refused({{{"name", "a"}}}, "Dataset.path[0]: expected {\"path\": \"file.h5\"");
+  refused({{{"path", "a.h5"}, {"name", "x"}}, {{"path", "b.h5"}, {"name", "x"}}},
+          "Dataset.path[1].name: 'x' names another file of the list too");
 }
 
 TEST(Config, ContinueAcceptsZeroOneOrBool) {

@@ -74,6 +74,25 @@ TEST(ConfigKeys, SmoothNeighbourCapNeedsAModelWithAnEnvelope) {
   }
 }
 
+TEST(ConfigKeys, AListOfFilesGetsTheirNamesFromTheListOrTheirStems) {
+  const TrainSettings s = train_settings(
+      load_config(kConfigs + "molecules_mace.json",
+                  {"Dataset.path=[\"d/ani.h5\",{\"path\":\"e/mp.h5\",\"name\":\"mptrj\"}]"}, {}));
+  ASSERT_EQ(s.data.files.size(), 2u);
+  EXPECT_FALSE(s.data.explicit_split());
+  EXPECT_EQ(s.data.files[0].name, "ani");
+  EXPECT_EQ(s.data.files[1].path, "e/mp.h5");
+  EXPECT_EQ(s.data.files[1].name, "mptrj");
+  try {  // two stems alike
+    train_settings(load_config(kConfigs + "molecules_mace.json",
+                               {"Dataset.path=[\"a/x.h5\",\"b/x.h5\"]"}, {}));
+    ADD_FAILURE() << "two files named x were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("two files named 'x' (a/x.h5, b/x.h5)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ConfigKeys, SplitSeedDefaultsToTheTrainingSeedAndCanHoldTheSplitWhileItChanges) {
   const auto settings = [](const std::vector<std::string>& sets) {
     return train_settings(load_config(kConfigs + "molecules_mace.json", sets, {}));

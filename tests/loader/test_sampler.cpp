@@ -221,10 +221,70 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
   };
   // Records of a dataset with other columns.
   refused(bytes, {}, "record 1 of 6: header (");
-  // A damaged encoding byte: record 2's energy (after its 17-byte header and atomic numbers).
+  // A damaged encoding byte: record 2's energy, after its 17-byte header and atomic numbers
+  // (neon and argon: a palette of 2, one bit an atom, where that is smaller than a byte an atom).
+  const int64_t na = b.n_atoms[1];
+  const bool palette = 1 + 2 + (na + 7) / 8 < na;
+  ASSERT_EQ((bytes[size_t(off[1] + 8)] & 16) != 0, palette);
   std::vector<uint8_t> damaged = bytes;
-  damaged[size_t(off[1] + 17 + b.n_atoms[1])] = 9;
+  damaged[size_t(off[1] + 17 + (palette ? 1 + 2 + (na + 7) / 8 : na))] = 9;
   refused(damaged, ds.extra_columns(), "record 2 of 6: encoded array: unknown encoding 9");
+}
+
+TEST(Packed, AtomicNumbersTakeAPaletteWhereThatIsSmallerAndComeBackExactly) {
+  // One graph per case: a one-element crystal, two elements, seven, a mixture whose palette
+  // would not pay, and a single atom.
+  const std::vector<std::vector<uint8_t>> cases = {
+      std::vector<uint8_t>(64, 14),
+      {29, 28, 28, 29, 29, 29, 28, 28, 29, 28, 29, 28, 28, 28, 29, 29, 28},
+      {6, 1, 1, 1, 8, 1, 7, 9, 16, 17, 6, 6, 1, 1, 8, 7, 1, 1, 16, 1},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+      {79}};
+  // Bytes of each record's atomic numbers: 1 + k + ceil(n bits / 8) as a palette, n raw.
+  const std::vector<int64_t> z_bytes = {2, 1 + 2 + 3, 1 + 7 + 8, 17, 1};
+  GraphBlock b;
+  b.first = 0;
+  for (const auto& z : cases) {
+    b.atom_start.push_back(int64_t(b.z.size()));
+    b.n_atoms.push_back(int32_t(z.size()));
+    b.z.insert(b.z.end(), z.begin(), z.end());
+  }
+  const size_t n = cases.size();
+  b.energy.assign(n, -1.0);
+  b.cell.assign(9 * n, 0.0);
+  b.pbc.assign(3 * n, 0);
+  b.stress.assign(9 * n, 0.0);
+  b.config_type.assign(n, 0);
+  b.pos.assign(3 * b.z.size(), 0.5);
+  std::vector<uint8_t> bytes;
+  const std::vector<int64_t> off = pack_records(b, bytes);
+  for (size_t g = 0; g < n; ++g) {
+    // header, atomic numbers, energy, cell, stress, positions: each array 9 bytes (constant)
+    EXPECT_EQ(off[g + 1] - off[g], 17 + z_bytes[g] + 4 * 9) << "graph " << g;
+    EXPECT_EQ((bytes[size_t(off[g] + 8)] & 16) != 0, z_bytes[g] < int64_t(cases[g].size()));
+  }
+  EXPECT_EQ(unpack_records(bytes.data(), off.data(), int64_t(n), {}, {}).z, b.z);
+  // Float64-as-is records keep the atomic numbers as they are.
+  std::vector<uint8_t> raw;
+  const std::vector<int64_t> raw_off = pack_records(b, raw, false);
+  for (size_t g = 0; g < n; ++g) EXPECT_EQ(raw[size_t(raw_off[g] + 8)] & 16, 0) << "graph " << g;
+  EXPECT_EQ(unpack_records(raw.data(), raw_off.data(), int64_t(n), {}, {}).z, b.z);
+  // Damaged palettes are named, never read past (record 3: 7 values, 3 bits an atom).
+  const auto refused = [&](size_t at, uint8_t value, const std::string& needle) {
+    std::vector<uint8_t> d = bytes;
+    d[at] = value;
+    try {
+      unpack_records(d.data(), off.data(), int64_t(n), {}, {});
+      ADD_FAILURE() << "no error: " << needle;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const size_t z3 = size_t(off[2] + 17);
+  refused(z3, 0, "record 3 of 5: its 20 atomic numbers have a palette of 0 values");
+  refused(z3, 40, "record 3 of 5: its 20 atomic numbers run past its end");
+  refused(z3 + 2, 1, "not increasing atomic numbers");
+  refused(z3 + 8, 0xFF, "index 7 past a palette of 7");
 }
 
 TEST(Packed, RecordsOfTextBornValuesAreUnderHalfTheirFloat64sAndComeBackBitForBit) {

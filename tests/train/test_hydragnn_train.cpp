@@ -14,6 +14,7 @@
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
 #include "loader/dataset.h"
+#include "train/checkpoint.h"
 
 namespace ddgnn {
 namespace {
@@ -324,6 +325,18 @@ TEST(TrainHydraGnn, InputNodeFeaturesAfterThePositionsAreTheDatasPerAtomColumns)
                "column 5 is a force component, which this model also predicts");
 }
 
+// Multi-branch node heads, `n` branches of `node`, trained 30 epochs at a constant rate.
+void set_branch_heads(nlohmann::json& c, const nlohmann::json& node, int n) {
+  nlohmann::json branches = nlohmann::json::array();
+  for (int b = 0; b < n; ++b)
+    branches.push_back({{"type", "branch-" + std::to_string(b)}, {"architecture", node}});
+  c["NeuralNetwork"]["Architecture"]["output_heads"] = {{"node", branches}};
+  c["NeuralNetwork"]["Architecture"]["force_weight"] = 1.0;
+  c["NeuralNetwork"]["Training"]["num_epoch"] = 30;
+  c["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] = 0.01;
+  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+}
+
 // Multi-branch heads (HydraGNN's foundation-model format): two data sets of the same structures
 // whose energies differ by 0.3 eV per atom, told apart by the per-structure key dataset_name. A
 // model with a branch for each learns both; the same model with one branch cannot tell them
@@ -337,14 +350,7 @@ TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
   write_lj_dataset(dir.file("two.h5"), o);
   nlohmann::json c = small_config(dir.file("two.h5"), dir.file("run"));
   const nlohmann::json node = {{"num_headlayers", 1}, {"dim_headlayers", {8}}, {"type", "mlp"}};
-  c["NeuralNetwork"]["Architecture"]["output_heads"] = {
-      {"node",
-       {{{"type", "branch-0"}, {"architecture", node}},
-        {{"type", "branch-1"}, {"architecture", node}}}}};
-  c["NeuralNetwork"]["Architecture"]["force_weight"] = 1.0;
-  c["NeuralNetwork"]["Training"]["num_epoch"] = 30;
-  c["NeuralNetwork"]["Training"]["Optimizer"]["learning_rate"] = 0.01;
-  c["NeuralNetwork"]["Training"]["Scheduler"] = {{"type", "none"}};
+  set_branch_heads(c, node, 2);
   const Result r = run("train -c " + write_config(dir, "c.json", c));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("branches of the heads (dataset_name), train graphs: 0: "),
@@ -416,6 +422,98 @@ TEST(TrainHydraGnn, MultiBranchHeadsLearnEachDataSetThroughItsBranch) {
                         "branch-0"),
             std::string::npos)
       << rp.out;
+}
+
+// Dataset.path as a list (HydraGNN's multi-dataset training): three files of other structures
+// whose energies differ by 0.3 eV per atom from one file to the next (three levels of theory), each
+// split on its own, one model with a branch per file (dataset_name: the file's place in the list).
+// Three branches learn what one cannot; evaluate of a file of the list takes its split and branch
+// from the run; files that cannot train one model are refused by place.
+TEST(TrainHydraGnn, AListOfFilesTrainsOneModelWithABranchPerFile) {
+  TempDir dir;
+  const std::vector<int> frames = {40, 30, 50};
+  std::vector<std::string> paths;
+  for (int f = 0; f < 3; ++f) {
+    LjOptions o;
+    o.n_frames = frames[size_t(f)];
+    o.seed = unsigned(11 + f);
+    o.n_atoms = 5;
+    o.vary_atoms = 2;  // clusters of 5 to 7 atoms in each: the sizes do not tell the files apart
+    o.energy_shift = 0.3 * f;
+    paths.push_back(dir.file("part" + std::to_string(f) + ".h5"));
+    write_lj_dataset(paths.back(), o);
+  }
+  nlohmann::json c = small_config(paths[0], dir.file("run"));
+  c["Dataset"]["path"] = {paths[0], {{"path", paths[1]}, {"name", "second"}}, paths[2]};
+  c["Dataset"]["allow_outliers"] = true;  // random clusters: convert flags a few as outliers
+  const nlohmann::json node = {{"num_headlayers", 1}, {"dim_headlayers", {8}}, {"type", "mlp"}};
+  set_branch_heads(c, node, 3);
+  const Result r = run("train -c " + write_config(dir, "c.json", c));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Each file split on its own (perc_train 0.6, the rest halved): 24 + 18 + 30 to training.
+  const nlohmann::json graphs = last_event(dir.file("run"), "run_start").at("graphs");
+  EXPECT_EQ(graphs.at("train"), 72) << graphs;
+  EXPECT_EQ(graphs.at("validate").get<int>() + graphs.at("test").get<int>(), 48) << graphs;
+  EXPECT_NE(r.out.find("branches of the heads (dataset_name), train graphs: 0: 24 1: 18 2: 30"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("3 files (" + paths[0] + ", " + paths[1] + ", " + paths[2] + ")"),
+            std::string::npos)
+      << r.out;
+  // The checkpoint names the files with their names and identities.
+  const nlohmann::json files =
+      read_checkpoint_record(dir.file("run") + "/checkpoints/best.pt").at("split").at("files");
+  ASSERT_EQ(files.size(), 3u) << files;
+  EXPECT_EQ(files[1].at("name"), "second");
+  EXPECT_EQ(files[2].at("name"), "part2");
+  EXPECT_EQ(files[2].at("n_graphs"), 50);
+
+  nlohmann::json one = c;
+  one["NeuralNetwork"]["Architecture"]["output_heads"] = {{"node", node}};
+  one["Output"]["run_dir"] = dir.file("run_one");
+  const Result r1 = run("train -c " + write_config(dir, "one.json", one));
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  const double three_mae =
+      last_metric(dir.file("run") + "/metrics.csv", "train_energy_mae_mev_atom");
+  const double one_mae =
+      last_metric(dir.file("run_one") + "/metrics.csv", "train_energy_mae_mev_atom");
+  EXPECT_GT(one_mae, 60.0);
+  EXPECT_LT(three_mae, 0.3 * one_mae) << "three branches " << three_mae << ", one " << one_mae;
+
+  // evaluate: which file must be said; the third file's test split through branch 2.
+  expect_error(run("evaluate --run " + dir.file("run")), "the run trained on a list of 3 files");
+  const Result ev = run("evaluate --run " + dir.file("run") + " --data " + paths[2]);
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto errors = nlohmann::json::parse(read_text(dir.file("run") + "/eval_test/errors.json"));
+  EXPECT_EQ(errors.at("graphs"), 10) << errors.dump();  // the 50 graphs' test split
+  EXPECT_LT(errors.at("energy").at("mae_mev_atom").get<double>(), 0.5 * one_mae) << errors.dump();
+
+  // Files that cannot train one model, refused before training by their place in the list.
+  const auto refused = [&](const nlohmann::json& list, const std::string& needle) {
+    nlohmann::json bad = c;
+    bad["Dataset"]["path"] = list;
+    bad["Output"]["run_dir"] = dir.file("run_bad");
+    expect_error(run("train -c " + write_config(dir, "bad.json", bad)), needle);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("run_bad") + "/metrics.csv")) << needle;
+  };
+  LjOptions no_forces;
+  no_forces.forces = false;
+  write_lj_dataset(dir.file("no_forces.h5"), no_forces);
+  refused({paths[0], dir.file("no_forces.h5")},
+          "Dataset.path[1] " + dir.file("no_forces.h5") + " has no forces");
+  LjOptions charges;
+  charges.charges = true;
+  write_lj_dataset(dir.file("charges.h5"), charges);
+  refused({paths[0], paths[1], dir.file("charges.h5")},
+          "Dataset.path[2] " + dir.file("charges.h5") + " has the per-atom columns charges");
+  LjOptions named;
+  named.branches = 2;
+  write_lj_dataset(dir.file("named.h5"), named);
+  refused({paths[0], dir.file("named.h5")}, "has a per-structure column dataset_name of its own");
+  refused({paths[0], paths[1], {{"path", paths[0]}, {"name", "again"}}},
+          "Dataset.path[0] and [2] are one file");
+  refused({paths[0], paths[0]}, "Dataset.path: two files named 'part0'");
+  refused({paths[0], dir.file("missing.h5")}, "missing.h5: no such file");
 }
 
 // GPS attention as HydraGNN's QM9 and MD17 examples configure it (SchNet, multi-head attention,

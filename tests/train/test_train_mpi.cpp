@@ -132,6 +132,39 @@ TEST(TrainMpi, PRanksWithBOverPGraphsEqualOneRankWithB) {
                        "2 ranks, atom budget");
 }
 
+// A list of three files as one dataset: batches that mix the files' graphs, fetched file by file
+// and put back in order, train on 2 ranks as on one (the collective backend's ranks make the same
+// calls whichever files their graphs are in).
+TEST(TrainMpi, AListOfFilesTrainsOnPRanksAsOnOne) {
+  TempDir dir;
+  nlohmann::json list = nlohmann::json::array();
+  for (int f = 0; f < 3; ++f) {
+    LjOptions o = step_data();
+    o.n_frames = 60 + 10 * f;
+    o.seed = unsigned(20 + f);
+    o.energy_shift = 0.1 * f;
+    const std::string path = dir.file("part" + std::to_string(f) + ".h5");
+    write_lj_dataset(path, o);
+    list.push_back(path);
+  }
+  auto train = [&](int np, int batch, const std::string& name, const std::string& sets) {
+    nlohmann::json c = step_config(dir.file("part0.h5"), dir.file(name), batch);
+    c["Dataset"]["path"] = list;
+    const std::string args =
+        "train -c " + testing::write_config(dir, name + ".json", c) + " " + sets;
+    const Result r = np == 1 ? testing::run(args) : mpirun(np, args);
+    EXPECT_EQ(r.code, 0) << name << ": " << r.out;
+    return trained(dir.file(name));
+  };
+  const Trained one = train(1, 8, "one", "");
+  EXPECT_EQ(one.steps, 21);  // 48 + 56 + 64 training graphs in steps of 8
+  for (const char* backend : {"collective", "rma"})
+    expect_same_training(
+        one,
+        train(2, 4, std::string("two_") + backend, std::string("--set Loader.backend=") + backend),
+        std::string("2 ranks, ") + backend);
+}
+
 // GPS's batch norms: each rank updates their running statistics from its own batches; before each
 // evaluation the ranks take their mean, so the run's test errors (every rank's share) are those
 // of the checkpoint it saves, which `evaluate` reproduces on one process.
