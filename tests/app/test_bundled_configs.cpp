@@ -81,7 +81,8 @@ TEST(BundledConfigs, EveryConfigIsTrainedHere) {
       "cu_eam_mace.json",      "cu_eam_schnet.json",       "cu_eam_stress_schnet.json",
       "ethanol_dimenet.json",  "ethanol_mace.json",        "ethanol_mace_gpu.json",
       "ethanol_schnet.json",   "hydragnn_lj_example.json", "molecules_mace.json",
-      "molecules_schnet.json", "si_sw_painn.json",         "si_sw_stress_mace.json"};
+      "molecules_schnet.json", "si_sw_painn.json",         "si_sw_stress_mace.json",
+      "three_sets_schnet.json"};
   EXPECT_EQ(names, trained) << "a new config needs its one-epoch test below";
 }
 
@@ -129,6 +130,30 @@ TEST(BundledConfigs, MoleculesConfigsTrainOneEpochSplitByGroup) {
     EXPECT_NE(r.out.find("split by group (config_type): 80/10/10 groups"), std::string::npos)
         << r.out;
   }
+}
+
+// The list of three files: two more Lennard-Jones sets beside the one train_one_epoch writes
+// (other structures, energies 0.3 and 0.6 eV per atom higher), one branch each.
+TEST(BundledConfigs, ThreeSetsSchnetTrainsOneEpochWithABranchPerFile) {
+  const TempDir dir;
+  std::string list = "[\\\"" + dir.file("lj.h5") + "\\\"";
+  for (int f = 1; f <= 2; ++f) {
+    testing::LjOptions lj;
+    lj.n_frames = 500;
+    lj.periodic = true;
+    lj.frames_per_group = 5;
+    lj.seed = unsigned(1 + f);
+    lj.energy_shift = 0.3 * f;
+    const std::string path = dir.file("lj" + std::to_string(f) + ".h5");
+    testing::write_lj_dataset(path, lj);
+    list += ",\\\"" + path + "\\\"";
+  }
+  const Result r =
+      train_one_epoch("three_sets_schnet.json", dir, true, "--set \"Dataset.path=" + list + "]\"");
+  expect_one_epoch_with_forces(r, dir.file("run"));
+  EXPECT_NE(r.out.find("branches of the heads (dataset_name), train graphs: 0: 400 1: 400 2: 400"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(BundledConfigs, EthanolMaceTrainsOneEpoch) {
