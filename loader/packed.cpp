@@ -212,9 +212,11 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
     const int64_t size = offsets[i + 1] - offsets[i];
     const int32_t atoms = size >= kHeaderBytes ? get_i32(data + offsets[i]) : 0;
     // A byte an atom at least, unless the atomic numbers are a palette (a one-element graph
-    // with constant positions takes a few bytes whatever its size): then at most 2^20 atoms.
+    // with constant positions takes a few bytes whatever its size): then at most 2^16 atoms
+    // more than bytes. (A record of no atoms is refused below, in order.)
     const bool palette = size >= kHeaderBytes && (data[offsets[i] + 8] & kZPalette) != 0;
-    if (size < kHeaderBytes || atoms < 0 || (atoms > size && (!palette || atoms > (1 << 20))))
+    if (size < kHeaderBytes || atoms < 0 ||
+        (atoms > size && (!palette || atoms - size > (int64_t(1) << 16))))
       throw DataError(where(i) + std::to_string(size) + " bytes, not a record of " +
                           std::to_string(atoms) + " atoms",
                       "the sender and receiver disagree on the store's layout");
@@ -251,6 +253,9 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
                           ", flags " + std::to_string(h.flags) + ") is not one of this dataset",
                       "the record is corrupted or from another dataset");
     const int64_t na = h.n_atoms;
+    if (na < 1)
+      throw DataError(where(i) + "a record of no atoms",
+                      "the record is corrupted or from another dataset");
     b.atom_start[sz(i)] = a0;
     b.n_atoms[sz(i)] = h.n_atoms;
     b.config_type[sz(i)] = h.config_type;
