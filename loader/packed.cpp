@@ -2,10 +2,12 @@
 #include "loader/packed.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "loader/array_codec.h"
 
 namespace ddgnn {
@@ -45,10 +47,18 @@ struct Header {
 
 constexpr uint8_t kZPalette = 16;  // flags bit 4: the atomic numbers as a palette
 
-// The palette of n atomic numbers: the distinct values in increasing order, and the bits an
-// index into it takes (0 for one value).
+// Bits an index into a palette of k values takes: ceil(log2 k), 0 for one value.
+int palette_bits(int64_t k) {
+  int bits = 0;
+  while ((int64_t(1) << bits) < k) ++bits;
+  return bits;
+}
+
+// The palette of n atomic numbers: the distinct values in increasing order (no allocation: it
+// is made for every graph a store loads).
 struct Palette {
-  std::vector<uint8_t> values;
+  std::array<uint8_t, 256> values;
+  int64_t size = 0;
   int bits = 0;
 };
 
@@ -57,8 +67,8 @@ Palette palette_of(const uint8_t* z, int64_t n) {
   for (int64_t i = 0; i < n; ++i) present[z[i]] = true;
   Palette p;
   for (int v = 0; v < 256; ++v)
-    if (present[v]) p.values.push_back(uint8_t(v));
-  while ((size_t(1) << p.bits) < p.values.size()) ++p.bits;
+    if (present[v]) p.values[size_t(p.size++)] = uint8_t(v);
+  p.bits = palette_bits(p.size);
   return p;
 }
 
@@ -103,8 +113,7 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
     const int64_t n = block.n_atoms[i], a0 = block.atom_start[i];
     const uint8_t* z = block.z.data() + a0;
     const Palette palette = palette_of(z, n);
-    const bool as_palette =
-        compact && palette_bytes(int64_t(palette.values.size()), n, palette.bits) < n;
+    const bool as_palette = compact && palette_bytes(palette.size, n, palette.bits) < n;
     put_i32(out, int32_t(n));
     put_i32(out, block.config_type.empty() ? 0 : block.config_type[i]);
     out.push_back(uint8_t((forces ? 1 : 0) | (block.pbc[3 * i] ? 2 : 0) |
@@ -113,10 +122,10 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
     put_i32(out, int32_t(width));
     put_i32(out, int32_t(gwidth));
     if (as_palette) {
-      out.push_back(uint8_t(palette.values.size()));
-      out.insert(out.end(), palette.values.begin(), palette.values.end());
+      out.push_back(uint8_t(palette.size));
+      out.insert(out.end(), palette.values.begin(), palette.values.begin() + palette.size);
       uint8_t index[256] = {};
-      for (size_t k = 0; k < palette.values.size(); ++k) index[palette.values[k]] = uint8_t(k);
+      for (int64_t k = 0; k < palette.size; ++k) index[palette.values[size_t(k)]] = uint8_t(k);
       const size_t packed = out.size();
       out.resize(packed + size_t((n * palette.bits + 7) / 8), 0);
       for (int64_t a = 0; a < n && palette.bits > 0; ++a) {
@@ -269,13 +278,13 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
       // Palette: byte k (1..118), k increasing atomic numbers, then each atom's index into them
       // in ceil(log2 k) bits.
       const int k = end - p >= 1 ? p[0] : 0;
-      int bits = 0;
-      while ((1 << bits) < k) ++bits;
-      if (k < 1 || k > 118) throw bad_z("have a palette of " + std::to_string(k) + " values");
+      const int bits = palette_bits(k);
+      if (k < 1 || k > kMaxAtomicNumber)
+        throw bad_z("have a palette of " + std::to_string(k) + " values");
       if (end - p < palette_bytes(k, na, bits)) throw bad_z("run past its end");
       const uint8_t* values = p + 1;
       for (int v = 0; v < k; ++v)
-        if (values[v] < 1 || values[v] > 118 || (v > 0 && values[v] <= values[v - 1]))
+        if (values[v] < 1 || values[v] > kMaxAtomicNumber || (v > 0 && values[v] <= values[v - 1]))
           throw bad_z("have a palette that is not increasing atomic numbers");
       const uint8_t* packed = values + k;
       for (int64_t a = 0; a < na; ++a) {
