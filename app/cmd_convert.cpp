@@ -23,6 +23,7 @@ struct ConvertArgs {
   bool append = false, overwrite = false, require_forces = false, strict = false;
   ExtxyzKeys keys;
   std::vector<std::string> extra_columns, info_keys;
+  int64_t format_version = 0;  // the newest, or the file's own at an append
 };
 
 bool looks_like_extxyz(const std::string& path) {
@@ -71,6 +72,7 @@ int run_convert(const ConvertArgs& a) {
   wopt.info_keys = a.info_keys;
   wopt.energy_key = keys.energy;
   wopt.forces_key = keys.forces;
+  wopt.format_version = a.format_version;
   DatasetWriter writer(output, wopt);
   const int64_t graphs_before = writer.n_graphs();
   const auto t0 = std::chrono::steady_clock::now();
@@ -155,6 +157,12 @@ Command add_convert_command(CLI::App& app) {
                   "per-structure numbers to keep from the comment line (one or more numbers a "
                   "key, in every structure), e.g. gap,dipole: the targets of graph heads")
       ->delimiter(',');
+  sub->add_option("--format-version", args->format_version,
+                  "file format to write: " + std::to_string(kFormatVersion) +
+                      " (the default) holds encoded records, " +
+                      std::to_string(kOldestWrittenVersion) +
+                      " float64 arrays (what ddgnn read before the records); an append keeps "
+                      "the file's");
   return {sub, [args] {
             args->keys.require_forces = args->require_forces;
             return run_convert(*args);

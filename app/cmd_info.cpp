@@ -39,6 +39,7 @@ nlohmann::json records_json(const RecordSizes& r) {
     nlohmann::json chosen;
     for (int e = 0; e < 4; ++e)
       if (a.chosen[e] > 0) chosen[to_string(ArrayEncoding(e))] = a.chosen[e];
+    if (a.absent > 0) chosen["absent"] = a.absent;
     arrays.push_back({{"name", escape_invalid_utf8(a.name)},
                       {"raw_bytes", a.raw},
                       {"encoded_bytes", a.encoded},
@@ -64,6 +65,8 @@ void print_records(const RecordSizes& r, int64_t n_graphs) {
       if (a.chosen[e] > 0)
         chosen += (chosen.empty() ? "" : ", ") + std::string(to_string(ArrayEncoding(e))) + " " +
                   std::to_string(a.chosen[e]);
+    if (a.absent > 0)
+      chosen += (chosen.empty() ? "" : ", ") + std::string("absent ") + std::to_string(a.absent);
     std::printf("  %-12s %8.1f B a graph as float64, %8.1f encoded (%s)\n",
                 escape_invalid_utf8(a.name).c_str(), double(a.raw) / g, double(a.encoded) / g,
                 chosen.c_str());
@@ -172,10 +175,23 @@ int run_info(const InfoArgs& a) {
   if (a.json) {
     nlohmann::json j = to_json(ds, st);
     j["records"] = records_json(records);
+    // What the file itself holds a graph: the records and their offsets (format version 4).
+    j["records"]["file_bytes_per_graph"] =
+        ds.record_bytes() > 0
+            ? nlohmann::json(double(ds.record_bytes() + 8 * ds.n_graphs()) / double(ds.n_graphs()))
+            : nlohmann::json(nullptr);
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     print_report(ds, st, s);
     print_records(records, ds.n_graphs());
+    if (ds.record_bytes() > 0)
+      std::printf("  in the file  %8.1f B a graph: the records and an offset each\n",
+                  double(ds.record_bytes() + 8 * ds.n_graphs()) / double(ds.n_graphs()));
+    else
+      std::printf(
+          "  in the file  float64 arrays (format version %lld; `ddgnn convert` writes "
+          "records)\n",
+          static_cast<long long>(ds.format_version()));
   }
   return 0;
 }

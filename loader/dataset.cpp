@@ -14,9 +14,11 @@
 #include "core/log.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "loader/array_codec.h"
 #include "loader/cell.h"
 #include "loader/dataset_layout.h"
 #include "loader/h5.h"
+#include "loader/packed.h"
 
 namespace ddgnn {
 
@@ -24,6 +26,7 @@ struct Dataset::Impl {
   std::string path;
   h5::Handle file;
   int64_t n_graphs = 0, n_atoms = 0, version = 0, metadata_crc32 = 0;
+  int64_t n_record_bytes = 0;          // format version 4
   mutable int64_t content_crc32 = -1;  // computed on the first call
   std::string producer, sources;
   std::optional<std::vector<Outlier>> outliers;
@@ -44,6 +47,31 @@ struct Dataset::Impl {
   void check_config_type(int32_t index, int64_t graph) const;
   [[noreturn]] void bad_value(const char* array, int64_t graph, const std::string& what) const;
 
+  // Graphs [first, first + count) of a version-4 file, decoded from their records and checked;
+  // the records themselves and their offsets (from 0) go to `bytes` and `offsets` when given.
+  GraphBlock read_v4(int64_t first, int64_t count, bool verify, std::vector<uint8_t>* bytes,
+                     std::vector<int64_t>* offsets) const;
+  // Where the records of graphs [first, first + count) start in `records`, and where the last
+  // ends ([count + 1]), checked: the first graph's at 0, each at least a header long.
+  std::vector<int64_t> record_offsets(int64_t first, int64_t count, bool verify) const;
+  void check_range(int64_t first, int64_t count) const {
+    if (first < 0 || count < 0 || first + count > n_graphs)
+      throw DataError(path + ": graphs " + std::to_string(first) + ".." +
+                      std::to_string(first + count - 1) + " requested, the file has " +
+                      std::to_string(n_graphs));
+  }
+
+  hsize_t total_rows(const layout::ArraySpec& spec) const {
+    switch (spec.rows) {
+      case layout::Rows::kAtom:
+        return hsize_t(n_atoms);
+      case layout::Rows::kByte:
+        return hsize_t(n_record_bytes);
+      default:
+        return hsize_t(n_graphs);
+    }
+  }
+
   size_t index(const std::string& p) const {
     for (size_t i = 0; i < specs.size(); ++i)
       if (specs[i].path == p) return i;
@@ -61,7 +89,7 @@ struct Dataset::Impl {
       h5::read_rows(dsets[i], spec.type, first, n, out, ctx);
       return;
     }
-    const hsize_t total = spec.per_atom ? hsize_t(n_atoms) : hsize_t(n_graphs);
+    const hsize_t total = total_rows(spec);
     const hsize_t b0 = first / spec.chunk_rows;
     const hsize_t b1 = (first + n + spec.chunk_rows - 1) / spec.chunk_rows;
     const hsize_t r0 = b0 * spec.chunk_rows;
@@ -87,7 +115,9 @@ struct Dataset::Impl {
 };
 
 void Dataset::Impl::bad_value(const char* array, int64_t graph, const std::string& what) const {
-  throw DataError(path + ": array '" + array + "', graph " + std::to_string(graph) + ": " + what,
+  // A version-4 file holds every value of a graph in its record.
+  throw DataError(path + ": array '" + (version >= 4 ? "records" : array) + "', graph " +
+                      std::to_string(graph) + ": " + what,
                   "the file is corrupted or was written by another tool; convert the extxyz "
                   "input again with `ddgnn convert`");
 }
@@ -267,9 +297,32 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
       out.push_back({name, std::max(1, h5::n_cols(d))});
     }
   };
-  columns_under("atoms/extra", m.extra);
-  columns_under("graphs/extra", m.graph_extra);
-  m.specs = layout::array_specs(m.has_forces, m.extra, m.graph_extra);
+  if (m.version >= 4) {
+    // The records hold the columns' values; their names and widths are the text array 'columns'.
+    m.n_record_bytes = h5::read_attr_int(m.file, "n_record_bytes", path);
+    if (m.n_record_bytes < kRecordHeaderBytes * m.n_graphs)
+      throw DataError(path + ": attribute n_record_bytes = " + std::to_string(m.n_record_bytes) +
+                          " is less than " + std::to_string(kRecordHeaderBytes) + " bytes a graph",
+                      corrupted);
+    const std::string text = h5::read_text(m.file, "columns", layout::kMaxMetadataText, path);
+    try {
+      const auto j = nlohmann::json::parse(text);
+      for (const auto& [key, out] :
+           {std::pair<const char*, std::vector<ColumnInfo>*>{"atoms", &m.extra},
+            std::pair<const char*, std::vector<ColumnInfo>*>{"graphs", &m.graph_extra}})
+        for (const auto& c : j.at(key)) {
+          const int width = c.at("width").get<int>();
+          if (width < 1 || width > 4096) throw std::out_of_range("width");
+          out->push_back({c.at("name").get<std::string>(), width});
+        }
+    } catch (const std::exception&) {
+      throw DataError(path + ": array 'columns' is not the JSON convert writes", corrupted);
+    }
+  } else {
+    columns_under("atoms/extra", m.extra);
+    columns_under("graphs/extra", m.graph_extra);
+  }
+  m.specs = layout::array_specs(m.version, m.has_forces, m.extra, m.graph_extra);
   m.graph_columns = m.graph_extra;
   for (const auto& spec : m.specs) {
     const std::string ctx = path + ": array '" + spec.path + "'";
@@ -279,7 +332,7 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
     m.crc_dsets.emplace_back(
         H5_CHECK(H5Dopen2(m.file, layout::checksum_path(spec.path).c_str(), H5P_DEFAULT), ctx));
     const hsize_t rows = h5::n_rows(m.dsets.back());
-    const hsize_t want = spec.per_atom ? hsize_t(m.n_atoms) : hsize_t(m.n_graphs);
+    const hsize_t want = m.total_rows(spec);
     if (rows != want)
       throw DataError(
           ctx + " has " + std::to_string(rows) + " rows, expected " + std::to_string(want),
@@ -287,6 +340,12 @@ Dataset::Dataset(const std::string& path) : m_impl(std::make_unique<Impl>()) {
     const int want_cols = spec.n_cols;
     if (h5::n_cols(m.dsets.back()) != want_cols)
       throw DataError(ctx + " has the wrong number of columns", "the file is corrupted");
+    // Its checksum table: one value a block, read into a buffer of that size.
+    const hsize_t blocks = (want + spec.chunk_rows - 1) / spec.chunk_rows;
+    if (h5::n_cols(m.crc_dsets.back()) != 0 || h5::n_rows(m.crc_dsets.back()) != blocks)
+      throw DataError(path + ": array '" + layout::checksum_path(spec.path) +
+                          "' is not a table of " + std::to_string(blocks) + " checksums",
+                      "the file is corrupted; convert the extxyz input again with `ddgnn convert`");
   }
 }
 
@@ -311,7 +370,7 @@ int64_t Dataset::content_crc32() const {
   uint32_t c = crc32(&meta, sizeof meta);
   for (size_t i = 0; i < m.specs.size(); ++i) {
     const auto& spec = m.specs[i];
-    const hsize_t total = spec.per_atom ? hsize_t(m.n_atoms) : hsize_t(m.n_graphs);
+    const hsize_t total = m.total_rows(spec);
     const hsize_t blocks = (total + spec.chunk_rows - 1) / spec.chunk_rows;
     const std::string ctx = m.path + ": array '" + layout::checksum_path(spec.path) + "'";
     if (h5::n_rows(m.crc_dsets[i]) != blocks)
@@ -365,9 +424,35 @@ const std::optional<std::vector<Outlier>>& Dataset::outliers() const {
   return m_impl->outliers;
 }
 
+int64_t Dataset::record_bytes() const {
+  return m_impl->n_record_bytes;
+}
+
+std::vector<int64_t> Dataset::stored_record_sizes(int64_t first, int64_t count) const {
+  const Impl& m = *m_impl;
+  if (m.version < 4) return {};
+  m.check_range(first, count);
+  int64_t tail = 0;  // the constant columns read_records() appends to each record
+  std::vector<uint8_t> encoded;
+  for (double v : m.constants) encode_array(&v, 1, encoded);
+  tail = int64_t(encoded.size());
+  std::vector<int64_t> start = m.record_offsets(first, count, true);
+  for (size_t i = 0; i + 1 < start.size(); ++i) start[i] = start[i + 1] - start[i] + tail;
+  start.pop_back();
+  return start;
+}
+
 std::vector<int32_t> Dataset::graph_config_types() const {
   const Impl& m = *m_impl;
   std::vector<int32_t> out(size_t(m.n_graphs));
+  if (m.version >= 4) {  // in the records' headers, checked as they are read
+    constexpr int64_t kStep = 65536;
+    for (int64_t g = 0; g < m.n_graphs; g += kStep) {
+      const GraphBlock b = m.read_v4(g, std::min(kStep, m.n_graphs - g), true, nullptr, nullptr);
+      std::copy(b.config_type.begin(), b.config_type.end(), out.begin() + g);
+    }
+    return out;
+  }
   m.read_array(m.index("graphs/config_type"), 0, size_t(m.n_graphs), out.data(), true);
   for (size_t g = 0; g < out.size(); ++g) m.check_config_type(out[g], int64_t(g));
   return out;
@@ -375,10 +460,12 @@ std::vector<int32_t> Dataset::graph_config_types() const {
 
 GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
   const Impl& m = *m_impl;
-  if (first < 0 || count < 0 || first + count > m.n_graphs)
-    throw DataError(m.path + ": graphs " + std::to_string(first) + ".." +
-                    std::to_string(first + count - 1) + " requested, the file has " +
-                    std::to_string(m.n_graphs));
+  m.check_range(first, count);
+  if (m.version >= 4) {
+    GraphBlock b = m.read_v4(first, count, verify, nullptr, nullptr);
+    for (double v : m.constants) b.graph_extra.emplace_back(size_t(count), v);
+    return b;
+  }
   GraphBlock b;
   b.first = first;
   const size_t n = size_t(count);
@@ -431,6 +518,78 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
   return b;
 }
 
+std::vector<int64_t> Dataset::Impl::record_offsets(int64_t first, int64_t count,
+                                                   bool verify) const {
+  const size_t n = size_t(count);
+  std::vector<int64_t> start(n + 1);
+  if (n > 0) read_array(index("graphs/record_start"), hsize_t(first), n, start.data(), verify);
+  if (first + count < n_graphs)
+    read_array(index("graphs/record_start"), hsize_t(first + count), 1, &start[n], verify);
+  else
+    start[n] = n_record_bytes;
+  // The offset table first: each record at least a header long, the first at 0, within the file.
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t g = first + int64_t(i);
+    if ((g == 0 && start[0] != 0) || start[i] < 0 || start[i + 1] - start[i] < kRecordHeaderBytes ||
+        start[i + 1] > n_record_bytes)
+      throw DataError(path + ": array 'graphs/record_start' is inconsistent at graph " +
+                          std::to_string(g) + " (" + std::to_string(start[i]) + ", then " +
+                          std::to_string(start[i + 1]) + ", of " + std::to_string(n_record_bytes) +
+                          " bytes)",
+                      "the file is corrupted; convert it again");
+  }
+  return start;
+}
+
+GraphBlock Dataset::Impl::read_v4(int64_t first, int64_t count, bool verify,
+                                  std::vector<uint8_t>* bytes,
+                                  std::vector<int64_t>* offsets) const {
+  const size_t n = size_t(count);
+  std::vector<int64_t> start = record_offsets(first, count, verify);
+  const int64_t s0 = n > 0 ? start[0] : 0;
+  for (int64_t& s : start) s -= s0;
+  std::vector<uint8_t> own;
+  std::vector<uint8_t>& buf = bytes ? *bytes : own;
+  buf.resize(size_t(start[n]));
+  read_array(index("records"), hsize_t(s0), hsize_t(start[n]), buf.data(), verify);
+  GraphBlock b;
+  try {
+    b = unpack_records(buf.data(), start.data(), count, extra, graph_extra);
+  } catch (const DataError& e) {
+    throw DataError(path + ": array 'records', graphs " + std::to_string(first) + ".." +
+                        std::to_string(first + count - 1) + ": " + e.what(),
+                    "the file is corrupted or was written by another tool; convert the extxyz "
+                    "input again with `ddgnn convert`");
+  }
+  b.first = first;
+  if (n > 0 && b.forces.empty() == has_forces)  // the records of a block agree (unpack_records)
+    bad_value("records", first,
+              has_forces ? "the record has no forces, the dataset has them"
+                         : "the record has forces, the dataset has none");
+  check_block(b);
+  if (offsets) *offsets = std::move(start);
+  return b;
+}
+
+std::vector<int64_t> Dataset::read_records(int64_t first, int64_t count, std::vector<uint8_t>& out,
+                                           bool compact) const {
+  const Impl& m = *m_impl;
+  if (m.version < 4 || !compact) {
+    const GraphBlock b = read(first, count);
+    return pack_records(b, out, compact);
+  }
+  m.check_range(first, count);
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets;
+  m.read_v4(first, count, true, &bytes, &offsets);
+  add_constant_columns(bytes, offsets, m.constants);
+  if (out.empty())
+    out.swap(bytes);
+  else
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  return offsets;
+}
+
 void Dataset::verify_all() const {
   constexpr int64_t kStep = 65536;
   for (int64_t g = 0; g < n_graphs(); g += kStep) read(g, std::min(kStep, n_graphs() - g), true);
@@ -479,7 +638,7 @@ uint32_t metadata_checksum(hid_t file, const std::vector<uint8_t>& species,
   text.append(species.begin(), species.end());
   text += "\nconfig_types=";
   for (const auto& c : config_types) text += c + '\0';
-  for (const char* name : {"sources", "outliers"})  // arrays of bytes from format version 3
+  for (const char* name : {"sources", "outliers", "columns"})  // arrays of bytes, version 3 on
     if (h5::exists(file, name))
       text += std::string("\n") + name + "=" + h5::read_text(file, name, kMaxMetadataText, context);
   return crc32(text.data(), text.size());

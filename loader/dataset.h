@@ -15,7 +15,9 @@
 namespace ddgnn {
 
 constexpr const char* kFormatName = "ddgnn-dataset";
-constexpr int64_t kFormatVersion = 3;
+constexpr int64_t kFormatVersion = 4;
+// The oldest version `convert` writes (for a reader of an older ddgnn) and an append keeps.
+constexpr int64_t kOldestWrittenVersion = 3;
 
 // A contiguous range of graphs [first, first + n_graphs()) read from a dataset, or graphs
 // gathered from anywhere (first = -1; graph_ids then names each one's index in the file).
@@ -94,6 +96,20 @@ class Dataset {
   // Reads graphs [first, first + count). Throws DataError past the end or on a checksum mismatch.
   GraphBlock read(int64_t first, int64_t count, bool verify = true) const;
 
+  // Appends the records (loader/packed.h) of graphs [first, first + count) to `out`; returns
+  // their offsets relative to where the first one starts ([count + 1], from 0). A file of
+  // format version 4 holds them: read as they are (checksums and every value checked as read()
+  // checks them); `compact` false, or an older file, reads and packs them.
+  std::vector<int64_t> read_records(int64_t first, int64_t count, std::vector<uint8_t>& out,
+                                    bool compact = true) const;
+
+  // Bytes of the records in the file (format version 4; 0 before).
+  int64_t record_bytes() const;
+  // The sizes of the records read_records(first, count) gives, from the file's offsets alone
+  // (format version 4: a loader sizes its store before it reads them); empty for an older file,
+  // whose records are made as they are read.
+  std::vector<int64_t> stored_record_sizes(int64_t first, int64_t count) const;
+
   // Verifies every checksum block of every array; throws DataError on the first mismatch.
   void verify_all() const;
 
@@ -115,6 +131,9 @@ struct WriterOptions {
   std::vector<std::string> info_keys;      // per-structure numbers to keep (Frame::info)
   std::string energy_key = "energy";       // recorded as provenance
   std::string forces_key = "forces";
+  // kOldestWrittenVersion..kFormatVersion; 0: kFormatVersion for a new file, and at an append
+  // the file's own (3 for a version 2), which is the only one an append may ask for.
+  int64_t format_version = 0;
 };
 
 // Writes a dataset to a temporary file next to `path`; commit() renames it into place. If the

@@ -24,6 +24,7 @@
 #include "loader/dataset_layout.h"
 #include "loader/h5.h"
 #include "loader/outliers.h"
+#include "loader/packed.h"
 
 namespace fs = std::filesystem;
 
@@ -128,6 +129,25 @@ struct DatasetWriter::Impl {
   OutlierScan scan;
   int64_t n_graphs = 0, n_atoms = 0;
   bool committed = false;
+  int64_t version = kFormatVersion;
+  // Version 4: graphs waiting to be packed into records (kPackGraphs at a time).
+  static constexpr size_t kPackGraphs = 4096;
+  GraphBlock pending;
+  std::vector<uint8_t> packed;
+  int64_t n_record_bytes = 0;
+
+  void flush_records() {
+    if (pending.n_graphs() == 0) return;
+    packed.clear();
+    const std::vector<int64_t> offsets = pack_records(pending, packed);
+    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+      const int64_t start = n_record_bytes + offsets[i];
+      array("graphs/record_start").push(&start, 1);
+    }
+    array("records").push(packed.data(), packed.size());
+    n_record_bytes += int64_t(packed.size());
+    pending = GraphBlock();
+  }
 
   ArrayWriter& array(const std::string& p) {
     for (auto& a : arrays)
@@ -136,7 +156,7 @@ struct DatasetWriter::Impl {
   }
 
   void create_arrays() {
-    for (const auto& spec : layout::array_specs(has_forces, extra, graph_extra)) {
+    for (const auto& spec : layout::array_specs(version, has_forces, extra, graph_extra)) {
       ArrayWriter a;
       a.spec = spec;
       a.dset = h5::create_rows(file, spec.path, spec.type, spec.n_cols, spec.chunk_rows);
@@ -155,6 +175,14 @@ void DatasetWriter::Impl::open_existing() {
   // The reader's checks of every block and value: nothing is appended to a file that is wrong.
   // Its frames join the outlier scan (the energy test compares every frame of a composition).
   Dataset existing(path);
+  // The file keeps its version (a version 2 becomes 3: its text attributes become arrays).
+  version = std::max(existing.format_version(), kOldestWrittenVersion);
+  if (options.format_version != 0 && options.format_version != version)
+    throw ConfigError(
+        path + " is of format version " + std::to_string(version) +
+            ", and an append keeps it (asked: " + std::to_string(options.format_version) + ")",
+        "leave out the format version, or convert everything again into a new file");
+  n_record_bytes = existing.record_bytes();
   Frame frame;
   constexpr int64_t kStep = 16384;
   for (int64_t g0 = 0; g0 < existing.n_graphs(); g0 += kStep) {
@@ -200,7 +228,7 @@ void DatasetWriter::Impl::open_existing() {
   }
   file = h5::Handle(H5_CHECK(H5Fopen(tmp_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
                              "opening " + tmp_path + " to append"));
-  for (const auto& spec : layout::array_specs(has_forces, extra, graph_extra)) {
+  for (const auto& spec : layout::array_specs(version, has_forces, extra, graph_extra)) {
     const std::string ctx = path + ": opening " + spec.path;
     ArrayWriter a;
     a.spec = spec;
@@ -300,21 +328,12 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
   std::array<double, 9> cell{};
   if (f.has_cell) cell = f.cell;
 
-  array("graphs/atom_start").push(&start, 1);
-  array("graphs/n_atoms").push(&na, 1);
-  array("graphs/energy").push(&f.energy, 1);
-  array("graphs/cell").push(cell.data(), 1);
-  array("graphs/pbc").push(pbc.data(), 1);
-  array("graphs/stress").push(stress.data(), 1);
-  array("graphs/config_type").push(&ct, 1);
-  array("atoms/z").push(f.z.data(), n);
-  array("atoms/pos").push(f.pos.data(), n);
-  if (has_forces) array("atoms/forces").push(f.forces.data(), n);
+  std::vector<const ExtraColumn*> columns, keys;
   for (const auto& c : extra) {
     const ExtraColumn* col = named(f.extra, c.name);
     if (!col || col->n_cols != c.n_cols)
       throw DataError(where + ": per-atom column '" + c.name + "' is missing or has another width");
-    array("atoms/extra/" + c.name).push(col->values.data(), n);
+    columns.push_back(col);
   }
   for (const auto& c : graph_extra) {
     const ExtraColumn* key = named(f.info, c.name);
@@ -326,7 +345,48 @@ void DatasetWriter::Impl::check_and_add(const Frame& f, const std::string& where
                           std::to_string(key->n_cols) + " number(s), earlier structures " +
                           std::to_string(c.n_cols),
                       "a per-structure target has the same number of values in every structure");
-    array("graphs/extra/" + c.name).push(key->values.data(), 1);
+    keys.push_back(key);
+  }
+  if (version >= 4) {
+    // Into the block of graphs waiting to become records.
+    GraphBlock& b = pending;
+    const auto append = [](auto& to, const auto* from, size_t count) {
+      to.insert(to.end(), from, from + count);
+    };
+    if (b.n_graphs() == 0) {
+      b.extra.assign(extra.size(), {});
+      b.graph_extra.assign(graph_extra.size(), {});
+    }
+    b.atom_start.push_back(int64_t(b.z.size()));
+    b.n_atoms.push_back(na);
+    b.energy.push_back(f.energy);
+    append(b.cell, cell.data(), 9);
+    append(b.pbc, pbc.data(), 3);
+    append(b.stress, stress.data(), 9);
+    b.config_type.push_back(ct);
+    append(b.z, f.z.data(), n);
+    append(b.pos, f.pos.data(), 3 * n);
+    if (has_forces) append(b.forces, f.forces.data(), 3 * n);
+    for (size_t c = 0; c < columns.size(); ++c)
+      append(b.extra[c], columns[c]->values.data(), size_t(extra[c].n_cols) * n);
+    for (size_t c = 0; c < keys.size(); ++c)
+      append(b.graph_extra[c], keys[c]->values.data(), size_t(graph_extra[c].n_cols));
+    if (b.n_graphs() >= kPackGraphs) flush_records();
+  } else {
+    array("graphs/atom_start").push(&start, 1);
+    array("graphs/n_atoms").push(&na, 1);
+    array("graphs/energy").push(&f.energy, 1);
+    array("graphs/cell").push(cell.data(), 1);
+    array("graphs/pbc").push(pbc.data(), 1);
+    array("graphs/stress").push(stress.data(), 1);
+    array("graphs/config_type").push(&ct, 1);
+    array("atoms/z").push(f.z.data(), n);
+    array("atoms/pos").push(f.pos.data(), n);
+    if (has_forces) array("atoms/forces").push(f.forces.data(), n);
+    for (size_t c = 0; c < columns.size(); ++c)
+      array("atoms/extra/" + extra[c].name).push(columns[c]->values.data(), n);
+    for (size_t c = 0; c < keys.size(); ++c)
+      array("graphs/extra/" + graph_extra[c].name).push(keys[c]->values.data(), 1);
   }
   for (uint8_t z : f.z) species[z] = true;
   scan.add(f);
@@ -359,6 +419,13 @@ DatasetWriter::DatasetWriter(const std::string& path, const WriterOptions& optio
   m_impl->path = path;
   m_impl->tmp_path = path + ".tmp." + std::to_string(::getpid());
   m_impl->options = options;
+  if (options.format_version != 0 &&
+      (options.format_version < kOldestWrittenVersion || options.format_version > kFormatVersion))
+    throw ConfigError(
+        "convert: format version " + std::to_string(options.format_version) + " cannot be written",
+        "give " + std::to_string(kOldestWrittenVersion) + " (read by older ddgnn) to " +
+            std::to_string(kFormatVersion));
+  m_impl->version = options.format_version != 0 ? options.format_version : kFormatVersion;
   const std::string folder = fs::path(path).parent_path().string();
   // A lock per output (".<name>.lock" beside it): conversions of other outputs in one folder,
   // one process per shard, run side by side.
@@ -407,6 +474,7 @@ void DatasetWriter::commit() {
   Impl& m = *m_impl;
   if (m.n_graphs == 0)
     throw DataError(m.path + ": no structures to write", "check the input files");
+  if (m.version >= 4) m.flush_records();
   for (auto& a : m.arrays) a.finish();
   std::vector<uint8_t> species;
   for (int z = 1; z <= kMaxAtomicNumber; ++z)
@@ -419,7 +487,7 @@ void DatasetWriter::commit() {
   }
   h5::write_strings(m.file, "config_types", m.config_types);
   h5::write_attr_string(m.file, "format", kFormatName);
-  h5::write_attr_int(m.file, "format_version", kFormatVersion);
+  h5::write_attr_int(m.file, "format_version", m.version);
   h5::write_attr_string(m.file, "producer",
                         std::string("ddgnn ") + DDGNN_VERSION + " (" + DDGNN_GIT_DESCRIBE + ")");
   if (!h5::has_attr(m.file, "created")) h5::write_attr_string(m.file, "created", now_iso8601());
@@ -438,6 +506,16 @@ void DatasetWriter::commit() {
   h5::write_attr_int(m.file, "has_forces", m.has_forces ? 1 : 0);
   h5::write_attr_int(m.file, "n_graphs", m.n_graphs);
   h5::write_attr_int(m.file, "n_atoms", m.n_atoms);
+  if (m.version >= 4) {
+    h5::write_attr_int(m.file, "n_record_bytes", m.n_record_bytes);
+    nlohmann::json columns = {{"atoms", nlohmann::json::array()},
+                              {"graphs", nlohmann::json::array()}};
+    for (const auto& c : m.extra)
+      columns["atoms"].push_back({{"name", c.name}, {"width", c.n_cols}});
+    for (const auto& c : m.graph_extra)
+      columns["graphs"].push_back({{"name", c.name}, {"width", c.n_cols}});
+    h5::write_text(m.file, "columns", columns.dump());
+  }
   nlohmann::json outliers = nlohmann::json::array();
   for (const auto& o : m.scan.finish()) outliers.push_back({{"graph", o.graph}, {"what", o.what}});
   h5::write_text(m.file, "outliers", outliers.dump());

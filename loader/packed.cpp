@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -14,13 +15,7 @@ namespace ddgnn {
 
 namespace {
 
-constexpr int64_t kHeaderBytes = 17;
-
-int32_t width_of(const std::vector<ColumnInfo>& columns) {
-  int32_t w = 0;
-  for (const auto& c : columns) w += c.n_cols;
-  return w;
-}
+constexpr int64_t kHeaderBytes = kRecordHeaderBytes;
 
 // Widths (doubles per row) of a block's columns, from their sizes over `rows`.
 std::vector<int64_t> widths(const std::vector<std::vector<double>>& columns, int64_t rows) {
@@ -41,11 +36,27 @@ int32_t get_i32(const uint8_t* p) {
 }
 
 struct Header {
-  int32_t n_atoms = 0, config_type = 0, extra_width = 0, graph_width = 0;
+  int32_t n_atoms = 0, config_type = 0;
   uint8_t flags = 0;
 };
 
 constexpr uint8_t kZPalette = 16;  // flags bit 4: the atomic numbers as a palette
+constexpr uint8_t kNoCell = 32;    // flags bit 5: no cell bytes, all nine +0.0
+constexpr uint8_t kNoStress = 64;  // flags bit 6: no stress bytes, all nine kNoStressValue
+constexpr uint8_t kKnownFlags = 127;
+
+// The NaN that marks "no stress" (std::nan("")), bit for bit: a stress of nine of them is left
+// out of the record; any other value, another NaN included, is encoded.
+uint64_t bits_of(double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  return u;
+}
+bool all_bits(const double* v, uint64_t bits) {
+  for (int k = 0; k < 9; ++k)
+    if (bits_of(v[k]) != bits) return false;
+  return true;
+}
 
 // Bits an index into a palette of k values takes: ceil(log2 k), 0 for one value.
 int palette_bits(int64_t k) {
@@ -81,8 +92,6 @@ Header read_header(const uint8_t* p) {
   h.n_atoms = get_i32(p);
   h.config_type = get_i32(p + 4);
   h.flags = p[8];
-  h.extra_width = get_i32(p + 9);
-  h.graph_width = get_i32(p + 13);
   return h;
 }
 
@@ -104,9 +113,7 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
   for (size_t i = 0; i < block.n_graphs(); ++i) total_atoms += block.n_atoms[i];
   const std::vector<int64_t> w = widths(block.extra, total_atoms);
   const std::vector<int64_t> gw = widths(block.graph_extra, int64_t(block.n_graphs()));
-  int64_t width = 0, gwidth = 0;
-  for (int64_t x : w) width += x;
-  for (int64_t x : gw) gwidth += x;
+  const uint64_t no_stress = bits_of(std::nan(""));
   const size_t start = out.size();
   std::vector<int64_t> offsets(block.n_graphs() + 1, 0);
   for (size_t i = 0; i < block.n_graphs(); ++i) {
@@ -114,13 +121,15 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
     const uint8_t* z = block.z.data() + a0;
     const Palette palette = palette_of(z, n);
     const bool as_palette = compact && palette_bytes(palette.size, n, palette.bits) < n;
+    const bool no_cell = compact && all_bits(&block.cell[9 * i], 0);
+    const bool stress_none =
+        compact && (block.stress.empty() ? false : all_bits(&block.stress[9 * i], no_stress));
     put_i32(out, int32_t(n));
     put_i32(out, block.config_type.empty() ? 0 : block.config_type[i]);
     out.push_back(uint8_t((forces ? 1 : 0) | (block.pbc[3 * i] ? 2 : 0) |
                           (block.pbc[3 * i + 1] ? 4 : 0) | (block.pbc[3 * i + 2] ? 8 : 0) |
-                          (as_palette ? kZPalette : 0)));
-    put_i32(out, int32_t(width));
-    put_i32(out, int32_t(gwidth));
+                          (as_palette ? kZPalette : 0) | (no_cell ? kNoCell : 0) |
+                          (stress_none ? kNoStress : 0)));
     if (as_palette) {
       out.push_back(uint8_t(palette.size));
       out.insert(out.end(), palette.values.begin(), palette.values.begin() + palette.size);
@@ -138,11 +147,11 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
       out.insert(out.end(), z, z + n);
     }
     encode_array(&block.energy[i], 1, out);
-    encode_array(&block.cell[9 * i], 9, out);
+    if (!no_cell) encode_array(&block.cell[9 * i], 9, out);
     if (block.stress.empty()) {
       const double none[9] = {};  // as the reader's zero stress of a block without one
       encode_array(none, 9, out);
-    } else {
+    } else if (!stress_none) {
       encode_array(&block.stress[9 * i], 9, out);
     }
     encode_array(&block.pos[size_t(3 * a0)], 3 * n, out);
@@ -154,6 +163,30 @@ std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>&
     offsets[i + 1] = int64_t(out.size() - start);
   }
   return offsets;
+}
+
+void add_constant_columns(std::vector<uint8_t>& records, std::vector<int64_t>& offsets,
+                          const std::vector<double>& values) {
+  if (values.empty() || offsets.size() < 2) return;
+  // The per-structure columns end a record: the new ones follow them.
+  std::vector<uint8_t> tail;
+  for (double v : values) encode_array(&v, 1, tail);
+  const size_t n = offsets.size() - 1;
+  std::vector<uint8_t> out;
+  out.reserve(records.size() + n * tail.size());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t size = offsets[i + 1] - offsets[i];
+    if (size < kHeaderBytes)
+      throw DataError("record " + std::to_string(i + 1) + " of " + std::to_string(n) + ": " +
+                          std::to_string(size) + " bytes, shorter than its header",
+                      "the record is corrupted");
+    const size_t at = out.size();
+    out.insert(out.end(), records.begin() + offsets[i], records.begin() + offsets[i + 1]);
+    out.insert(out.end(), tail.begin(), tail.end());
+    offsets[i] = int64_t(at);
+  }
+  offsets[n] = int64_t(out.size());
+  records.swap(out);
 }
 
 RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
@@ -169,11 +202,12 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
   for (const auto& c : dataset.extra_columns()) width += c.n_cols;
   for (const auto& c : dataset.graph_columns()) gwidth += c.n_cols;
   std::vector<uint8_t> scratch;
+  const uint64_t no_stress = bits_of(std::nan(""));
   for (int64_t first = 0; first < total; first += 10000) {
-    const GraphBlock b = dataset.read(first, std::min<int64_t>(10000, total - first));
+    const int64_t count = std::min<int64_t>(10000, total - first);
+    const GraphBlock b = dataset.read(first, count);
     scratch.clear();
-    const std::vector<int64_t> off = pack_records(b, scratch);
-    out.encoded += off.back();
+    out.encoded += dataset.read_records(first, count, scratch).back();
     for (size_t g = 0; g < b.n_graphs(); ++g) {
       const int64_t n = b.n_atoms[g], a0 = b.atom_start[g];
       out.raw += raw_record_bytes(n, !b.forces.empty(), width, gwidth);
@@ -184,9 +218,20 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
         out.arrays[k].encoded += int64_t(scratch.size());
         out.arrays[k].chosen[int(e)] += 1;
       };
+      // A zero cell and a stress of none take no bytes (flags in the header).
+      const auto absent = [&](size_t k) {
+        out.arrays[k].raw += 8 * 9;
+        out.arrays[k].absent += 1;
+      };
       tally(0, &b.energy[g], 1);
-      tally(1, &b.cell[9 * g], 9);
-      tally(2, &b.stress[9 * g], 9);
+      if (all_bits(&b.cell[9 * g], 0))
+        absent(1);
+      else
+        tally(1, &b.cell[9 * g], 9);
+      if (all_bits(&b.stress[9 * g], no_stress))
+        absent(2);
+      else
+        tally(2, &b.stress[9 * g], 9);
       tally(3, &b.pos[size_t(3 * a0)], 3 * n);
       if (!b.forces.empty()) tally(4, &b.forces[size_t(3 * a0)], 3 * n);
       size_t k = 5;
@@ -210,7 +255,6 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
                           const std::vector<ColumnInfo>& graph_extra, bool atom_arrays) {
   GraphBlock b;
   b.first = -1;
-  const int32_t width = width_of(extra), gwidth = width_of(graph_extra);
   const auto where = [n](int64_t i) {
     return "record " + std::to_string(i + 1) + " of " + std::to_string(n) + ": ";
   };
@@ -255,11 +299,9 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
     const uint8_t* p = data + offsets[i];
     const uint8_t* end = data + offsets[i + 1];
     const Header h = read_header(p);
-    if (h.extra_width != width || h.graph_width != gwidth || ((h.flags & 1) != 0) != forces ||
-        (h.flags & ~31) != 0)
-      throw DataError(where(i) + "header (" + std::to_string(h.n_atoms) + " atoms, columns " +
-                          std::to_string(h.extra_width) + " + " + std::to_string(h.graph_width) +
-                          ", flags " + std::to_string(h.flags) + ") is not one of this dataset",
+    if (((h.flags & 1) != 0) != forces || (h.flags & ~kKnownFlags) != 0)
+      throw DataError(where(i) + "header (" + std::to_string(h.n_atoms) + " atoms, flags " +
+                          std::to_string(h.flags) + ") is not one of this dataset",
                       "the record is corrupted or from another dataset");
     const int64_t na = h.n_atoms;
     if (na < 1)
@@ -313,8 +355,14 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
       }
     };
     decode(&b.energy[sz(i)], 1);
-    decode(&b.cell[sz(9 * i)], 9);
-    decode(&b.stress[sz(9 * i)], 9);
+    if ((h.flags & kNoCell) != 0)
+      std::fill_n(&b.cell[sz(9 * i)], 9, 0.0);
+    else
+      decode(&b.cell[sz(9 * i)], 9);
+    if ((h.flags & kNoStress) != 0)
+      std::fill_n(&b.stress[sz(9 * i)], 9, std::nan(""));
+    else
+      decode(&b.stress[sz(9 * i)], 9);
     // Without the per-atom arrays each is checked and stepped over.
     const auto atoms = [&](std::vector<double>* v, int64_t width) {
       if (atom_arrays) return decode(&(*v)[sz(width * a0)], width * na);

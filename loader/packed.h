@@ -1,18 +1,20 @@
 // One graph as a byte record: how samples sit in the in-memory store and travel between ranks
 // (edges are never packed; the receiver builds the radius graph). Layout, byte-aligned,
 // little-endian:
-//   header, 17 bytes: n_atoms int32, config_type int32, flags uint8 (bit 0: forces; bits 1-3:
-//     pbc; bit 4: atomic numbers as a palette), extra_width int32 (doubles per atom of the extra
-//     columns), graph_width int32 (doubles per graph of the per-structure columns)
+//   header, 9 bytes: n_atoms int32, config_type int32, flags uint8 (bit 0: forces; bits 1-3:
+//     pbc; bit 4: atomic numbers as a palette; bit 5: no cell, all nine +0.0, and no bytes of
+//     it; bit 6: no stress, all nine the NaN of std::nan(""), and no bytes of it: a molecule)
 //   z: [n_atoms] uint8, or, where smaller (flags bit 4), a palette: byte k, the k distinct atomic
 //     numbers in increasing order, then each atom's index into them in ceil(log2 k) bits, packed
 //     from the low bit (a one-element crystal: 2 bytes)
 //   each float64 array in its cheapest exact encoding (loader/array_codec.h), in this order:
-//     energy [1], cell [9] Å, stress [9] eV/Å³, pos [n_atoms, 3] Å, forces [n_atoms, 3] eV/Å
-//     (when the dataset has forces), each extra column [n_atoms, k] in Dataset::extra_columns()
-//     order, each per-structure column [k] in Dataset::graph_columns() order
+//     energy [1], cell [9] Å (unless flags bit 5), stress [9] eV/Å³ (unless flags bit 6), pos
+//     [n_atoms, 3] Å, forces [n_atoms, 3] eV/Å (when the dataset has forces), each extra column
+//     [n_atoms, k] in Dataset::extra_columns() order, each per-structure column [k] in
+//     Dataset::graph_columns() order
 // A record gives back every bit it was made from. It is self-describing apart from the
-// columns' widths, which the dataset fixes and the header repeats as a check.
+// columns, which the dataset fixes: a decoder given other columns finds the record ending
+// before or after its last byte (a DataError), unless both take the same bytes.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,16 @@ namespace ddgnn {
 std::vector<int64_t> pack_records(const GraphBlock& block, std::vector<uint8_t>& out,
                                   bool compact = true);
 
+// Bytes of a record's header: the least a record takes.
+constexpr int64_t kRecordHeaderBytes = 9;
+
+// Adds per-structure columns of one value each, the same for every record, after each record's
+// own columns: `records` holds n records back to back at `offsets` ([n + 1], from 0), both
+// rewritten. A file of a list trained as one dataset gets its dataset_name so
+// (Dataset::add_constant_column) without decoding its records.
+void add_constant_columns(std::vector<uint8_t>& records, std::vector<int64_t>& offsets,
+                          const std::vector<double>& values);
+
 // Bytes the graph would take as float64 arrays behind a 176-byte header (the layout before the
 // encodings): what a record saves is measured against it.
 int64_t raw_record_bytes(int64_t n_atoms, bool has_forces, int64_t extra_width,
@@ -36,12 +48,14 @@ int64_t raw_record_bytes(int64_t n_atoms, bool has_forces, int64_t extra_width,
 
 // What the records of a dataset's first `max_graphs` graphs (all: 0) take: bytes as float64
 // behind a 176-byte header (raw_record_bytes) and as records, in all and per array (energy,
-// cell, stress, pos, forces, then the columns by name), with how often each encoding was chosen.
+// cell, stress, pos, forces, then the columns by name), with how often each encoding was chosen
+// (or the array left out of the record).
 struct RecordSizes {
   struct Array {
     std::string name;
     int64_t raw = 0, encoded = 0;
     int64_t chosen[4] = {0, 0, 0, 0};  // by ArrayEncoding
+    int64_t absent = 0;                // records without the array's bytes (cell, stress)
   };
   int64_t graphs = 0, raw = 0, encoded = 0;
   std::vector<Array> arrays;

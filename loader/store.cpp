@@ -26,20 +26,29 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
   MPI_Comm_rank(group, &rank);
   MPI_Comm_size(group, &size);
   const Partition part{dataset.n_graphs(), size};
-  // A rank that cannot read its part (a checksum mismatch, say) reports it, and every other
-  // rank stops with it instead of waiting in the allocation below. The part is read and packed
-  // in chunks, so that no more than one chunk of it is ever held as float64 arrays.
+  const int64_t first = part.first(rank), count = part.count(rank);
+  // A file of records (format version 4) gives their sizes from its offsets: the window is
+  // allocated first and the records read into it chunk by chunk, so that the part is held once
+  // plus one chunk. An older file's records are made as its arrays are read, in chunks, then
+  // copied into the window chunk by chunk, each freed once copied. A rank that cannot read its
+  // part (a checksum mismatch, say) reports it, and every other rank stops with it instead of
+  // waiting in a collective.
+  const bool direct = compact && dataset.format_version() >= 4;
   std::vector<std::vector<uint8_t>> chunks;
   std::vector<int64_t> sizes;
   std::exception_ptr failed;
   try {
-    const int64_t first = part.first(rank), count = part.count(rank);
-    sizes.reserve(size_t(count));
-    for (int64_t c0 = 0; c0 < count; c0 += kLoadChunkGraphs) {
-      const GraphBlock block = dataset.read(first + c0, std::min(kLoadChunkGraphs, count - c0));
-      std::vector<uint8_t>& records = chunks.emplace_back();
-      const std::vector<int64_t> offsets = pack_records(block, records, compact);
-      for (size_t i = 0; i + 1 < offsets.size(); ++i) sizes.push_back(offsets[i + 1] - offsets[i]);
+    if (direct) {
+      sizes = dataset.stored_record_sizes(first, count);
+    } else {
+      sizes.reserve(size_t(count));
+      for (int64_t c0 = 0; c0 < count; c0 += kLoadChunkGraphs) {
+        std::vector<uint8_t>& records = chunks.emplace_back();
+        const std::vector<int64_t> offsets = dataset.read_records(
+            first + c0, std::min(kLoadChunkGraphs, count - c0), records, compact);
+        for (size_t i = 0; i + 1 < offsets.size(); ++i)
+          sizes.push_back(offsets[i + 1] - offsets[i]);
+      }
     }
   } catch (...) {
     failed = std::current_exception();
@@ -47,14 +56,36 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
   throw_if_any_failed(group, failed);
   StoreLoad out;
   out.store = std::make_unique<ByteStore>(group, dataset.n_graphs(), sizes, options);
-  // Chunk by chunk into the window, each freed once copied: the window's pages become resident
-  // as the chunks go, so the part is held about once, not twice.
   size_t at = 0;
-  for (auto& c : chunks) {
-    if (!c.empty()) std::memcpy(out.store->data() + at, c.data(), c.size());
-    at += c.size();
-    std::vector<uint8_t>().swap(c);
-    release_free_memory();  // the chunk's pages go as the window's come
+  if (direct) {
+    try {
+      std::vector<uint8_t> chunk;
+      for (int64_t c0 = 0; c0 < count; c0 += kLoadChunkGraphs) {
+        const int64_t n = std::min(kLoadChunkGraphs, count - c0);
+        chunk.clear();
+        const std::vector<int64_t> offsets = dataset.read_records(first + c0, n, chunk);
+        int64_t expect = 0;
+        for (int64_t i = 0; i < n; ++i) expect += sizes[size_t(c0 + i)];
+        if (offsets.back() != expect || int64_t(chunk.size()) != expect)
+          throw DataError(dataset.path() + ": graphs " + std::to_string(first + c0) + ".." +
+                              std::to_string(first + c0 + n - 1) + " read as " +
+                              std::to_string(chunk.size()) +
+                              " bytes of records, their offsets say " + std::to_string(expect),
+                          "the file changed while it was read; load it again");
+        if (!chunk.empty()) std::memcpy(out.store->data() + at, chunk.data(), chunk.size());
+        at += chunk.size();
+      }
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    throw_if_any_failed(group, failed);
+  } else {
+    for (auto& c : chunks) {
+      if (!c.empty()) std::memcpy(out.store->data() + at, c.data(), c.size());
+      at += c.size();
+      std::vector<uint8_t>().swap(c);
+      release_free_memory();  // the chunk's pages go as the window's come
+    }
   }
   out.store->ready();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -79,9 +110,8 @@ class FileFetcher : public Fetcher {
       int64_t len = 1;
       while (k + len < n && ids[k + len] == ids[k] + len && ids[k + len] < m_dataset.n_graphs())
         ++len;
-      const GraphBlock block = m_dataset.read(ids[k], len);
       const size_t at = out.bytes.size();
-      const std::vector<int64_t> off = pack_records(block, out.bytes, m_compact);
+      const std::vector<int64_t> off = m_dataset.read_records(ids[k], len, out.bytes, m_compact);
       for (int64_t j = 0; j < len; ++j)
         out.offsets.push_back(int64_t(at) + off[static_cast<size_t>(j + 1)]);
       k += len;

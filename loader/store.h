@@ -1,6 +1,7 @@
 // Loading a dataset into the distributed in-memory store: each rank of a loader group reads only
-// its contiguous part of the HDF5 file (hyperslab reads through Dataset::read) and packs it
-// (loader/packed.h) into window memory (comm/store.h). Fetched records come back as GraphBlocks.
+// its contiguous part of the HDF5 file (hyperslab reads through Dataset::read_records) into
+// window memory (comm/store.h) as records (loader/packed.h). Fetched records come back as
+// GraphBlocks.
 #pragma once
 
 #include <mpi.h>
@@ -25,8 +26,9 @@ struct StoreLoad {
 // (options.budget_bytes > 0) refuses, with a ConfigError on every rank before allocating, a
 // partition that would not fit; options.shared puts it in node shared memory (`shm`). `compact`:
 // the records' arrays in their exact compact encodings (loader/array_codec.h), else as float64
-// (Loader.compact_records false: to measure what the encodings cost). Read and packed in chunks
-// of 65,536 graphs: the partition is held once, as records, plus one chunk.
+// (Loader.compact_records false: to measure what the encodings cost). Read in chunks of 65,536
+// graphs: the partition is held once, as records, plus one chunk (a file of records, format
+// version 4, is read straight into the window its offsets size; an older one is packed first).
 StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions& options = {},
                      bool compact = true);
 

@@ -19,6 +19,7 @@
 #include "../common/temp_dir.h"
 #include "../common/train_run.h"
 #include "loader/dataset.h"
+#include "loader/packed.h"
 
 namespace ddgnn {
 namespace {
@@ -71,11 +72,15 @@ TEST(Hostile, InfoOnAnAtomicNumberOutsideTheSpeciesTable) {
   TempDir dir;
   write_cu(dir.file("in.xyz"), 6);
   ASSERT_EQ(run("convert " + dir.file("in.xyz") + " " + dir.file("d.h5")).code, 0);
-  testing::overwrite_checksummed(dir.file("d.h5"), "atoms/z", 9, 0, H5T_NATIVE_UINT8, uint8_t(200));
+  // Graph 2's record: its header, then its atomic numbers as a palette of one element
+  // (a count, then copper's 29), which becomes zinc's 30.
+  const auto at = hsize_t(testing::record_start(dir.file("d.h5"), 2) + kRecordHeaderBytes + 1);
+  ASSERT_EQ(testing::read_value<uint8_t>(dir.file("d.h5"), "records", at, H5T_NATIVE_UINT8), 29);
+  testing::overwrite_checksummed(dir.file("d.h5"), "records", at, 0, H5T_NATIVE_UINT8, uint8_t(30));
   const Result i = run("info " + dir.file("d.h5"));
   EXPECT_EQ(i.code, 1) << i.out;
   EXPECT_NE(i.out.find("ddgnn: data error: " + dir.file("d.h5") +
-                       ": array 'atoms/z', graph 2: atomic number 200 of atom 1"),
+                       ": array 'records', graph 2: atomic number 30 of atom 0"),
             std::string::npos)
       << i.out;
   EXPECT_EQ(i.out.find("internal error"), std::string::npos) << i.out;

@@ -76,6 +76,35 @@ void overwrite_checksummed(const std::string& path, const std::string& name, hsi
   repair_checksum(path, name, row);
 }
 
+// Row `row` of the 1-D array `name` (graphs/record_start, records) as `T`.
+template <class T>
+T read_value(const std::string& path, const std::string& name, hsize_t row, hid_t type) {
+  T value{};
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  hid_t space = H5Dget_space(d);
+  hsize_t start[1] = {row}, count[1] = {1};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  hid_t mem = H5Screate_simple(1, count, nullptr);
+  H5Dread(d, type, mem, space, H5P_DEFAULT, &value);
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+  return value;
+}
+
+// Where graph g's record starts in `records` (format version 4).
+inline int64_t record_start(const std::string& path, hsize_t g) {
+  return read_value<int64_t>(path, "graphs/record_start", g, H5T_NATIVE_INT64);
+}
+
+// Flips every bit of byte `at` of the records (format version 4), behind the checksums' back.
+inline void flip_record_byte(const std::string& path, hsize_t at) {
+  const auto b = read_value<uint8_t>(path, "records", at, H5T_NATIVE_UINT8);
+  overwrite_value(path, "records", at, 0, H5T_NATIVE_UINT8, uint8_t(~b));
+}
+
 // Recomputes the root attribute metadata_crc32 from the file's attributes, species table and
 // config type names, as the writer would have.
 inline void repair_metadata_checksum(const std::string& path) {

@@ -40,7 +40,8 @@ struct LjOptions {
   // > 0: frame k's config_type is "cluster<k / frames_per_group>" (frames of one "molecule",
   // kept whole by Dataset.split_by group).
   int frames_per_group = 0;
-  double energy_shift = 0.0;  // eV per atom added to every energy (another level of theory)
+  double energy_shift = 0.0;   // eV per atom added to every energy (another level of theory)
+  int64_t format_version = 0;  // of the file written (0: the newest)
 };
 
 // LJ energy (eV) and forces (eV/Å) of `f`; epsilon 0.0104 eV, sigma 3.4 Å, with per-species
@@ -102,6 +103,7 @@ inline void write_lj_dataset(const std::string& path, const LjOptions& o) {
   if (o.gap) wo.info_keys = {"gap"};
   if (o.branches > 0) wo.info_keys.push_back("dataset_name");
   if (o.graph_attr) wo.info_keys.push_back("graph_attr");
+  wo.format_version = o.format_version;
   DatasetWriter w(path, wo);
   for (int k = 0; k < o.n_frames; ++k) {
     Frame f;

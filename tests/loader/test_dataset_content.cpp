@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,8 +18,10 @@
 #include "../common/h5_edit.h"
 #include "../common/temp_dir.h"
 #include "core/error.h"
+#include "loader/array_codec.h"
 #include "loader/dataset.h"
 #include "loader/h5.h"
+#include "loader/packed.h"
 
 namespace ddgnn {
 namespace {
@@ -27,10 +30,19 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::TempDir;
 
-// Eight periodic Cu/H structures of 4 atoms, with stress, written by the real writer.
-std::string write_good(const TempDir& dir) {
+// Eight periodic Cu/H structures of 4 atoms, with stress, written by the real writer. Format
+// version 3 by default: most tests below damage one of its float64 arrays, the reader's value
+// checks being the same for both versions; those of version 4's records follow them. `columns`
+// adds a per-atom column and a per-structure key of binary-born values.
+std::string write_good(const TempDir& dir, int64_t version = 3, bool columns = false) {
   const std::string path = dir.file("d.h5");
-  DatasetWriter w(path, {});
+  WriterOptions options;
+  options.format_version = version;
+  if (columns) {
+    options.extra_columns = {"charges"};
+    options.info_keys = {"gap"};
+  }
+  DatasetWriter w(path, options);
   for (int g = 0; g < 8; ++g) {
     Frame f;
     for (int i = 0; i < 4; ++i) {
@@ -48,6 +60,12 @@ std::string write_good(const TempDir& dir) {
     f.has_stress = true;
     f.stress.fill(0.001);
     f.config_type = g < 4 ? "bulk" : "hot";
+    if (columns) {
+      std::vector<double> q;
+      for (int i = 0; i < 4; ++i) q.push_back(std::sqrt(2.0 + i + g));
+      f.extra.push_back({"charges", 1, q});
+      f.info.push_back({"gap", 2, {std::acos(-1.0) * g, -0.0}});
+    }
     w.add(f, "t:" + std::to_string(g));
   }
   w.commit();
@@ -374,6 +392,161 @@ TEST(DatasetContent, SourcesThatAreNotTheJsonListConvertWritesAreNamed) {
 
 // A file of format version 2 (sources and outliers in attributes) is read as before, and an
 // append writes version 3, its sources kept and its outliers found again.
+// Every field of two blocks, bit for bit (NaN stresses compare equal by their bits).
+void expect_same_bits(const GraphBlock& a, const GraphBlock& b) {
+  const auto same = [](const auto& x, const auto& y) {
+    return x.size() == y.size() &&
+           (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
+  };
+  EXPECT_TRUE(same(a.atom_start, b.atom_start));
+  EXPECT_TRUE(same(a.n_atoms, b.n_atoms));
+  EXPECT_TRUE(same(a.energy, b.energy));
+  EXPECT_TRUE(same(a.cell, b.cell));
+  EXPECT_TRUE(same(a.pbc, b.pbc));
+  EXPECT_TRUE(same(a.stress, b.stress));
+  EXPECT_TRUE(same(a.config_type, b.config_type));
+  EXPECT_TRUE(same(a.z, b.z));
+  EXPECT_TRUE(same(a.pos, b.pos));
+  EXPECT_TRUE(same(a.forces, b.forces));
+  ASSERT_EQ(a.extra.size(), b.extra.size());
+  for (size_t c = 0; c < a.extra.size(); ++c) EXPECT_TRUE(same(a.extra[c], b.extra[c]));
+  ASSERT_EQ(a.graph_extra.size(), b.graph_extra.size());
+  for (size_t c = 0; c < a.graph_extra.size(); ++c)
+    EXPECT_TRUE(same(a.graph_extra[c], b.graph_extra[c]));
+}
+
+TEST(DatasetContent, VersionFourHoldsTheRecordsAndGivesBackWhatVersionThreeHolds) {
+  for (const bool columns : {false, true}) {
+    SCOPED_TRACE(columns);
+    TempDir d3, d4;
+    const Dataset v3(write_good(d3, 3, columns)), v4(write_good(d4, 4, columns));
+    EXPECT_EQ(v3.format_version(), 3);
+    EXPECT_EQ(v4.format_version(), 4);
+    EXPECT_EQ(v3.record_bytes(), 0);
+    EXPECT_GT(v4.record_bytes(), 8 * kRecordHeaderBytes);
+    EXPECT_EQ(v4.extra_columns().size(), columns ? 1u : 0u);
+    ASSERT_EQ(v4.graph_columns().size(), columns ? 1u : 0u);
+    if (columns) EXPECT_EQ(v4.graph_columns()[0].n_cols, 2);
+    EXPECT_EQ(v4.config_types(), v3.config_types());
+    EXPECT_EQ(v4.graph_config_types(), v3.graph_config_types());
+    EXPECT_NE(v4.content_crc32(), v3.content_crc32());
+    expect_same_bits(v4.read(0, 8), v3.read(0, 8));
+    expect_same_bits(v4.read(3, 4), v3.read(3, 4));
+    // The records as the file holds them are those the store makes of version 3's arrays.
+    std::vector<uint8_t> r3, r4;
+    EXPECT_EQ(v4.read_records(2, 5, r4), v3.read_records(2, 5, r3));
+    EXPECT_EQ(r4, r3);
+    // A constant column (a list's dataset_name) joins the records as it joins read().
+    Dataset named(v4.path());
+    named.add_constant_column("dataset_name", 2.0);
+    std::vector<uint8_t> rn;
+    const std::vector<int64_t> off = named.read_records(1, 3, rn);
+    const GraphBlock b =
+        unpack_records(rn.data(), off.data(), 3, named.extra_columns(), named.graph_columns());
+    GraphBlock want = named.read(1, 3);
+    want.first = -1;
+    expect_same_bits(b, want);
+    EXPECT_EQ(b.graph_extra.back(), std::vector<double>(3, 2.0));
+  }
+}
+
+TEST(DatasetContent, DamagedRecordsAreNamedWithTheirGraph) {
+  const auto at = [](const std::string& path, int g, int64_t byte) {
+    return hsize_t(testing::record_start(path, hsize_t(g)) + byte);
+  };
+  {  // a bit flipped behind the checksums' back
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    testing::flip_record_byte(path, at(path, 5, 20));
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("checksum mismatch in array 'records', rows 0.."));
+  }
+  {  // a header's config type index, the checksums repaired: the reader's value check
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    testing::overwrite_checksummed(path, "records", at(path, 7, 4), 0, H5T_NATIVE_UINT8,
+                                   uint8_t(5));
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'records', graph 7: config type index 5 is not in 0..1"));
+    EXPECT_THROW(Dataset(path).graph_config_types(), DataError);
+  }
+  {  // a header's atom count: the record no longer parses
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    testing::overwrite_checksummed(path, "records", at(path, 3, 0), 0, H5T_NATIVE_UINT8,
+                                   uint8_t(6));
+    EXPECT_THAT(read_error(path).what(), HasSubstr("array 'records', graphs 0..7: record 4 of 8"));
+  }
+  {  // the stress (nine equal values: one constant) made infinite
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    std::vector<uint8_t> bytes;
+    const std::vector<int64_t> off = Dataset(path).read_records(4, 1, bytes);
+    int64_t p =
+        kRecordHeaderBytes + 4;  // header, four atomic numbers (two elements: no palette pays)
+    p += encoded_array_size(bytes.data() + p, off[1] - p, 1);  // energy
+    p += encoded_array_size(bytes.data() + p, off[1] - p, 9);  // cell
+    ASSERT_EQ(bytes[size_t(p)], uint8_t(ArrayEncoding::kConstant));
+    const double inf = std::numeric_limits<double>::infinity();
+    uint8_t value[8];
+    std::memcpy(value, &inf, 8);
+    for (int k = 0; k < 8; ++k)
+      testing::overwrite_value(path, "records", at(path, 4, p + 1 + k), 0, H5T_NATIVE_UINT8,
+                               value[k]);
+    testing::repair_checksum(path, "records", at(path, 4, p));
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'records', graph 4: stress component 0 is inf"));
+  }
+  {  // the offsets: a record shorter than its header
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    testing::overwrite_checksummed(path, "graphs/record_start", 3, 0, H5T_NATIVE_INT64,
+                                   testing::record_start(path, 2) + 3);
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'graphs/record_start' is inconsistent at graph 2"));
+  }
+  {  // the column list
+    TempDir dir;
+    const std::string path = write_good(dir, 4);
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      h5::write_text(f, "columns", "[]");
+    }
+    testing::repair_metadata_checksum(path);
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'columns' is not the JSON convert writes"));
+  }
+}
+
+TEST(DatasetContent, AVersionThreeFileStaysVersionThreeWhenAppendedTo) {
+  TempDir dir;
+  const std::string path = write_good(dir, 3);
+  WriterOptions append;
+  append.append = true;
+  {
+    DatasetWriter w(path, append);
+    Frame f;
+    Dataset(path).read(2, 1).frame(0, f);
+    f.config_type = "bulk";
+    w.add(f, "again:1");
+    w.commit();
+  }
+  const Dataset ds(path);
+  EXPECT_EQ(ds.format_version(), 3);
+  EXPECT_EQ(ds.n_graphs(), 9);
+  expect_same_bits(ds.read(8, 1), [&] {
+    GraphBlock b = ds.read(2, 1);
+    b.first = 8;
+    return b;
+  }());
+  // Asking for another version at an append, or for one that is not written, is refused.
+  append.format_version = 4;
+  EXPECT_THROW(DatasetWriter(path, append), ConfigError);
+  WriterOptions two;
+  two.format_version = 2;
+  EXPECT_THROW(DatasetWriter(dir.file("new.h5"), two), ConfigError);
+}
+
 TEST(DatasetContent, VersionTwoFilesAreReadAndAnAppendMakesThemVersionThree) {
   TempDir dir;
   const std::string path = write_good(dir);
@@ -416,7 +589,7 @@ TEST(DatasetContent, VersionTwoFilesAreReadAndAnAppendMakesThemVersionThree) {
     w.commit();
   }
   const Dataset v3(path);
-  EXPECT_EQ(v3.format_version(), kFormatVersion);
+  EXPECT_EQ(v3.format_version(), 3);
   EXPECT_EQ(nlohmann::json::parse(v3.sources()).size(), nlohmann::json::parse(sources).size() + 1);
   // The outlier list is found anew over all graphs at an append (the made-up entry goes).
   ASSERT_TRUE(v3.outliers().has_value());

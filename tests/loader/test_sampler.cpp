@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -219,15 +220,17 @@ TEST(Packed, RecordsRoundTripAGraphBlock) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  // Records of a dataset with other columns.
-  refused(bytes, {}, "record 1 of 6: header (");
-  // A damaged encoding byte: record 2's energy, after its 17-byte header and atomic numbers
+  // Records of a dataset with other columns (here a per-atom column more than the decoder is
+  // told of): the record does not end where its arrays do.
+  refused(bytes, {}, "record 1 of 6: ");
+  refused(bytes, {}, " bytes left after its last array");
+  // A damaged encoding byte: record 2's energy, after its header and atomic numbers
   // (neon and argon: a palette of 2, one bit an atom, where that is smaller than a byte an atom).
   const int64_t na = b.n_atoms[1];
   const bool palette = 1 + 2 + (na + 7) / 8 < na;
   ASSERT_EQ((bytes[size_t(off[1] + 8)] & 16) != 0, palette);
   std::vector<uint8_t> damaged = bytes;
-  damaged[size_t(off[1] + 17 + (palette ? 1 + 2 + (na + 7) / 8 : na))] = 9;
+  damaged[size_t(off[1] + kRecordHeaderBytes + (palette ? 1 + 2 + (na + 7) / 8 : na))] = 9;
   refused(damaged, ds.extra_columns(), "record 2 of 6: encoded array: unknown encoding 9");
 }
 
@@ -259,8 +262,9 @@ TEST(Packed, AtomicNumbersTakeAPaletteWhereThatIsSmallerAndComeBackExactly) {
   std::vector<uint8_t> bytes;
   const std::vector<int64_t> off = pack_records(b, bytes);
   for (size_t g = 0; g < n; ++g) {
-    // header, atomic numbers, energy, cell, stress, positions: each array 9 bytes (constant)
-    EXPECT_EQ(off[g + 1] - off[g], 17 + z_bytes[g] + 4 * 9) << "graph " << g;
+    // header, atomic numbers, energy, stress, positions: each array 9 bytes (constant); the
+    // zero cell takes none
+    EXPECT_EQ(off[g + 1] - off[g], kRecordHeaderBytes + z_bytes[g] + 3 * 9) << "graph " << g;
     EXPECT_EQ((bytes[size_t(off[g] + 8)] & 16) != 0, z_bytes[g] < int64_t(cases[g].size()));
   }
   EXPECT_EQ(unpack_records(bytes.data(), off.data(), int64_t(n), {}, {}).z, b.z);
@@ -280,7 +284,7 @@ TEST(Packed, AtomicNumbersTakeAPaletteWhereThatIsSmallerAndComeBackExactly) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  const size_t z3 = size_t(off[2] + 17);
+  const size_t z3 = size_t(off[2] + kRecordHeaderBytes);
   refused(z3, 0, "record 3 of 5: its 20 atomic numbers have a palette of 0 values");
   refused(z3, 40, "record 3 of 5: its 20 atomic numbers run past its end");
   refused(z3 + 2, 1, "not increasing atomic numbers");
@@ -312,6 +316,26 @@ TEST(Packed, RecordsOfTextBornValuesAreUnderHalfTheirFloat64sAndComeBackBitForBi
   EXPECT_EQ(u.energy, b.energy);
   EXPECT_EQ(u.z, b.z);
   for (double s : u.stress) EXPECT_TRUE(std::isnan(s));  // "no stress" stays NaN
+  // A molecule's zero cell and its stress of NaN (none) take no bytes, the header says so; only
+  // those exact bits: a cell of -0.0 and a stress of another NaN are kept as they are, nine
+  // bytes each (one constant).
+  const auto bits = [](double v) {
+    uint64_t u;
+    std::memcpy(&u, &v, 8);
+    return u;
+  };
+  std::fill_n(&b.cell[9], 9, -0.0);
+  const uint64_t payload = bits(std::nan("")) | 1;
+  for (int k = 9; k < 18; ++k) std::memcpy(&b.stress[size_t(k)], &payload, 8);
+  bytes.clear();
+  const std::vector<int64_t> off2 = pack_records(b, bytes);
+  EXPECT_EQ(off2[1], off[1]);
+  EXPECT_EQ(off2[2] - off2[1], off[2] - off[1] + 2 * 9);
+  const GraphBlock v = unpack_records(bytes.data(), off2.data(), 2, {}, {});
+  for (size_t k = 0; k < 18; ++k) {
+    EXPECT_EQ(bits(v.cell[k]), bits(b.cell[k])) << k;
+    EXPECT_EQ(bits(v.stress[k]), bits(b.stress[k])) << k;
+  }
 }
 
 }  // namespace

@@ -238,15 +238,23 @@ TEST(StoreErrors, CorruptedPartitionIsReportedByItsOwnerAndStopsEveryRank) {
   const std::string dir = testing::shared_temp_dir([](const std::string& d) {
     testing::LjOptions o;
     o.n_frames = 1400;
-    o.n_atoms = 100;  // 140,000 atom rows: three checksum blocks of 65,536
+    o.n_atoms = 100;  // about 6.7 MB of records: seven checksum blocks of 1 MiB
     testing::write_lj_dataset(d + "/d.h5", o);
-    testing::overwrite_double(d + "/d.h5", "atoms/pos", 139000, 0, 123.0);  // the last block
+    // The last byte of the records: the last checksum block of 1 MiB.
+    const int64_t bytes = Dataset(d + "/d.h5").record_bytes();  // closed before the edit
+    testing::flip_record_byte(d + "/d.h5", hsize_t(bytes - 1));
   });
   {
     const Dataset ds(dir + "/d.h5");
-    // Ranks whose graphs reach atom rows 131072.. read the bad block.
+    // Ranks whose graphs reach into the last block of the records read it.
     const Partition part{1400, world_size()};
-    const auto reads = [&](int r) { return (part.first(r) + part.count(r)) * 100 > 131072; };
+    const int64_t last_block = (ds.record_bytes() - 1) / (int64_t(1) << 20) * (int64_t(1) << 20);
+    ASSERT_GT(last_block, 0);
+    const auto reads = [&](int r) {
+      const int64_t end = part.first(r) + part.count(r);
+      return (end < 1400 ? testing::record_start(dir + "/d.h5", hsize_t(end)) : ds.record_bytes()) >
+             last_block;
+    };
     const bool reads_bad_block = reads(world_rank());
     int first_reader = 0;
     while (!reads(first_reader)) ++first_reader;
@@ -255,7 +263,7 @@ TEST(StoreErrors, CorruptedPartitionIsReportedByItsOwnerAndStopsEveryRank) {
       ADD_FAILURE() << "no error";
     } catch (const DataError& e) {
       EXPECT_TRUE(reads_bad_block) << e.what();
-      EXPECT_NE(std::string(e.what()).find("checksum mismatch in array 'atoms/pos'"),
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch in array 'records'"),
                 std::string::npos)
           << e.what();
     } catch (const CommError& e) {
