@@ -1,6 +1,8 @@
 // The byte store in MPI window memory, the arithmetic partition and replica groups.
 #include "comm/store.h"
 
+#include "core/alloc.h"
+
 #include <algorithm>
 #include <exception>
 #include <functional>
@@ -90,6 +92,7 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
       m_byte_win = Window::allocate(byte_size, 1, group, &m_bytes);
       m_offset_win = Window::allocate(offset_size, 8, group, &m_offsets);
     });
+    prepare_store_memory(m_bytes, size_t(byte_size));  // before the loader first writes it
   } else {
     m_node = options.node_size > 0 ? Communicator::split(group, m_rank / options.node_size, m_rank)
                                    : Communicator::split_node(group, m_rank);
@@ -97,6 +100,7 @@ ByteStore::ByteStore(MPI_Comm group, int64_t n_total, const std::vector<int64_t>
       m_shm_byte_win = Window::allocate_shared(byte_size, 1, m_node.get(), &m_bytes);
       m_shm_offset_win = Window::allocate_shared(offset_size, 8, m_node.get(), &m_offsets);
     });
+    prepare_store_memory(m_bytes, size_t(byte_size));
     // Ranks elsewhere reach this memory one-sidedly (only when the group spans several nodes).
     int spans = m_node.size() < m_size ? 1 : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, group));

@@ -1,6 +1,9 @@
 // glibc malloc tuning (see alloc.h): large tensor buffers stay in the heap between steps.
 #include "core/alloc.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>  // defines __GLIBC__ (through <features.h>) where glibc is the C library
 
 #if defined(__GLIBC__)
@@ -23,6 +26,30 @@ bool tune_allocator() {
                   mallopt(M_TOP_PAD, kTopPad) == 1;
   return ok;
 #else
+  return false;
+#endif
+}
+
+bool prepare_store_memory(void* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  const bool huge =
+      p && end > begin && madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0;
+  // MADV_POPULATE_WRITE (Linux 5.14): every page at once, in one call, instead of one fault a
+  // page as the loader first writes it. Older kernels refuse it (EINVAL): pages then fault in.
+  constexpr int kPopulateWrite = 23;
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t pbegin = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  const uintptr_t pend = reinterpret_cast<uintptr_t>(p) + bytes;
+  const bool populated =
+      p && bytes > 0 &&
+      madvise(reinterpret_cast<void*>(pbegin), pend - pbegin, kPopulateWrite) == 0;
+  return huge || populated;
+#else
+  (void)p;
+  (void)bytes;
   return false;
 #endif
 }

@@ -194,6 +194,33 @@ int64_t encoded_array_size(const uint8_t* data, int64_t available, int64_t n) {
   return check(data, available, n, exponent, bits, base);
 }
 
+bool encoded_array_finite(const uint8_t* data, int64_t available, int64_t n) {
+  int exponent = 0, bits = 0;
+  int64_t base = 0;
+  check(data, available, n, exponent, bits, base);
+  const auto finite64 = [](const uint8_t* p) {  // exponent bits not all ones
+    return (get_u64(p) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+  };
+  switch (ArrayEncoding(data[0])) {
+    case ArrayEncoding::kConstant:
+      return n == 0 || finite64(data + 1);
+    case ArrayEncoding::kDecimal:
+      return true;
+    case ArrayEncoding::kFloat32:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, data + 1 + 4 * i, 4);
+        if ((u & 0x7f800000u) == 0x7f800000u) return false;
+      }
+      return true;
+    case ArrayEncoding::kRaw:
+      for (int64_t i = 0; i < n; ++i)
+        if (!finite64(data + 1 + 8 * i)) return false;
+      return true;
+  }
+  return false;
+}
+
 int64_t decode_array(const uint8_t* data, int64_t available, int64_t n, double* out) {
   int exponent = 0, bits = 0;
   int64_t base = 0;

@@ -37,6 +37,11 @@ ArrayEncoding encode_array(const double* values, int64_t n, std::vector<uint8_t>
 // values.
 int64_t encoded_array_size(const uint8_t* data, int64_t available, int64_t n);
 
+// Whether every value of the encoding of n values at `data` is finite, without decoding it (the
+// bytes checked as encoded_array_size checks them): a decimal's always are (whole numbers below
+// 2^63 over a power of ten), a constant's one value, a float32 or raw array's each.
+bool encoded_array_finite(const uint8_t* data, int64_t available, int64_t n);
+
 // Decodes n values from `data` (at most `available` bytes) into out[0, n); returns the bytes
 // read. DataError as encoded_array_size.
 int64_t decode_array(const uint8_t* data, int64_t available, int64_t n, double* out);

@@ -49,8 +49,12 @@ struct Dataset::Impl {
 
   // Graphs [first, first + count) of a version-4 file, decoded from their records and checked;
   // the records themselves and their offsets (from 0) go to `bytes` and `offsets` when given.
+  // `light`: the block without its per-atom arrays, which are checked without being decoded
+  // (decoded only to name a value that is not finite).
+  // `dest` (dest_size bytes, what the offsets say they take) receives the records instead.
   GraphBlock read_v4(int64_t first, int64_t count, bool verify, std::vector<uint8_t>* bytes,
-                     std::vector<int64_t>* offsets) const;
+                     std::vector<int64_t>* offsets, bool light = false, uint8_t* dest = nullptr,
+                     int64_t dest_size = 0) const;
   // Where the records of graphs [first, first + count) start in `records`, and where the last
   // ends ([count + 1]), checked: the first graph's at 0, each at least a header long.
   std::vector<int64_t> record_offsets(int64_t first, int64_t count, bool verify) const;
@@ -94,15 +98,28 @@ struct Dataset::Impl {
     const hsize_t b1 = (first + n + spec.chunk_rows - 1) / spec.chunk_rows;
     const hsize_t r0 = b0 * spec.chunk_rows;
     const hsize_t r1 = std::min(b1 * spec.chunk_rows, total);
-    if (first + n > total)
+    const hsize_t last = first + n;
+    if (last > total)
       throw DataError(ctx + ": rows past the end of the array", "the file is corrupted");
-    std::vector<char> buf((r1 - r0) * rb);
-    h5::read_rows(dsets[i], spec.type, r0, r1 - r0, buf.data(), ctx);
+    // The rows asked for straight into `out`; the rest of the first and last blocks beside
+    // them, for the blocks' checksums.
+    h5::read_rows(dsets[i], spec.type, first, n, out, ctx);
+    std::vector<char> head((first - r0) * rb), tail((r1 - last) * rb);
+    if (!head.empty()) h5::read_rows(dsets[i], spec.type, r0, first - r0, head.data(), ctx);
+    if (!tail.empty()) h5::read_rows(dsets[i], spec.type, last, r1 - last, tail.data(), ctx);
     std::vector<uint32_t> expected(b1 - b0);
     h5::read_rows(crc_dsets[i], H5T_NATIVE_UINT32, b0, b1 - b0, expected.data(), ctx);
+    const char* rows = static_cast<const char*>(out);
     for (hsize_t b = b0; b < b1; ++b) {
       const hsize_t s = b * spec.chunk_rows, e = std::min(s + spec.chunk_rows, total);
-      const uint32_t got = crc32(buf.data() + (s - r0) * rb, (e - s) * rb);
+      uint32_t got = 0;
+      if (s < first) got = crc32(head.data() + (s - r0) * rb, (std::min(e, first) - s) * rb, got);
+      const hsize_t lo = std::max(s, first), hi = std::min(e, last);
+      if (lo < hi) got = crc32(rows + (lo - first) * rb, (hi - lo) * rb, got);
+      if (e > last) {
+        const hsize_t from = std::max(s, last);
+        got = crc32(tail.data() + (from - last) * rb, (e - from) * rb, got);
+      }
       if (got != expected[b - b0])
         throw DataError(path + ": checksum mismatch in array '" + spec.path + "', rows " +
                             std::to_string(s) + ".." + std::to_string(e - 1) + " (block " +
@@ -110,7 +127,6 @@ struct Dataset::Impl {
                         "the file is corrupted; convert the extxyz input again with "
                         "`ddgnn convert`");
     }
-    std::memcpy(out, buf.data() + (first - r0) * rb, n * rb);
   }
 };
 
@@ -159,7 +175,7 @@ void Dataset::Impl::check_block(const GraphBlock& b) const {
       if (z > kMaxAtomicNumber || !in_species[size_t(z)])
         bad("atoms/z", i,
             "atomic number " + std::to_string(z) + atom() + " is not in the species table");
-      for (int d = 0; d < 3; ++d) {
+      for (int d = 0; d < 3 && !b.pos.empty(); ++d) {  // empty: checked undecoded (read_v4)
         if (!std::isfinite(b.pos[3 * a + size_t(d)]))
           bad("atoms/pos", i, "position " + fmt("%.10g", b.pos[3 * a + size_t(d)]) + atom());
         if (!b.forces.empty() && !std::isfinite(b.forces[3 * a + size_t(d)]))
@@ -448,7 +464,8 @@ std::vector<int32_t> Dataset::graph_config_types() const {
   if (m.version >= 4) {  // in the records' headers, checked as they are read
     constexpr int64_t kStep = 65536;
     for (int64_t g = 0; g < m.n_graphs; g += kStep) {
-      const GraphBlock b = m.read_v4(g, std::min(kStep, m.n_graphs - g), true, nullptr, nullptr);
+      const GraphBlock b =
+          m.read_v4(g, std::min(kStep, m.n_graphs - g), true, nullptr, nullptr, /*light=*/true);
       std::copy(b.config_type.begin(), b.config_type.end(), out.begin() + g);
     }
     return out;
@@ -542,19 +559,28 @@ std::vector<int64_t> Dataset::Impl::record_offsets(int64_t first, int64_t count,
 }
 
 GraphBlock Dataset::Impl::read_v4(int64_t first, int64_t count, bool verify,
-                                  std::vector<uint8_t>* bytes,
-                                  std::vector<int64_t>* offsets) const {
+                                  std::vector<uint8_t>* bytes, std::vector<int64_t>* offsets,
+                                  bool light, uint8_t* dest, int64_t dest_size) const {
   const size_t n = size_t(count);
   std::vector<int64_t> start = record_offsets(first, count, verify);
   const int64_t s0 = n > 0 ? start[0] : 0;
   for (int64_t& s : start) s -= s0;
   std::vector<uint8_t> own;
-  std::vector<uint8_t>& buf = bytes ? *bytes : own;
-  buf.resize(size_t(start[n]));
-  read_array(index("records"), hsize_t(s0), hsize_t(start[n]), buf.data(), verify);
+  std::vector<uint8_t>& vec = bytes ? *bytes : own;
+  if (dest && dest_size != start[n])
+    throw DataError(path + ": graphs " + std::to_string(first) + ".." +
+                        std::to_string(first + count - 1) + " hold " + std::to_string(start[n]) +
+                        " bytes of records, " + std::to_string(dest_size) + " were expected",
+                    "the file changed while it was read; load it again");
+  if (!dest) vec.resize(size_t(start[n]));
+  uint8_t* buf = dest ? dest : vec.data();
+  read_array(index("records"), hsize_t(s0), hsize_t(start[n]), buf, verify);
   GraphBlock b;
   try {
-    b = unpack_records(buf.data(), start.data(), count, extra, graph_extra);
+    bool finite = true;
+    b = unpack_records(buf, start.data(), count, extra, graph_extra, !light, &finite);
+    if (!finite)  // decoded after all, for check_block to name the value
+      b = unpack_records(buf, start.data(), count, extra, graph_extra);
   } catch (const DataError& e) {
     throw DataError(path + ": array 'records', graphs " + std::to_string(first) + ".." +
                         std::to_string(first + count - 1) + ": " + e.what(),
@@ -562,7 +588,8 @@ GraphBlock Dataset::Impl::read_v4(int64_t first, int64_t count, bool verify,
                     "input again with `ddgnn convert`");
   }
   b.first = first;
-  if (n > 0 && b.forces.empty() == has_forces)  // the records of a block agree (unpack_records)
+  const bool forces = n > 0 && (buf[8] & 1) != 0;  // the first record's header flags, bit 0
+  if (n > 0 && forces != has_forces)               // the records of a block agree (unpack_records)
     bad_value("records", first,
               has_forces ? "the record has no forces, the dataset has them"
                          : "the record has forces, the dataset has none");
@@ -581,13 +608,31 @@ std::vector<int64_t> Dataset::read_records(int64_t first, int64_t count, std::ve
   m.check_range(first, count);
   std::vector<uint8_t> bytes;
   std::vector<int64_t> offsets;
-  m.read_v4(first, count, true, &bytes, &offsets);
+  m.read_v4(first, count, true, &bytes, &offsets, /*light=*/true);
   add_constant_columns(bytes, offsets, m.constants);
   if (out.empty())
     out.swap(bytes);
   else
     out.insert(out.end(), bytes.begin(), bytes.end());
   return offsets;
+}
+
+void Dataset::read_records_into(int64_t first, int64_t count, uint8_t* dest, int64_t size) const {
+  const Impl& m = *m_impl;
+  if (m.version >= 4 && m.constants.empty()) {
+    m.check_range(first, count);
+    m.read_v4(first, count, true, nullptr, nullptr, /*light=*/true, dest, size);
+    return;
+  }
+  std::vector<uint8_t> records;
+  read_records(first, count, records);
+  if (int64_t(records.size()) != size)
+    throw DataError(m.path + ": graphs " + std::to_string(first) + ".." +
+                        std::to_string(first + count - 1) + " hold " +
+                        std::to_string(records.size()) + " bytes of records, " +
+                        std::to_string(size) + " were expected",
+                    "the file changed while it was read; load it again");
+  if (size > 0) std::memcpy(dest, records.data(), size_t(size));
 }
 
 void Dataset::verify_all() const {

@@ -103,6 +103,10 @@ class Dataset {
   std::vector<int64_t> read_records(int64_t first, int64_t count, std::vector<uint8_t>& out,
                                     bool compact = true) const;
 
+  // The same records straight into `dest`, which holds `size` bytes: what stored_record_sizes()
+  // says they take, else a DataError (the file changed).
+  void read_records_into(int64_t first, int64_t count, uint8_t* dest, int64_t size) const;
+
   // Bytes of the records in the file (format version 4; 0 before).
   int64_t record_bytes() const;
   // The sizes of the records read_records(first, count) gives, from the file's offsets alone

@@ -252,8 +252,10 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs) {
 
 GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n,
                           const std::vector<ColumnInfo>& extra,
-                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays) {
+                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays,
+                          bool* atoms_finite, const uint8_t* only) {
   GraphBlock b;
+  if (atoms_finite) *atoms_finite = true;
   b.first = -1;
   const auto where = [n](int64_t i) {
     return "record " + std::to_string(i + 1) + " of " + std::to_string(n) + ": ";
@@ -363,19 +365,23 @@ GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n
       std::fill_n(&b.stress[sz(9 * i)], 9, std::nan(""));
     else
       decode(&b.stress[sz(9 * i)], 9);
-    // Without the per-atom arrays each is checked and stepped over.
-    const auto atoms = [&](std::vector<double>* v, int64_t width) {
-      if (atom_arrays) return decode(&(*v)[sz(width * a0)], width * na);
+    // Without the per-atom arrays each is checked and stepped over (positions and forces
+    // looked at for values that are not finite, when asked).
+    const bool decode_atoms = atom_arrays && (!only || only[i] != 0);
+    const auto atoms = [&](std::vector<double>* v, int64_t width, bool finite) {
+      if (decode_atoms) return decode(&(*v)[sz(width * a0)], width * na);
       try {
+        if (finite && atoms_finite && *atoms_finite)
+          *atoms_finite = encoded_array_finite(p, end - p, width * na);
         p += encoded_array_size(p, end - p, width * na);
       } catch (const DataError& e) {
         throw DataError(where(i) + e.what(), e.hint());
       }
     };
-    atoms(&b.pos, 3);
-    if (forces) atoms(&b.forces, 3);
+    atoms(&b.pos, 3, true);
+    if (forces) atoms(&b.forces, 3, true);
     for (size_t c = 0; c < extra.size(); ++c)
-      atoms(atom_arrays ? &b.extra[c] : nullptr, extra[c].n_cols);
+      atoms(atom_arrays ? &b.extra[c] : nullptr, extra[c].n_cols, false);
     for (size_t c = 0; c < graph_extra.size(); ++c)
       decode(&b.graph_extra[c][sz(graph_extra[c].n_cols * i)], graph_extra[c].n_cols);
     if (p != end)

@@ -67,9 +67,14 @@ RecordSizes record_sizes(const Dataset& dataset, int64_t max_graphs);
 // and `graph_extra` give the widths of the per-atom and per-structure columns. A record whose
 // bytes are not one record of this dataset is a DataError naming its position ("record 3 of 8:
 // ...). `atom_arrays` false leaves the per-atom arrays (pos, forces, extra) empty, each only
-// checked and stepped over: statistics of the rest read a record at a fraction of the cost.
+// checked and stepped over: statistics of the rest read a record at a fraction of the cost;
+// then `atoms_finite`, when given, is set to whether every position and force is finite (found
+// without decoding them: encoded_array_finite). `only` ([n], when given) limits the decoding of
+// the per-atom arrays to the records i where only[i] is not 0; the others' are stepped over and
+// left 0 (a split's statistics over a chunk of all splits' graphs).
 GraphBlock unpack_records(const uint8_t* data, const int64_t* offsets, int64_t n,
                           const std::vector<ColumnInfo>& extra,
-                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays = true);
+                          const std::vector<ColumnInfo>& graph_extra, bool atom_arrays = true,
+                          bool* atoms_finite = nullptr, const uint8_t* only = nullptr);
 
 }  // namespace ddgnn

@@ -59,21 +59,12 @@ StoreLoad load_store(const Dataset& dataset, MPI_Comm group, const StoreOptions&
   size_t at = 0;
   if (direct) {
     try {
-      std::vector<uint8_t> chunk;
       for (int64_t c0 = 0; c0 < count; c0 += kLoadChunkGraphs) {
         const int64_t n = std::min(kLoadChunkGraphs, count - c0);
-        chunk.clear();
-        const std::vector<int64_t> offsets = dataset.read_records(first + c0, n, chunk);
-        int64_t expect = 0;
-        for (int64_t i = 0; i < n; ++i) expect += sizes[size_t(c0 + i)];
-        if (offsets.back() != expect || int64_t(chunk.size()) != expect)
-          throw DataError(dataset.path() + ": graphs " + std::to_string(first + c0) + ".." +
-                              std::to_string(first + c0 + n - 1) + " read as " +
-                              std::to_string(chunk.size()) +
-                              " bytes of records, their offsets say " + std::to_string(expect),
-                          "the file changed while it was read; load it again");
-        if (!chunk.empty()) std::memcpy(out.store->data() + at, chunk.data(), chunk.size());
-        at += chunk.size();
+        int64_t bytes = 0;
+        for (int64_t i = 0; i < n; ++i) bytes += sizes[size_t(c0 + i)];
+        dataset.read_records_into(first + c0, n, out.store->data() + at, bytes);
+        at += size_t(bytes);
       }
     } catch (...) {
       failed = std::current_exception();

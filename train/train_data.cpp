@@ -389,18 +389,23 @@ void TrainData::visit_file(
     const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f, int64_t chunk,
     bool atom_arrays) const {
   std::vector<int64_t> ids;
+  std::vector<uint8_t> in_split;  // the per-atom arrays are decoded for these graphs alone
   for (int64_t c0 = 0; c0 < file.stat_count; c0 += chunk) {
     const int64_t n = std::min(chunk, file.stat_count - c0);
     ids.clear();
+    in_split.assign(size_t(n), 0);
     for (int64_t i = 0; i < n; ++i)
-      if (file.split_of[size_t(c0 + i)] == split) ids.push_back(i);
+      if (file.split_of[size_t(c0 + i)] == split) {
+        ids.push_back(i);
+        in_split[size_t(i)] = 1;
+      }
     if (ids.empty()) continue;
     GraphBlock block;
     if (file.store) {
       const int64_t li = file.stat_first + c0 - file.store->first();
-      block =
-          unpack_records(file.store->data(), file.store->offsets() + li, n,
-                         file.dataset->extra_columns(), file.dataset->graph_columns(), atom_arrays);
+      block = unpack_records(file.store->data(), file.store->offsets() + li, n,
+                             file.dataset->extra_columns(), file.dataset->graph_columns(),
+                             atom_arrays, nullptr, in_split.data());
     } else {
       block = file.dataset->read(file.stat_first + c0, n);
     }

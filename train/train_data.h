@@ -89,8 +89,9 @@ class TrainData {
                    const Backend* backend = nullptr);
 
   // This rank's share of `split`, in chunks of at most `chunk` graphs, for statistics: f(block,
-  // ids) with block-relative ids. Over the ranks that sum_stats() adds up, every graph of the
-  // split is shown exactly once.
+  // ids) with block-relative ids (the block holds the chunk's graphs of every split; the
+  // per-atom arrays of those not in ids are left 0, not decoded). Over the ranks that
+  // sum_stats() adds up, every graph of the split is shown exactly once.
   void visit_local(int split,
                    const std::function<void(const GraphBlock&, const std::vector<int64_t>&)>& f,
                    int64_t chunk = 4096) const;

@@ -57,7 +57,8 @@ TEST(Cli, ConvertThenInfo) {
   EXPECT_EQ(j["periodic_graphs"], 2);
   // fcc Cu at 5 Å has 42 neighbours; the molecule's atoms have 2; sampled: all 3 graphs.
   EXPECT_NEAR(j["neighbours"]["mean"].get<double>(), (8 * 42 + 3 * 2) / 11.0, 1e-9);
-  // The records of the store: the text-born arrays decimal, the molecule's zero cell constant.
+  // The records of the store: the text-born arrays decimal, the molecule's zero cell absent (a
+  // header flag); the file holds the records and an 8-byte offset a graph.
   const auto& rec = j["records"];
   EXPECT_EQ(rec["graphs_measured"], 3);
   EXPECT_LT(rec["bytes_per_graph_encoded"].get<double>(),
@@ -66,7 +67,12 @@ TEST(Cli, ConvertThenInfo) {
   EXPECT_EQ(rec["arrays"][3]["name"], "pos");
   EXPECT_EQ(rec["arrays"][3]["encodings"]["decimal"], 3);
   EXPECT_EQ(rec["arrays"][1]["name"], "cell");
-  EXPECT_GE(rec["arrays"][1]["encodings"]["constant"].get<int>(), 1);
+  EXPECT_EQ(rec["arrays"][1]["encodings"]["absent"].get<int>(), 1);
+  int cells = 0;  // and the two crystals' cells encoded
+  for (const auto& [encoding, count] : rec["arrays"][1]["encodings"].items()) cells += int(count);
+  EXPECT_EQ(cells, 3);
+  EXPECT_NEAR(rec["file_bytes_per_graph"].get<double>(),
+              rec["bytes_per_graph_encoded"].get<double>() + 8, 1e-9);
   Result report = run("info " + dir.file("d.h5"));
   EXPECT_EQ(report.code, 0);
   EXPECT_NE(report.out.find("reference energy"), std::string::npos);

@@ -168,5 +168,34 @@ TEST(ArrayCodec, DamagedBytesAreRefusedNamingWhatIsWrong) {
   refused(decimal, 3, "decimal base beyond 2^53");
 }
 
+TEST(ArrayCodec, FinitenessIsToldWithoutDecoding) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    std::vector<double> values;
+    ArrayEncoding encoding;
+    bool finite;
+  };
+  const std::vector<Case> cases = {
+      {{0.1234, -1.2345, 3.0001}, ArrayEncoding::kDecimal, true},
+      {{2.0, 2.0}, ArrayEncoding::kConstant, true},
+      {{inf, inf}, ArrayEncoding::kConstant, false},
+      {{0.1f, 0.3f, float(inf)}, ArrayEncoding::kFloat32, false},
+      {{0.1f, 0.3f, 1e-40f}, ArrayEncoding::kFloat32, true},
+      {{std::sqrt(2.0), nan, 1.0}, ArrayEncoding::kRaw, false},
+      {{std::sqrt(2.0), -inf}, ArrayEncoding::kRaw, false},
+      {{std::sqrt(2.0), 4.9e-324, -0.0}, ArrayEncoding::kRaw, true},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> bytes;
+    ASSERT_EQ(encode_array(c.values.data(), int64_t(c.values.size()), bytes), c.encoding);
+    EXPECT_EQ(encoded_array_finite(bytes.data(), int64_t(bytes.size()), int64_t(c.values.size())),
+              c.finite)
+        << to_string(c.encoding) << " " << c.values[0];
+  }
+  const uint8_t unknown[2] = {9, 0};
+  EXPECT_THROW(encoded_array_finite(unknown, 2, 1), DataError);
+}
+
 }  // namespace
 }  // namespace ddgnn

@@ -497,6 +497,46 @@ TEST(DatasetContent, DamagedRecordsAreNamedWithTheirGraph) {
     EXPECT_THAT(read_error(path).what(),
                 HasSubstr("array 'records', graph 4: stress component 0 is inf"));
   }
+  {  // a position made infinite: found without decoding, then named by decoding
+    TempDir dir;
+    const std::string path = dir.file("d.h5");
+    {
+      WriterOptions options;
+      DatasetWriter w(path, options);
+      for (int g = 0; g < 3; ++g) {
+        Frame f;
+        for (int i = 0; i < 3; ++i) {
+          f.z.push_back(8);
+          for (int d = 0; d < 3; ++d) f.pos.push_back(std::sqrt(2.0 + 3 * i + d + g));
+        }
+        f.has_energy = true;
+        f.energy = -1.0 - g;
+        w.add(f, "t:" + std::to_string(g));
+      }
+      w.commit();
+    }
+    std::vector<uint8_t> bytes;
+    const std::vector<int64_t> off = Dataset(path).read_records(1, 1, bytes);
+    int64_t p = kRecordHeaderBytes + 2;                        // header, a palette of one element
+    p += encoded_array_size(bytes.data() + p, off[1] - p, 1);  // energy (no cell, no stress)
+    ASSERT_EQ(bytes[size_t(p)], uint8_t(ArrayEncoding::kRaw));
+    const double inf = -std::numeric_limits<double>::infinity();
+    uint8_t value[8];
+    std::memcpy(value, &inf, 8);
+    for (int k = 0; k < 8; ++k)  // atom 1, z: value 5
+      testing::overwrite_value(path, "records", at(path, 1, p + 1 + 8 * 5 + k), 0, H5T_NATIVE_UINT8,
+                               value[k]);
+    testing::repair_checksum(path, "records", at(path, 1, p));
+    EXPECT_THAT(read_error(path).what(),
+                HasSubstr("array 'records', graph 1: position -inf of atom 1 of the graph"));
+    try {
+      std::vector<uint8_t> r;
+      Dataset(path).read_records(0, 3, r);
+      ADD_FAILURE() << "read_records took a position that is not finite";
+    } catch (const DataError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("graph 1: position -inf of atom 1"));
+    }
+  }
   {  // the offsets: a record shorter than its header
     TempDir dir;
     const std::string path = write_good(dir, 4);
