@@ -21,7 +21,7 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_osc=^rdma
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 csv=$out/scale.csv
-[ -f "$csv" ] || echo "graphs,ranks,run,compact,first_step_s,wall_s,steps,step_graphs_per_s,store_mib_rank0,rss_mib_rank0_first_step,rss_mib_rank0_end,peak_rss_mib,file_gb,convert_s" > "$csv"
+[ -f "$csv" ] || echo "graphs,ranks,run,compact,first_step_s,wall_s,steps,step_graphs_per_s,store_mib_rank0,rss_mib_rank0_first_step,rss_mib_rank0_end,peak_rss_mib,pss_mib_rank0_first_step,pss_mib_rank0_end,file_gb,convert_s" > "$csv"
 
 config() {  # $1 data file, $2 run dir
   cat <<EOF
@@ -80,11 +80,13 @@ with open(csv, "a") as f:
     f.write(f"{n},{np_},{name},{compact},{end['first_step_s']:.1f},{float(t1) - float(t0):.1f},"
             f"{end['steps']},{rate:.0f},{store:.0f},{end['first_step_rss_mb']:.0f},"
             f"{end['rss_mb']:.0f},{max(rss):.0f},"
+            f"{end.get('first_step_pss_mb', 0):.0f},{end.get('pss_mb', 0):.0f},"
             f"{os.path.getsize(h5) / 1e9:.2f},{open(conv).read().strip()}\n")
 print(f"{n} graphs, {np_} rank(s), {name}: first step {end['first_step_s']:.1f} s, "
       f"{float(t1) - float(t0):.1f} s in all, {steps_here} steps, {rate:.0f} graphs/s after the "
       f"first, store {store:.0f} MiB on rank 0, RSS at the first step "
-      f"{end['first_step_rss_mb']:.0f} MiB and at the end {end['rss_mb']:.0f} MiB (rank 0), "
+      f"{end['first_step_rss_mb']:.0f} MiB and at the end {end['rss_mb']:.0f} MiB (rank 0; "
+      f"proportional share {end.get('first_step_pss_mb', 0):.0f} and {end.get('pss_mb', 0):.0f}), "
       f"peak RSS {max(rss):.0f} MiB (largest rank)")
 EOF
 }

@@ -212,7 +212,9 @@ nlohmann::json Trainer::run_impl() {
                             {"first_step_s", m_first_step_s},
                             {"peak_rss_mb", peak_rss_mb()},
                             {"rss_mb", trainer_detail::rss_mb()},
-                            {"first_step_rss_mb", m_first_step_rss_mb}};
+                            {"pss_mb", trainer_detail::pss_mb()},
+                            {"first_step_rss_mb", m_first_step_rss_mb},
+                            {"first_step_pss_mb", m_first_step_pss_mb}};
   m_log.event("run_end", summary);
   if (!m_state.best_row.is_null()) {
     m_log.line(best_line(m_state.best_row, m_state.best_epoch, m_s.run_dir));
@@ -408,6 +410,7 @@ int64_t Trainer::train_steps(int64_t epoch, int64_t first, int64_t last, int64_t
     if (m_first_step_s < 0) {  // the time to the first step (start-up at scale: load, split)
       m_first_step_s = seconds(m_t_start, Clock::now());
       m_first_step_rss_mb = trainer_detail::rss_mb();
+      m_first_step_pss_mb = trainer_detail::pss_mb();
       m_log.line("first step done " + fmt("%.1f", m_first_step_s) + " s after start (" +
                  fmt("%.0f", m_first_step_rss_mb) + " MiB resident)");
     }

@@ -74,6 +74,20 @@ inline double rss_mb() {
   return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 20);
 }
 
+// The process's proportional set size now, MiB (/proc/self/smaps_rollup's Pss: a page shared by
+// k processes counts 1/k in each, so the store's shared window, whose pages every rank that
+// reads them maps, counts once over the ranks; 0 where the file is not there).
+inline double pss_mb() {
+  double kb = 0;
+  if (FILE* f = std::fopen("/proc/self/smaps_rollup", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "Pss: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+  }
+  return kb / 1024.0;
+}
+
 }  // namespace trainer_detail
 
 class Trainer {
@@ -172,6 +186,7 @@ class Trainer {
   double m_elapsed_before = 0.0;   // training seconds of the run before a resume
   double m_first_step_s = -1.0;    // seconds from start to this run's first step done
   double m_first_step_rss_mb = 0;  // resident memory then (the data's, before the steps' own)
+  double m_first_step_pss_mb = 0;  // and its proportional share (shared pages split)
 };
 
 }  // namespace ddgnn
