@@ -1,6 +1,7 @@
 // Dataset: opens a ddgnn dataset file, checks its format and version, and reads contiguous graph
 // ranges by hyperslab, verifying the CRC-32 of every checksum block it touches.
 #include "loader/dataset.h"
+#include "loader/dataset_impl.h"
 
 #include <algorithm>
 #include <array>
@@ -21,114 +22,6 @@
 #include "loader/packed.h"
 
 namespace ddgnn {
-
-struct Dataset::Impl {
-  std::string path;
-  h5::Handle file;
-  int64_t n_graphs = 0, n_atoms = 0, version = 0, metadata_crc32 = 0;
-  int64_t n_record_bytes = 0;          // format version 4
-  mutable int64_t content_crc32 = -1;  // computed on the first call
-  std::string producer, sources;
-  std::optional<std::vector<Outlier>> outliers;
-  bool has_forces = false;
-  std::vector<uint8_t> species;
-  std::vector<std::string> config_types;
-  std::vector<ColumnInfo> extra, graph_extra;
-  // graph_extra, then the columns add_constant_column() added (values in `constants`).
-  std::vector<ColumnInfo> graph_columns;
-  std::vector<double> constants;
-  std::vector<layout::ArraySpec> specs;
-  std::vector<h5::Handle> dsets, crc_dsets;  // parallel to specs
-  std::array<bool, kMaxAtomicNumber + 1> in_species{};
-
-  // Every value of a block that the rest of ddgnn trusts: a DataError names the array, the graph
-  // (and atom) and the value.
-  void check_block(const GraphBlock& b) const;
-  void check_config_type(int32_t index, int64_t graph) const;
-  [[noreturn]] void bad_value(const char* array, int64_t graph, const std::string& what) const;
-
-  // Graphs [first, first + count) of a version-4 file, decoded from their records and checked;
-  // the records themselves and their offsets (from 0) go to `bytes` and `offsets` when given.
-  // `light`: the block without its per-atom arrays, which are checked without being decoded
-  // (decoded only to name a value that is not finite).
-  // `dest` (dest_size bytes, what the offsets say they take) receives the records instead.
-  GraphBlock read_v4(int64_t first, int64_t count, bool verify, std::vector<uint8_t>* bytes,
-                     std::vector<int64_t>* offsets, bool light = false, uint8_t* dest = nullptr,
-                     int64_t dest_size = 0) const;
-  // Where the records of graphs [first, first + count) start in `records`, and where the last
-  // ends ([count + 1]), checked: the first graph's at 0, each at least a header long.
-  std::vector<int64_t> record_offsets(int64_t first, int64_t count, bool verify) const;
-  void check_range(int64_t first, int64_t count) const {
-    if (first < 0 || count < 0 || first + count > n_graphs)
-      throw DataError(path + ": graphs " + std::to_string(first) + ".." +
-                      std::to_string(first + count - 1) + " requested, the file has " +
-                      std::to_string(n_graphs));
-  }
-
-  hsize_t total_rows(const layout::ArraySpec& spec) const {
-    switch (spec.rows) {
-      case layout::Rows::kAtom:
-        return hsize_t(n_atoms);
-      case layout::Rows::kByte:
-        return hsize_t(n_record_bytes);
-      default:
-        return hsize_t(n_graphs);
-    }
-  }
-
-  size_t index(const std::string& p) const {
-    for (size_t i = 0; i < specs.size(); ++i)
-      if (specs[i].path == p) return i;
-    throw Error("internal: no array " + p);
-  }
-
-  // Reads rows [first, first + n) of array i into `out`; with `verify`, reads whole checksum
-  // blocks and compares their CRC-32 with the table.
-  void read_array(size_t i, hsize_t first, hsize_t n, void* out, bool verify) const {
-    const auto& spec = specs[i];
-    const std::string ctx = path + ": reading " + spec.path;
-    if (n == 0) return;
-    const size_t rb = spec.row_bytes();
-    if (!verify) {
-      h5::read_rows(dsets[i], spec.type, first, n, out, ctx);
-      return;
-    }
-    const hsize_t total = total_rows(spec);
-    const hsize_t b0 = first / spec.chunk_rows;
-    const hsize_t b1 = (first + n + spec.chunk_rows - 1) / spec.chunk_rows;
-    const hsize_t r0 = b0 * spec.chunk_rows;
-    const hsize_t r1 = std::min(b1 * spec.chunk_rows, total);
-    const hsize_t last = first + n;
-    if (last > total)
-      throw DataError(ctx + ": rows past the end of the array", "the file is corrupted");
-    // The rows asked for straight into `out`; the rest of the first and last blocks beside
-    // them, for the blocks' checksums.
-    h5::read_rows(dsets[i], spec.type, first, n, out, ctx);
-    std::vector<char> head((first - r0) * rb), tail((r1 - last) * rb);
-    if (!head.empty()) h5::read_rows(dsets[i], spec.type, r0, first - r0, head.data(), ctx);
-    if (!tail.empty()) h5::read_rows(dsets[i], spec.type, last, r1 - last, tail.data(), ctx);
-    std::vector<uint32_t> expected(b1 - b0);
-    h5::read_rows(crc_dsets[i], H5T_NATIVE_UINT32, b0, b1 - b0, expected.data(), ctx);
-    const char* rows = static_cast<const char*>(out);
-    for (hsize_t b = b0; b < b1; ++b) {
-      const hsize_t s = b * spec.chunk_rows, e = std::min(s + spec.chunk_rows, total);
-      uint32_t got = 0;
-      if (s < first) got = crc32(head.data() + (s - r0) * rb, (std::min(e, first) - s) * rb, got);
-      const hsize_t lo = std::max(s, first), hi = std::min(e, last);
-      if (lo < hi) got = crc32(rows + (lo - first) * rb, (hi - lo) * rb, got);
-      if (e > last) {
-        const hsize_t from = std::max(s, last);
-        got = crc32(tail.data() + (from - last) * rb, (e - from) * rb, got);
-      }
-      if (got != expected[b - b0])
-        throw DataError(path + ": checksum mismatch in array '" + spec.path + "', rows " +
-                            std::to_string(s) + ".." + std::to_string(e - 1) + " (block " +
-                            std::to_string(b) + ")",
-                        "the file is corrupted; convert the extxyz input again with "
-                        "`ddgnn convert`");
-    }
-  }
-};
 
 void Dataset::Impl::bad_value(const char* array, int64_t graph, const std::string& what) const {
   // A version-4 file holds every value of a graph in its record.
@@ -389,11 +282,7 @@ int64_t Dataset::content_crc32() const {
     const hsize_t total = m.total_rows(spec);
     const hsize_t blocks = (total + spec.chunk_rows - 1) / spec.chunk_rows;
     const std::string ctx = m.path + ": array '" + layout::checksum_path(spec.path) + "'";
-    if (h5::n_rows(m.crc_dsets[i]) != blocks)
-      throw DataError(ctx + " has " + std::to_string(h5::n_rows(m.crc_dsets[i])) +
-                          " rows, expected " + std::to_string(blocks),
-                      "the file is corrupted; convert the extxyz input again with `ddgnn convert`");
-    std::vector<uint32_t> table(blocks);
+    std::vector<uint32_t> table(blocks);  // its shape checked when the file was opened
     h5::read_rows(m.crc_dsets[i], H5T_NATIVE_UINT32, 0, blocks, table.data(), ctx);
     c = crc32(spec.path.data(), spec.path.size(), c);
     c = crc32(table.data(), table.size() * sizeof(uint32_t), c);
@@ -438,24 +327,6 @@ const std::string& Dataset::sources() const {
 }
 const std::optional<std::vector<Outlier>>& Dataset::outliers() const {
   return m_impl->outliers;
-}
-
-int64_t Dataset::record_bytes() const {
-  return m_impl->n_record_bytes;
-}
-
-std::vector<int64_t> Dataset::stored_record_sizes(int64_t first, int64_t count) const {
-  const Impl& m = *m_impl;
-  if (m.version < 4) return {};
-  m.check_range(first, count);
-  int64_t tail = 0;  // the constant columns read_records() appends to each record
-  std::vector<uint8_t> encoded;
-  for (double v : m.constants) encode_array(&v, 1, encoded);
-  tail = int64_t(encoded.size());
-  std::vector<int64_t> start = m.record_offsets(first, count, true);
-  for (size_t i = 0; i + 1 < start.size(); ++i) start[i] = start[i + 1] - start[i] + tail;
-  start.pop_back();
-  return start;
 }
 
 std::vector<int32_t> Dataset::graph_config_types() const {
@@ -533,106 +404,6 @@ GraphBlock Dataset::read(int64_t first, int64_t count, bool verify) const {
   }
   m.check_block(b);
   return b;
-}
-
-std::vector<int64_t> Dataset::Impl::record_offsets(int64_t first, int64_t count,
-                                                   bool verify) const {
-  const size_t n = size_t(count);
-  std::vector<int64_t> start(n + 1);
-  if (n > 0) read_array(index("graphs/record_start"), hsize_t(first), n, start.data(), verify);
-  if (first + count < n_graphs)
-    read_array(index("graphs/record_start"), hsize_t(first + count), 1, &start[n], verify);
-  else
-    start[n] = n_record_bytes;
-  // The offset table first: each record at least a header long, the first at 0, within the file.
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t g = first + int64_t(i);
-    if ((g == 0 && start[0] != 0) || start[i] < 0 || start[i + 1] - start[i] < kRecordHeaderBytes ||
-        start[i + 1] > n_record_bytes)
-      throw DataError(path + ": array 'graphs/record_start' is inconsistent at graph " +
-                          std::to_string(g) + " (" + std::to_string(start[i]) + ", then " +
-                          std::to_string(start[i + 1]) + ", of " + std::to_string(n_record_bytes) +
-                          " bytes)",
-                      "the file is corrupted; convert it again");
-  }
-  return start;
-}
-
-GraphBlock Dataset::Impl::read_v4(int64_t first, int64_t count, bool verify,
-                                  std::vector<uint8_t>* bytes, std::vector<int64_t>* offsets,
-                                  bool light, uint8_t* dest, int64_t dest_size) const {
-  const size_t n = size_t(count);
-  std::vector<int64_t> start = record_offsets(first, count, verify);
-  const int64_t s0 = n > 0 ? start[0] : 0;
-  for (int64_t& s : start) s -= s0;
-  std::vector<uint8_t> own;
-  std::vector<uint8_t>& vec = bytes ? *bytes : own;
-  if (dest && dest_size != start[n])
-    throw DataError(path + ": graphs " + std::to_string(first) + ".." +
-                        std::to_string(first + count - 1) + " hold " + std::to_string(start[n]) +
-                        " bytes of records, " + std::to_string(dest_size) + " were expected",
-                    "the file changed while it was read; load it again");
-  if (!dest) vec.resize(size_t(start[n]));
-  uint8_t* buf = dest ? dest : vec.data();
-  read_array(index("records"), hsize_t(s0), hsize_t(start[n]), buf, verify);
-  GraphBlock b;
-  try {
-    bool finite = true;
-    b = unpack_records(buf, start.data(), count, extra, graph_extra, !light, &finite);
-    if (!finite)  // decoded after all, for check_block to name the value
-      b = unpack_records(buf, start.data(), count, extra, graph_extra);
-  } catch (const DataError& e) {
-    throw DataError(path + ": array 'records', graphs " + std::to_string(first) + ".." +
-                        std::to_string(first + count - 1) + ": " + e.what(),
-                    "the file is corrupted or was written by another tool; convert the extxyz "
-                    "input again with `ddgnn convert`");
-  }
-  b.first = first;
-  const bool forces = n > 0 && (buf[8] & 1) != 0;  // the first record's header flags, bit 0
-  if (n > 0 && forces != has_forces)               // the records of a block agree (unpack_records)
-    bad_value("records", first,
-              has_forces ? "the record has no forces, the dataset has them"
-                         : "the record has forces, the dataset has none");
-  check_block(b);
-  if (offsets) *offsets = std::move(start);
-  return b;
-}
-
-std::vector<int64_t> Dataset::read_records(int64_t first, int64_t count, std::vector<uint8_t>& out,
-                                           bool compact) const {
-  const Impl& m = *m_impl;
-  if (m.version < 4 || !compact) {
-    const GraphBlock b = read(first, count);
-    return pack_records(b, out, compact);
-  }
-  m.check_range(first, count);
-  std::vector<uint8_t> bytes;
-  std::vector<int64_t> offsets;
-  m.read_v4(first, count, true, &bytes, &offsets, /*light=*/true);
-  add_constant_columns(bytes, offsets, m.constants);
-  if (out.empty())
-    out.swap(bytes);
-  else
-    out.insert(out.end(), bytes.begin(), bytes.end());
-  return offsets;
-}
-
-void Dataset::read_records_into(int64_t first, int64_t count, uint8_t* dest, int64_t size) const {
-  const Impl& m = *m_impl;
-  if (m.version >= 4 && m.constants.empty()) {
-    m.check_range(first, count);
-    m.read_v4(first, count, true, nullptr, nullptr, /*light=*/true, dest, size);
-    return;
-  }
-  std::vector<uint8_t> records;
-  read_records(first, count, records);
-  if (int64_t(records.size()) != size)
-    throw DataError(m.path + ": graphs " + std::to_string(first) + ".." +
-                        std::to_string(first + count - 1) + " hold " +
-                        std::to_string(records.size()) + " bytes of records, " +
-                        std::to_string(size) + " were expected",
-                    "the file changed while it was read; load it again");
-  if (size > 0) std::memcpy(dest, records.data(), size_t(size));
 }
 
 void Dataset::verify_all() const {
